@@ -1,0 +1,65 @@
+"""Sizes and switches of the engine under test, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("healthy", "case1", "case2", "both")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Llama-like decoder. The defaults give a ~2.4 ms CUDA-graph decode step at batch 128
+    on an H200 (measured sizes in shared/research/ENGINE.md)."""
+
+    vocab: int = 32000
+    d_model: int = 2048
+    n_layers: int = 16
+    n_heads: int = 16
+    n_kv_heads: int = 4
+    head_dim: int = 128
+    ffn: int = 5632
+    max_seq: int = 1024
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    @classmethod
+    def tiny(cls) -> "ModelConfig":
+        """A model small enough for CPU tests, with the same architecture."""
+        return cls(vocab=2048, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
+                   ffn=128, max_seq=128)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine runs: the planted bugs, batching and the synthetic workload."""
+
+    mode: str = "healthy"
+    steps: int = 300
+    seed: int = 0
+    max_batch: int = 128
+    graph_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 96, 128)
+    # workload: requests arrive per step (Poisson); lengths are uniform in these ranges
+    arrivals_per_step: float = 3.0
+    initial_requests: int = 128
+    prompt_len: tuple[int, int] = (4, 48)
+    max_new_tokens: tuple[int, int] = (16, 160)
+    greedy_fraction: float = 0.5
+    stop_string_fraction: float = 0.25
+    warmup_steps: int = 20
+    overlap: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+
+    @property
+    def readback_greedy(self) -> bool:
+        """case 1: decide greedy-ness by reading a GPU tensor right after the launch."""
+        return self.mode in ("case1", "both")
+
+    @property
+    def pageable_inputs(self) -> bool:
+        """case 2: stage step inputs in pageable host memory, copied at the launch."""
+        return self.mode in ("case2", "both")
