@@ -16,23 +16,21 @@ from .config import ModelConfig
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of ``x [B, H, D]`` with per-row ``cos/sin [B, 1, D/2]``."""
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+def _rotate(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of ``x [B, H, D]`` by per-row unit complex numbers ``rot [B, 1, D/2]``."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * rot).flatten(-2).to(x.dtype)
 
 
 class KVCache:
-    """Keys and values per layer and slot: ``[layers, slots, kv_heads, max_seq, head_dim]``."""
+    """Keys and values per layer and slot: ``[layers, 2, slots, kv_heads, max_seq, head_dim]``."""
 
     def __init__(self, cfg: ModelConfig, slots: int, device: torch.device, dtype: torch.dtype):
-        shape = (cfg.n_layers, slots, cfg.n_kv_heads, cfg.max_seq, cfg.head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        shape = (cfg.n_layers, 2, slots, cfg.n_kv_heads, cfg.max_seq, cfg.head_dim)
+        self.kv = torch.zeros(shape, device=device, dtype=dtype)
 
 
 class Llama:
@@ -60,7 +58,7 @@ class Llama:
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device=device).float()
                                         / cfg.head_dim))
         angles = torch.outer(torch.arange(cfg.max_seq, device=device).float(), inv)
-        self.cos, self.sin = angles.cos(), angles.sin()
+        self.rot = torch.polar(torch.ones_like(angles), angles)  # [T, D/2] complex
         self.t_range = torch.arange(cfg.max_seq, device=device)
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -71,23 +69,27 @@ class Llama:
         cfg = self.cfg
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
-        cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
-        visible = (self.t_range[None, :] <= positions[:, None])[:, None, None, :]  # [B,1,1,T]
+        rot = self.rot[positions][:, None]
+        # additive mask, shared by every layer: 0 where visible, -inf past the row's position
+        bias = torch.zeros(b, 1, cfg.max_seq, device=tokens.device, dtype=torch.float32)
+        bias = bias.masked_fill(self.t_range[None, None, :] > positions[:, None, None],
+                                float("-inf")).to(self.embed.dtype)
+        bias = bias.repeat_interleave(cfg.n_kv_heads, 0)  # [B*Hkv, 1, T], one row per kv head
         groups = cfg.n_heads // cfg.n_kv_heads
         q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         h = self.embed[tokens]
         for i, layer in enumerate(self.layers):
             x = _rms_norm(h, layer["attn_norm"], cfg.norm_eps)
-            q, k, v = (x @ layer["wqkv"]).split((q_dim, kv_dim, kv_dim), dim=-1)
-            q = _rotate(q.view(b, cfg.n_heads, cfg.head_dim), cos, sin)
-            k = _rotate(k.view(b, cfg.n_kv_heads, cfg.head_dim), cos, sin)
-            cache.k[i][rows, :, positions] = k
-            cache.v[i][rows, :, positions] = v.view(b, cfg.n_kv_heads, cfg.head_dim)
-            keys, values = cache.k[i, :b], cache.v[i, :b]  # [B, Hkv, T, D]
-            qg = q.view(b, cfg.n_kv_heads, groups, cfg.head_dim)
-            scores = torch.einsum("bhgd,bhtd->bhgt", qg, keys).float() * cfg.head_dim ** -0.5
-            probs = scores.masked_fill(~visible, float("-inf")).softmax(-1).to(h.dtype)
-            attn = torch.einsum("bhgt,bhtd->bhgd", probs, values).reshape(b, q_dim)
+            qkv = x @ layer["wqkv"]
+            qk = _rotate(qkv[:, : q_dim + kv_dim].unflatten(-1, (-1, cfg.head_dim)), rot)
+            q, k = qk[:, : cfg.n_heads], qk[:, cfg.n_heads:]
+            v = qkv[:, q_dim + kv_dim:].unflatten(-1, (-1, cfg.head_dim))
+            cache.kv[i][:, rows, :, positions] = torch.stack((k, v), dim=1)
+            keys, values = cache.kv[i, 0, :b], cache.kv[i, 1, :b]  # [B, Hkv, T, D], contiguous
+            qg = q.reshape(b * cfg.n_kv_heads, groups, cfg.head_dim)
+            scores = torch.baddbmm(bias, qg, keys.flatten(0, 1).transpose(1, 2),
+                                   alpha=cfg.head_dim ** -0.5)
+            attn = torch.bmm(scores.softmax(-1), values.flatten(0, 1)).reshape(b, q_dim)
             h = h + attn @ layer["wo"]
             x = _rms_norm(h, layer["mlp_norm"], cfg.norm_eps)
             gate, up = (x @ layer["w_gate_up"]).chunk(2, dim=-1)

@@ -1,7 +1,8 @@
 """Sampling: a device part captured in the decode graph, and a host part right after launch.
 
 The device part computes, for every row, the greedy token and a temperature/top-p sample.
-Randomness is a counter-based hash of (request seed, position, rank), so a request's tokens do
+Top-p is applied within the ``TOP_K`` most likely tokens, as serving engines do to avoid a
+full-vocabulary sort. Randomness is a counter-based hash of (request seed, position, rank), so a request's tokens do
 not depend on its slot, its batch or the step it ran in.
 
 The host part (the ``sample`` phase) merges the two into the tokens that feed the next step.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+TOP_K = 64
 _MASK32 = 0xFFFFFFFF
 _MUL = 0x045D9F3B  # < 2**27, so products of 32-bit values stay inside int64
 
@@ -38,9 +40,9 @@ def sample_device(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.
     """``(greedy, sampled)`` token ids for ``logits [B, V]``: argmax, and a top-p sample."""
     greedy = logits.argmax(-1)
     probs = (logits / temperature.clamp_min(1e-4)[:, None]).softmax(-1)
-    sorted_p, order = probs.sort(-1, descending=True)
+    sorted_p, order = probs.topk(min(TOP_K, logits.shape[1]), dim=-1)
     keep = (sorted_p.cumsum(-1) - sorted_p) < top_p[:, None]  # the top token is always kept
-    race = (sorted_p * keep) / -uniform_noise(seed, position, logits.shape[1]).log()
+    race = (sorted_p * keep) / -uniform_noise(seed, position, sorted_p.shape[1]).log()
     sampled = order.gather(-1, race.argmax(-1, keepdim=True))[:, 0]
     return greedy, sampled
 
