@@ -9,6 +9,7 @@ same loop waits on the step it just launched: the plain synchronous reference.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 
@@ -150,9 +151,16 @@ class Engine:
 
     @staticmethod
     def _detokenize(emitted: list[tuple[Request, int]]) -> None:
+        """Extend each request's text, apply stop strings, and build the chunk a server
+        would stream to its client."""
         for req, tok in emitted:
+            seen = len(req.detok.text)
             if req.detok.add(tok) and not req.done:
                 req.done, req.finish_reason = True, "stop_string"
+            chunk = json.dumps({"id": f"req-{req.rid}", "index": len(req.output) - 1,
+                                "token": tok, "delta": req.detok.text[seen:],
+                                "finish_reason": req.finish_reason or None})
+            req.streamed_bytes += len(chunk)
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> RunResult:

@@ -33,6 +33,7 @@ class Request:
     fed: int = 0  # tokens already scheduled through the model (prompt, then generated)
     done: bool = False
     finish_reason: str = ""
+    streamed_bytes: int = 0
 
     @property
     def planned_outputs(self) -> int:

@@ -2,8 +2,7 @@
 # Capture the sample traces on the GPU machine (see ../shared/gpu/README.md), from the repo root:
 #   [ENGINE_ARGS="--layers 6"] sample_traces/capture.sh OUTDIR NAME:MODE:STEPS[:python|:aten] ...
 # Each NAME is profiled with nsys (CUDA + NVTX, graphs traced per node), exported to SQLite,
-# its engine metrics written to NAME.json, and the SQLite xz-compressed into OUTDIR; after each
-# capture, OUTDIR/traces.tar gets the new files appended (so a run cut short still returns them).
+# its engine metrics written to NAME.json, and the SQLite xz-compressed into OUTDIR.
 # ":python" adds 2 kHz Python sampling and exports the stacks as JSON.
 # ":aten" adds --pytorch=autograd-nvtx (an NVTX range per aten op).
 set -uo pipefail
@@ -27,8 +26,6 @@ for spec in "$@"; do
     2>&1 | grep -E "mode=|error|Error|no report" | tee -a "$out/commands.txt"
   [ -f "$work/$name.sqlite" ] && xz -T0 -6 -c "$work/$name.sqlite" > "$out/$name.sqlite.xz"
   rm -f "$work/$name".*
-  tar rf "$out/traces.tar" -C "$out" "$name.json" "$name.sqlite.xz" commands.txt environment.txt 2>/dev/null
-  rm -f "$out/$name.json" "$out/$name.sqlite.xz"
 done
 rm -rf "$work"
 ls -la "$out"
