@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="a tiny model, for CPU runs")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--sync", action="store_true", help="the plain synchronous loop (no overlap)")
+    p.add_argument("--readback", choices=("all", "tolist"), default="all",
+                   help="how case1 reads the GPU flag back: `.all()` (the seed's line) or `.tolist()`")
+    p.add_argument("--stall-every", type=int, default=1, metavar="N",
+                   help="case1 reads back only on every Nth step (intermittent stalls)")
+    p.add_argument("--host-work-us", type=float, default=0.0, metavar="US",
+                   help="extra CPU work per step, making the engine CPU-bound")
     p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON")
     a = p.parse_args(argv)
     model = ModelConfig.tiny() if a.tiny else ModelConfig()
@@ -31,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         model = dataclasses.replace(model, n_layers=a.layers)
     cfg = EngineConfig(mode=a.mode, steps=a.steps, seed=a.seed, max_batch=a.batch,
                        warmup_steps=min(20, a.steps // 5), overlap=not a.sync,
-                       initial_requests=a.batch)
+                       initial_requests=a.batch, readback=a.readback,
+                       stall_every=a.stall_every, host_work_us=a.host_work_us)
     backend = make_backend(a.device)
     result = Engine(model, cfg, backend).run()
     metrics = dict(mode=a.mode, steps=result.steps, steps_per_s=round(result.steps_per_s, 2),

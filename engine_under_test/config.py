@@ -52,15 +52,22 @@ class EngineConfig:
     stop_string_fraction: float = 0.25
     warmup_steps: int = 20
     overlap: bool = True
+    # variants of the planted bugs, for the shapes an analysis meets in the wild
+    readback: str = "all"  # case 1 written as `.all()` or as `.tolist()`
+    stall_every: int = 1  # case 1 only on every Nth step
+    host_work_us: float = 0.0  # extra CPU work per step in `post`: a CPU-bound engine
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.readback not in ("all", "tolist"):
+            raise ValueError(f"readback must be 'all' or 'tolist', not {self.readback!r}")
 
-    @property
-    def readback_greedy(self) -> bool:
-        """case 1: decide greedy-ness by reading a GPU tensor right after the launch."""
-        return self.mode in ("case1", "both")
+    def readback_at(self, step: int) -> str | None:
+        """case 1: how step ``step`` reads greedy-ness back from the GPU, or None (the fix)."""
+        if self.mode in ("case1", "both") and step % self.stall_every == 0:
+            return self.readback
+        return None
 
     @property
     def pageable_inputs(self) -> bool:

@@ -125,7 +125,7 @@ class Engine:
     def _sample(self, k: int, rows: list[Row], bs: int) -> _InFlight:
         all_greedy = all(r.request.greedy for r in rows)
         tokens = finish_sampling(self.d_greedy[:bs], self.d_sampled[:bs], self.d_is_greedy[:bs],
-                                 all_greedy, self.cfg.readback_greedy)
+                                 all_greedy, self.cfg.readback_at(k))
         self.d_last_token[:bs].copy_(tokens)
         host = self.h_tokens[k % 2]
         host[:bs].copy_(tokens, non_blocking=True)
@@ -134,6 +134,10 @@ class Engine:
 
     def _post(self, prev: _InFlight) -> list[tuple[Request, int]]:
         """Append each row's token and apply the token stop conditions."""
+        if self.cfg.host_work_us:  # a CPU-bound engine's extra bookkeeping
+            until = time.perf_counter() + self.cfg.host_work_us / 1e6
+            while time.perf_counter() < until:
+                pass
         tokens = prev.tokens.tolist()
         emitted = []
         for row in prev.rows:
@@ -170,8 +174,7 @@ class Engine:
         starts, ends = [], []
         generated_at_warmup, t_warm = 0, time.perf_counter()
         for k in range(cfg.steps):
-            if k == cfg.warmup_steps:
-                be.synchronize()
+            if k == cfg.warmup_steps:  # no device sync here: it would stall the loop it measures
                 t_warm = time.perf_counter()
                 generated_at_warmup = sum(len(r.output) for r in requests.values())
             with be.phase(f"step {k}"):

@@ -48,13 +48,17 @@ def sample_device(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.
 
 
 def finish_sampling(greedy: torch.Tensor, sampled: torch.Tensor, is_greedy: torch.Tensor,
-                    all_greedy: bool, readback_greedy: bool) -> torch.Tensor:
+                    all_greedy: bool, readback: str | None = None) -> torch.Tensor:
     """The ``sample`` phase: the next tokens, on the device, from the graph's two candidates.
 
-    ``readback_greedy`` plants case 1, the seed note's line, exactly as it reads there.
+    ``readback="all"`` plants case 1, the seed note's line, exactly as it reads there;
+    ``"tolist"`` is the same bug written the other common way. ``None`` is the fix.
     """
-    if readback_greedy:
+    if readback == "all":
         if is_greedy.all():
+            return greedy
+    elif readback == "tolist":
+        if all(is_greedy.tolist()):
             return greedy
     elif all_greedy:
         return greedy

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Capture the sample traces on the GPU machine (see ../shared/gpu/README.md), from the repo root:
-#   [ENGINE_ARGS="--layers 6"] sample_traces/capture.sh OUTDIR NAME:MODE:STEPS[:python|:aten] ...
+#   sample_traces/capture.sh OUTDIR NAME:MODE:STEPS[:python|:aten|:][:ENGINE ARGS] ...
 # Each NAME is profiled with nsys (CUDA + NVTX, graphs traced per node), exported to SQLite,
 # its engine metrics written to NAME.json, and the SQLite xz-compressed into OUTDIR.
 # ":python" adds 2 kHz Python sampling and exports the stacks as JSON.
@@ -14,13 +14,13 @@ work=$(mktemp -d)
   python3 -c "import torch; print('torch:', torch.__version__, '| gpu:', torch.cuda.get_device_name(0))"
 } > "$out/environment.txt"
 for spec in "$@"; do
-  IFS=: read -r name mode steps extra <<< "$spec"
+  IFS=: read -r name mode steps extra args <<< "$spec"
   flags="" ; eflags=""
   case "$extra" in
     python) flags="--python-sampling=true --python-sampling-frequency=2000"; eflags="--include-json true" ;;
     aten) flags="--pytorch=autograd-nvtx" ;;
   esac
-  cmd="python3 -m engine_under_test --mode $mode --steps $steps ${ENGINE_ARGS:-}"
+  cmd="python3 -m engine_under_test --mode $mode --steps $steps ${args:-}"
   echo "== $name: $cmd  [nsys $flags]" | tee -a "$out/commands.txt"
   NSYS_FLAGS="$flags" NSYS_EXPORT_FLAGS="$eflags" .gpu/nsys-capture.sh "$work/$name" -- $cmd --json "$out/$name.json" \
     2>&1 | grep -E "mode=|error|Error|no report" | tee -a "$out/commands.txt"

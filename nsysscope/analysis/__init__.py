@@ -1,0 +1,151 @@
+"""The overlap analysis: pure functions from a :class:`~nsysscope.trace.Trace` to tables and
+a :class:`~nsysscope.model.Summary`. Nothing here reads files, prints or plots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import NothingToAnalyse, ProfilerLostData
+from ..model import Distributions, Percentiles, Summary, TraceInfo
+from ..trace.load import Trace
+from .blocks import block_table, copy_calls
+from .config import AnalysisConfig
+from .launches import device_busy_intervals, launch_table
+from .nvtx import enclosing
+from .pairing import KLASSES, STALL_KLASSES, attach_blocks
+from .sites import stall_sites
+from .verdict import data_loss_reason, notes_for, verdict_line
+
+__all__ = ["Analysis", "AnalysisConfig", "analyze", "KLASSES", "STALL_KLASSES"]
+
+_MAX_DISTRIBUTION = 4000
+
+
+@dataclass
+class Analysis:
+    """One analysed trace: the per-launch and per-block tables, and their summary."""
+
+    trace: Trace
+    config: AnalysisConfig
+    launches: pd.DataFrame
+    blocks: pd.DataFrame
+    summary: Summary
+
+    @property
+    def stalls(self) -> pd.DataFrame:
+        return self.launches[self.launches["stall"]]
+
+
+def analyze(trace: Trace, cfg: AnalysisConfig | None = None) -> Analysis:
+    cfg = cfg or AnalysisConfig()
+    _require_launches(trace)
+    copies = copy_calls(trace)
+    blocks = block_table(trace, copies)
+    launches = launch_table(trace)
+    launches = attach_blocks(launches, blocks, copies, cfg, **trace.enums)
+    warm = cfg.warmup_for(len(launches))
+    launches["steady"] = (launches["launch"] >= warm) & (launches["klass"] != "last")
+    launches = _attribute(trace, launches)
+    return Analysis(trace, cfg, launches, blocks, summarize(trace, launches, cfg, warm))
+
+
+def _require_launches(trace: Trace) -> None:
+    n = int(trace.api["name"].isin({"cudaGraphLaunch", "cuGraphLaunch"}).sum())
+    if n:
+        return
+    lost = data_loss_reason(trace)
+    if lost:
+        raise ProfilerLostData(f"{trace.meta.path}: {lost}")
+    if trace.api.empty and trace.gpu_ops.empty:
+        raise NothingToAnalyse(f"{trace.meta.path}: no CUDA data in this trace (was it captured "
+                               "with -t cuda, and does the program use the GPU?)")
+    raise NothingToAnalyse(
+        f"{trace.meta.path}: no CUDA graph launches ({len(trace.gpu_ops)} eager GPU ops, "
+        f"{len(trace.api)} CUDA calls); nsysscope analyses engines that replay CUDA graphs")
+
+
+def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
+    """NVTX phase/step/op around each paired block, and the name of its thread."""
+    waited = launches["block"] >= 0
+    tids = launches.loc[waited, "block_tid"].to_numpy()
+    times = launches.loc[waited, "block_start_ns"].to_numpy()
+    enc = enclosing(trace.nvtx, tids, times)
+    for col in ("nvtx_path", "phase", "step", "op"):
+        launches[col] = pd.Series([None] * len(launches), dtype=object)
+        launches.loc[waited, col] = enc[col].to_numpy()
+    # the op of a readback encloses its copy more tightly than the sync: prefer the copy's
+    has_cause = waited & launches["cause_start_ns"].notna()
+    if has_cause.any():
+        cause = enclosing(trace.nvtx, launches.loc[has_cause, "cause_tid"].to_numpy(dtype=np.int64),
+                          launches.loc[has_cause, "cause_start_ns"].to_numpy())
+        launches.loc[has_cause, "op"] = pd.Series(cause["op"].to_numpy(), index=launches.index[has_cause]) \
+            .fillna(launches.loc[has_cause, "op"])
+    names = dict(zip(trace.threads["tid"], trace.threads["thread_name"]))
+    tid = launches["block_tid"].where(waited, launches["tid"])
+    launches["thread"] = tid.map(names).fillna("").astype(str) + " (" + \
+        (tid & 0xFFFFFF).astype(str) + ")"
+    return launches
+
+
+def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: int) -> Summary:
+    steady = launches[launches["steady"]]
+    counts = steady["klass"].value_counts()
+    classes = {k: int(counts.get(k, 0)) for k in KLASSES}
+    stalls = {k: classes[k] for k in STALL_KLASSES}
+    sites = stall_sites(launches)
+    busy, per_s = _busy_and_rate(trace, launches, steady)
+    summary = Summary(
+        trace=TraceInfo(path=trace.meta.path, nsys_version=trace.meta.nsys_version,
+                        schema_version=trace.meta.schema_version, gpus=trace.meta.gpus,
+                        graph_trace=trace.meta.graph_trace),
+        verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
+        warmup_launches=warm, stalls=stalls, classes=classes,
+        no_wait=int((~steady["waited"]).sum()),
+        window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
+        gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3),
+        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),
+        sites=sites, notes=notes_for(trace, launches), config=cfg.to_dict(),
+        distributions=_distributions(steady))
+    ok, line = verdict_line(summary, cfg)
+    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
+
+
+def _busy_and_rate(trace: Trace, launches: pd.DataFrame, steady: pd.DataFrame):
+    work = steady.dropna(subset=["gpu_start_ns"])
+    if len(work) < 2:
+        return None, None
+    t0, t1 = work["gpu_start_ns"].min(), work["gpu_end_ns"].max()
+    busy = device_busy_intervals(trace, launches)
+    busy = busy[busy["device"] == work["device"].iloc[0]]
+    overlap = (np.minimum(busy["end_ns"], t1) - np.maximum(busy["start_ns"], t0)).clip(lower=0)
+    span = t1 - t0
+    return round(float(overlap.sum() / span), 4), round(float(len(work) / (span / 1e9)), 2)
+
+
+def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
+    """NVTX ``step N`` ranges per second over the steady launches' span."""
+    nv = trace.nvtx
+    if nv.empty or steady.empty:
+        return None
+    t0, t1 = steady["api_start_ns"].min(), steady["api_start_ns"].max()
+    steps = nv[nv["text"].str.match(r"^\s*(?:step|iter(?:ation)?)[\s_#:=-]*\d+\s*$", case=False)]
+    steps = steps[(steps["start_ns"] >= t0) & (steps["start_ns"] < t1)]
+    if len(steps) < 2:
+        return None
+    return round(float((len(steps) - 1) / ((steps["start_ns"].max() - steps["start_ns"].min()) / 1e9)), 2)
+
+
+def _distributions(steady: pd.DataFrame) -> Distributions:
+    s = steady
+    if len(s) > _MAX_DISTRIBUTION:  # an evenly spaced sample keeps the time structure
+        s = s.iloc[np.linspace(0, len(s) - 1, _MAX_DISTRIBUTION).astype(int)]
+
+    def us(col: str) -> list[float | None]:
+        v = (s[col] / 1e3).round(2)
+        return [None if pd.isna(x) else float(x) for x in v]
+
+    return Distributions(window_us=us("window_ns"), gpu_idle_us=us("gpu_idle_ns"),
+                         klass=[str(k) for k in s["klass"]], sampled_from=len(steady))

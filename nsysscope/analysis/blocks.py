@@ -1,0 +1,96 @@
+"""Host blocks: CUDA calls that make a host thread wait for the GPU, and what each waits on.
+
+A block is a stream, event, device or context synchronisation (runtime or driver API), or a
+copy that completes synchronously: a synchronous ``cudaMemcpy``, or any copy touching
+pageable host memory (a pageable readback blocks inside ``cudaMemcpyAsync`` itself).
+
+What a block waits on is expressed as a *scope* and a *boundary*: it covers the GPU work
+enqueued before ``boundary_ns`` on ``stream`` (scope ``stream`` or ``event``) or on every
+stream (scope ``device``). For an event sync the boundary is the ``cudaEventRecord`` that
+``eventSyncId`` links it to. ``exact`` is False where the export lacks those tables; such
+blocks are matched by timing alone.
+
+Output columns: ``block``, ``tid``, ``corr_id``, ``name``, ``start_ns``, ``end_ns``,
+``scope``, ``stream``, ``boundary_ns``, ``exact``, and for copies ``copy_kind``, ``src_kind``,
+``dst_kind``, ``bytes``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.load import RECORD_APIS, SYNC_APIS, Trace, is_copy_api
+
+_STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
+_EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
+
+
+def copy_calls(trace: Trace) -> pd.DataFrame:
+    """Every copy API call with its GPU copy: kind, memory kinds, bytes and stream."""
+    api = trace.api
+    calls = api.loc[api["name"].map(is_copy_api).astype(bool),
+                    ["tid", "corr_id", "name", "start_ns", "end_ns"]]
+    ops = trace.gpu_ops.loc[trace.gpu_ops["kind"] == "memcpy",
+                            ["corr_id", "stream", "copy_kind", "src_kind", "dst_kind", "bytes",
+                             "start_ns", "end_ns"]]
+    ops = ops.rename(columns={"start_ns": "gpu_start_ns", "end_ns": "gpu_end_ns"})
+    ops = ops.drop_duplicates("corr_id")
+    out = calls.merge(ops, on="corr_id", how="left")
+    for col in ("stream", "copy_kind", "src_kind", "dst_kind", "bytes"):
+        out[col] = out[col].fillna(-1).astype("int64")
+    out["name"] = out["name"].astype(str)
+    return out
+
+
+def block_table(trace: Trace, copies: pd.DataFrame) -> pd.DataFrame:
+    api = trace.api
+    syncs = api.loc[api["name"].isin(SYNC_APIS), ["tid", "corr_id", "name", "start_ns", "end_ns"]]
+    syncs = syncs.assign(name=syncs["name"].astype(str))
+    pageable = trace.enums["pageable"]
+    blocking = (~copies["name"].str.contains("Async")) | (copies["src_kind"] == pageable) | \
+               (copies["dst_kind"] == pageable)
+    blocking_copies = copies.loc[blocking, ["tid", "corr_id", "name", "start_ns", "end_ns",
+                                            "stream", "copy_kind", "src_kind", "dst_kind", "bytes"]]
+    s = _scope_syncs(trace, syncs)
+    c = blocking_copies.assign(scope=np.where(blocking_copies["stream"] >= 0, "stream", "device"),
+                               boundary_ns=blocking_copies["start_ns"],
+                               exact=blocking_copies["stream"] >= 0)
+    blocks = pd.concat([s, c], ignore_index=True).sort_values("start_ns", kind="stable")
+    for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream"):
+        blocks[col] = blocks[col].fillna(-1).astype("int64")
+    blocks["exact"] = blocks["exact"].astype(bool)
+    blocks = blocks.reset_index(drop=True)
+    blocks.insert(0, "block", np.arange(len(blocks)))
+    return blocks
+
+
+def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
+    """Scope, stream and boundary of each synchronisation call."""
+    meta = trace.meta
+    rec = trace.syncs.drop_duplicates("corr_id")
+    out = syncs.merge(rec, on="corr_id", how="left")
+    out["scope"] = "device"
+    out["boundary_ns"] = out["start_ns"]
+    out["exact"] = True
+    is_stream = out["name"].isin(_STREAM_SYNCS)
+    known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & (out["stream"] < 2**32 - 1)
+    out.loc[known_stream, "scope"] = "stream"
+    out.loc[is_stream & ~known_stream, "exact"] = False
+    is_event = out["name"].isin(_EVENT_SYNCS)
+    out.loc[is_event, "exact"] = False
+    out.loc[is_event, "scope"] = "event"
+    if meta.has_sync_records and meta.has_event_records and len(trace.event_records):
+        records = trace.event_records.merge(
+            trace.api.loc[trace.api["name"].isin(RECORD_APIS), ["corr_id", "start_ns"]],
+            on="corr_id", how="inner").rename(columns={"start_ns": "record_ns",
+                                                       "stream": "record_stream"})
+        records = records.drop_duplicates("event_sync_id")[["event_sync_id", "record_ns",
+                                                            "record_stream"]]
+        out = out.merge(records, on="event_sync_id", how="left")
+        resolved = is_event.to_numpy() & out["record_ns"].notna().to_numpy()
+        out.loc[resolved, "boundary_ns"] = out.loc[resolved, "record_ns"]
+        out.loc[resolved, "stream"] = out.loc[resolved, "record_stream"]
+        out.loc[resolved, "exact"] = True
+        out = out.drop(columns=["record_ns", "record_stream"])
+    return out.drop(columns=["event_sync_id"])

@@ -1,0 +1,80 @@
+"""Graph launches and their GPU side: when each replay ran, and the idle gap after it.
+
+Output columns (one row per ``cudaGraphLaunch``, in issue order):
+``launch`` (0-based index), ``tid``, ``corr_id``, ``api_start_ns``, ``api_end_ns``,
+``gpu_start_ns``, ``gpu_end_ns`` (NaN when the GPU work is missing), ``stream``, ``device``,
+``n_ops``, ``next_api_start_ns`` / ``next_gpu_start_ns`` (the next launch on the same stream),
+``gpu_gap_ns`` (next replay's start minus this one's end) and ``gpu_idle_ns`` (that gap minus
+any other GPU work on the device inside it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.load import LAUNCH_APIS, Trace
+
+
+def launch_table(trace: Trace) -> pd.DataFrame:
+    api = trace.api
+    calls = api.loc[api["name"].isin(LAUNCH_APIS), ["tid", "corr_id", "start_ns", "end_ns"]]
+    calls = calls.rename(columns={"start_ns": "api_start_ns", "end_ns": "api_end_ns"})
+    df = calls.merge(trace.graph_work, on="corr_id", how="left")
+    df = df.sort_values("api_start_ns", kind="stable").reset_index(drop=True)
+    df.insert(0, "launch", np.arange(len(df)))
+    for col in ("gpu_start_ns", "gpu_end_ns"):
+        df[col] = df[col].astype("float64")
+    df["stream"] = df["stream"].fillna(-1).astype("int64")
+    df["device"] = df["device"].fillna(-1).astype("int64")
+    df["n_ops"] = df["n_ops"].fillna(0).astype("int64")
+    nxt = df.groupby("stream", sort=False)[["api_start_ns", "api_end_ns", "gpu_start_ns"]].shift(-1)
+    df["next_api_start_ns"] = nxt["api_start_ns"]
+    df["next_api_end_ns"] = nxt["api_end_ns"]
+    df["next_gpu_start_ns"] = nxt["gpu_start_ns"]
+    df["gpu_gap_ns"] = df["next_gpu_start_ns"] - df["gpu_end_ns"]
+    df["gpu_idle_ns"] = df["gpu_gap_ns"] - _busy_between(trace, df)
+    return df
+
+
+def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
+    """Merged intervals during which each device ran anything: ``device, start_ns, end_ns``."""
+    work = launches.dropna(subset=["gpu_start_ns"])
+    spans = pd.concat([
+        pd.DataFrame({"device": work["device"], "start_ns": work["gpu_start_ns"],
+                      "end_ns": work["gpu_end_ns"]}),
+        trace.gpu_ops[["device", "start_ns", "end_ns"]].astype("float64"),
+    ], ignore_index=True).sort_values(["device", "start_ns"], kind="stable")
+    if spans.empty:
+        return spans
+    run_end = spans.groupby("device")["end_ns"].cummax()
+    prev_end = run_end.groupby(spans["device"]).shift(1)
+    new_run = (spans["start_ns"] > prev_end) | prev_end.isna()
+    run_id = new_run.cumsum()
+    merged = spans.assign(run=run_id.values, run_end=run_end.values).groupby("run").agg(
+        device=("device", "first"), start_ns=("start_ns", "min"), end_ns=("run_end", "max"))
+    return merged.reset_index(drop=True)
+
+
+def _busy_between(trace: Trace, launches: pd.DataFrame) -> pd.Series:
+    """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per device."""
+    busy = device_busy_intervals(trace, launches)
+    out = pd.Series(np.nan, index=launches.index)
+    for device, iv in busy.groupby("device"):
+        starts, ends = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
+        cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
+        rows = launches.index[launches["device"] == device]
+        a = launches.loc[rows, "gpu_end_ns"].to_numpy()
+        b = launches.loc[rows, "next_gpu_start_ns"].to_numpy()
+        out.loc[rows] = _busy_until(b, starts, ends, cum) - _busy_until(a, starts, ends, cum)
+    return out
+
+
+def _busy_until(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, cum: np.ndarray) -> np.ndarray:
+    """Total busy time of sorted disjoint intervals before each time ``t`` (NaN stays NaN)."""
+    i = np.searchsorted(starts, np.nan_to_num(t, nan=-np.inf), side="right")  # intervals started
+    prev = np.maximum(i - 1, 0)
+    partial = np.where(i > 0, np.clip(t - starts[prev], 0, ends[prev] - starts[prev]), 0.0)
+    full = cum[prev]
+    result = np.where(i > 0, full + partial, 0.0)
+    return np.where(np.isnan(t), np.nan, result)

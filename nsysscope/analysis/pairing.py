@@ -1,0 +1,177 @@
+"""Pair each graph launch with the host block that waited on it, and classify the result.
+
+The block that waits on a launch is the first (earliest-starting) block that covers the
+launch's GPU work and was still waiting when that work finished. Exact blocks cover the
+launches enqueued on their stream before their boundary; inexact ones (no sync/event
+records in the export) are matched by timing: the block spanned the moment the work ended.
+
+Columns added to the launch table:
+``block`` (the paired block, -1 if none), ``waited`` (bool), ``block_start_ns``,
+``block_end_ns``, ``block_name``, ``block_tid``, ``window_ns`` (block start minus launch-call
+end: the effective overlap window), ``stall`` (the block ended before the next launch was
+issued, so the GPU ran dry), ``cause`` (the copy that made the block: its API call, kind,
+memory kinds and bytes), and ``klass``:
+
+* ``gpu_to_cpu``  stall caused by a device->host readback (case 1)
+* ``cpu_to_gpu``  stall caused by a host->device copy from pageable memory (case 2)
+* ``other_stall`` any other stall (an explicit sync, an early event wait)
+* ``launch_bound`` no stall, but the GPU sat idle longer than the threshold before the next
+  replay: the host is simply slower than the GPU
+* ``healthy``     the next launch was queued before the GPU finished (or the host never had
+  to wait)
+* ``last``        the final launch on its stream: nothing follows to judge it by
+* ``no_gpu_work`` the launch has no GPU work in the trace
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .config import AnalysisConfig
+
+KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall", "launch_bound", "healthy", "last",
+           "no_gpu_work")
+STALL_KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall")
+
+_COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
+
+
+def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
+    """The paired block index for every launch (-1 where none waited on it)."""
+    best_start = np.full(len(launches), np.inf)
+    best_block = np.full(len(launches), -1, dtype=np.int64)
+    gpu_end = launches["gpu_end_ns"].to_numpy()
+    api_start = launches["api_start_ns"].to_numpy(dtype=np.float64)
+
+    def offer(rows: np.ndarray, starts: np.ndarray, ids: np.ndarray) -> None:
+        better = starts < best_start[rows]
+        best_start[rows[better]] = starts[better]
+        best_block[rows[better]] = ids[better]
+
+    exact = blocks[blocks["exact"]]
+    device_wide = exact[exact["scope"] == "device"]
+    for stream, rows in launches.groupby("stream").indices.items():
+        cand = pd.concat([exact[(exact["scope"] != "device") & (exact["stream"] == stream)],
+                          device_wide])
+        if cand.empty:
+            continue
+        cand = cand.sort_values("boundary_ns", kind="stable")
+        bound = cand["boundary_ns"].to_numpy(dtype=np.float64)
+        start = cand["start_ns"].to_numpy(dtype=np.float64)
+        # earliest start among the blocks whose boundary lies after each position
+        rank = np.argsort(np.argsort(start, kind="stable"), kind="stable")
+        suffix_rank = np.minimum.accumulate(rank[::-1])[::-1]
+        by_rank = np.argsort(start, kind="stable")
+        pos = np.searchsorted(bound, api_start[rows], side="right")
+        has = pos < len(cand)
+        r = rows[has]
+        chosen = by_rank[suffix_rank[pos[has]]]
+        c_start = start[chosen]
+        waiting = c_start < gpu_end[r]  # the block began before the work finished
+        offer(r[waiting], c_start[waiting], cand["block"].to_numpy()[chosen][waiting])
+
+    slack = cfg.timing_slack_us * 1e3
+    for tid, b in blocks[~blocks["exact"]].groupby("tid"):
+        b = b.sort_values("start_ns", kind="stable")
+        start = b["start_ns"].to_numpy(dtype=np.float64)
+        end = b["end_ns"].to_numpy(dtype=np.float64)
+        i = np.searchsorted(start, gpu_end, side="left") - 1  # last block starting before
+        ok = (i >= 0) & ~np.isnan(gpu_end)
+        idx = np.where(ok, i, 0)
+        ok &= end[idx] + slack >= gpu_end
+        # that block must have started after the launch was issued
+        ok &= start[idx] > api_start
+        rows = np.flatnonzero(ok)
+        offer(rows, start[idx[ok]], b["block"].to_numpy()[idx[ok]])
+    return pd.Series(best_block, index=launches.index, name="block")
+
+
+def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
+                  cfg: AnalysisConfig, pageable: int, htod: int, dtoh: int) -> pd.DataFrame:
+    """Windows, stalls, causes and classes for every launch."""
+    df = launches.copy()
+    df["block"] = pair_blocks(df, blocks, cfg)
+    b = blocks.set_index("block")
+    paired = df["block"] >= 0
+    sel = df.loc[paired, "block"]
+    df["waited"] = paired
+    df["block_start_ns"] = np.nan
+    df["block_end_ns"] = np.nan
+    df.loc[paired, "block_start_ns"] = b.loc[sel, "start_ns"].to_numpy(dtype=np.float64)
+    df.loc[paired, "block_end_ns"] = b.loc[sel, "end_ns"].to_numpy(dtype=np.float64)
+    df["block_name"] = pd.Series(pd.NA, index=df.index, dtype="string")
+    df.loc[paired, "block_name"] = b.loc[sel, "name"].to_numpy()
+    df["block_tid"] = -1
+    df.loc[paired, "block_tid"] = b.loc[sel, "tid"].to_numpy()
+    df["window_ns"] = df["block_start_ns"] - df["api_end_ns"]
+    df["stall"] = paired & ~(df["block_end_ns"] > df["next_api_start_ns"]) & \
+        df["next_api_start_ns"].notna()
+    df = _attach_cause(df, blocks, copies)
+    kind = np.full(len(df), "healthy", dtype=object)
+    kind[df["gpu_idle_ns"].to_numpy() > cfg.launch_bound_gap_us * 1e3] = "launch_bound"
+    stall = df["stall"].to_numpy()
+    readback = (df["cause_copy_kind"] == dtoh).to_numpy()
+    pageable_up = ((df["cause_copy_kind"] == htod) & (df["cause_src_kind"] == pageable)).to_numpy()
+    kind[stall] = "other_stall"
+    kind[stall & readback] = "gpu_to_cpu"
+    kind[stall & pageable_up] = "cpu_to_gpu"
+    kind[df["next_api_start_ns"].isna().to_numpy()] = "last"
+    kind[df["gpu_end_ns"].isna().to_numpy()] = "no_gpu_work"
+    df["klass"] = pd.Categorical(kind, categories=KLASSES)
+    df["api_chain"] = _api_chain(df)
+    return df
+
+
+def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+    """The copy that made each paired block: the block itself when it is a blocking copy,
+    else the last copy enqueued on the launch's stream after the launch and before the
+    block's boundary."""
+    b = blocks.set_index("block")
+    cols = ["cause_name", "cause_copy_kind", "cause_src_kind", "cause_dst_kind", "cause_bytes",
+            "cause_start_ns", "cause_tid"]
+    out = pd.DataFrame(index=df.index, columns=cols)
+    paired = df.index[df["block"] >= 0]
+    if len(paired) == 0:
+        df[cols] = np.nan
+        df["cause_name"] = pd.Series(pd.NA, index=df.index, dtype="string")
+        return df
+    q = pd.DataFrame({
+        "row": paired,
+        "stream": df.loc[paired, "stream"].to_numpy(),
+        "after_ns": df.loc[paired, "api_start_ns"].to_numpy(dtype=np.float64),
+        "boundary_ns": b.loc[df.loc[paired, "block"], "boundary_ns"].to_numpy(dtype=np.float64),
+        "is_copy": b.loc[df.loc[paired, "block"], "copy_kind"].to_numpy() >= 0,
+    })
+    c = copies[copies["stream"] >= 0][["stream", "start_ns", "name", "copy_kind", "src_kind",
+                                       "dst_kind", "bytes", "tid"]].copy()
+    c["start_ns"] = c["start_ns"].astype(np.float64)
+    c = c.sort_values("start_ns", kind="stable")
+    q = q.sort_values("boundary_ns", kind="stable")
+    # the block's own copy starts exactly at its boundary: include it (allow_exact_matches)
+    m = pd.merge_asof(q, c, left_on="boundary_ns", right_on="start_ns", by="stream",
+                      direction="backward", allow_exact_matches=True)
+    m = m[m["start_ns"] >= m["after_ns"]].set_index("row")
+    found = m.index
+    df["cause_name"] = pd.Series(pd.NA, index=df.index, dtype="string")
+    df.loc[found, "cause_name"] = m["name"].astype(str).to_numpy()
+    for src, dst in (("copy_kind", "cause_copy_kind"), ("src_kind", "cause_src_kind"),
+                     ("dst_kind", "cause_dst_kind"), ("bytes", "cause_bytes"),
+                     ("start_ns", "cause_start_ns"), ("tid", "cause_tid")):
+        df[dst] = np.nan
+        df.loc[found, dst] = m[src].to_numpy(dtype=np.float64)
+    return df
+
+
+def _api_chain(df: pd.DataFrame) -> pd.Series:
+    """``cudaMemcpyAsync DtoH 1 B -> cudaStreamSynchronize`` for paired blocks."""
+    has_copy = df["cause_copy_kind"].notna()
+    kind = df["cause_copy_kind"].map(_COPY_KIND_LABEL).fillna("copy").where(has_copy, "")
+    nbytes = (df["cause_bytes"].astype("Int64").astype("string") + " B").fillna("")
+    cause = df["cause_name"].fillna("").astype(str) + " " + kind + " " + nbytes
+    cause = cause.str.strip()
+    same = df["cause_name"].fillna("").astype(str) == df["block_name"].fillna("").astype(str)
+    chain = np.where(cause.str.len() > 0,
+                     np.where(same, cause, cause + " \u2192 " + df["block_name"].fillna("").astype(str)),
+                     df["block_name"].fillna("").astype(str))
+    return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")

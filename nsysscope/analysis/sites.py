@@ -1,0 +1,31 @@
+"""Group steady-state stalls into sites: one row per thing an engineer has to fix."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..model import FIXES, StallSite
+
+SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread"]
+
+
+def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
+    """Sites of the steady-state stalls and launch-bound gaps, most time lost first."""
+    rows = launches[launches["steady"] & launches["klass"].isin(list(FIXES))]
+    if rows.empty:
+        return []
+    keyed = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "")
+                           for k in SITE_KEYS},
+                        block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
+                        lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
+    g = keyed.groupby(SITE_KEYS, sort=False, observed=True).agg(
+        count=("launch", "size"), lost_us=("lost_us", "sum"), mean_block_us=("block_us", "mean"),
+        example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"))
+    g = g.reset_index().sort_values(["lost_us", "count"], ascending=False).head(top)
+    n_stalls = int(rows["stall"].sum())
+    return [StallSite(
+        klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
+        share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound" else 0.0,
+        phase=r.phase or None, op=r.op or None, api_chain=r.api_chain, nvtx_path=r.nvtx_path or "",
+        thread=r.thread, mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
+        example_launch=int(r.example_launch), fix=FIXES[r.klass]) for r in g.itertuples()]

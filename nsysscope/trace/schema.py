@@ -1,0 +1,104 @@
+"""What an nsys export looks like from the inside, whatever its version.
+
+Exports differ between nsys versions: columns come and go (``PRAGMA table_info``), tables
+exist only when non-empty, enum values live in ``ENUM_*`` tables, API names carry version
+suffixes (``cudaGraphLaunch_v10000``) and NVTX text is either inline (``text``) or interned
+(``textId``). This module answers those questions for one open connection.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from functools import cached_property
+from pathlib import Path
+
+from ..errors import NotAnNsysExport
+
+#: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
+TESTED_SCHEMAS = ("3.7.2", "3.20.3")
+SUPPORTED_MAJOR = 3
+
+_API_SUFFIX = re.compile(r"(_v\d+)+$|_ptsz$|_ptds$")
+
+
+def api_base_name(name: str) -> str:
+    """``cudaGraphLaunch_v10000`` -> ``cudaGraphLaunch``; ``cudaMemcpyAsync_ptsz`` -> ``cudaMemcpyAsync``."""
+    previous = None
+    while previous != name:
+        previous, name = name, _API_SUFFIX.sub("", name)
+    return name
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an export read-only and immutable: nsysscope never writes to a trace."""
+    uri = f"file:{path.resolve().as_posix()}?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+class Schema:
+    """Tables, columns, enums and version of one export."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn, self.path = conn, path
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise NotAnNsysExport(f"{path}: not a readable nsys export ({e})") from None
+        self.tables = frozenset(r[0] for r in rows)
+        if "META_DATA_EXPORT" not in self.tables:
+            raise NotAnNsysExport(
+                f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
+                "make one with: nsys export --type sqlite REPORT.nsys-rep")
+        self._check_version()
+
+    @cached_property
+    def export_meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+
+    @property
+    def schema_version(self) -> str:
+        return self.export_meta.get("EXPORT_SCHEMA_VERSION", "unknown")
+
+    @property
+    def nsys_version(self) -> str:
+        return self.export_meta.get("EXPORT_PRODUCT_VERSION", "unknown")
+
+    def _check_version(self) -> None:
+        major = self.export_meta.get("EXPORT_SCHEMA_VERSION_MAJOR") or self.schema_version.split(".")[0]
+        if str(major) != str(SUPPORTED_MAJOR):
+            raise NotAnNsysExport(
+                f"{self.path}: export schema {self.schema_version} (nsys {self.nsys_version}) is "
+                f"not supported; nsysscope reads schema {SUPPORTED_MAJOR}.x "
+                f"(tested: {', '.join(TESTED_SCHEMAS)})")
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> frozenset[str]:
+        if table not in self.tables:
+            return frozenset()
+        return frozenset(r[1] for r in self.conn.execute(f"PRAGMA table_info('{table}')"))
+
+    def enum(self, table: str) -> dict[str, int]:
+        """``ENUM_X`` as ``{NAME: id}``, empty when the export has no such table."""
+        if table not in self.tables:
+            return {}
+        return {name: int(i) for i, name in self.conn.execute(f"SELECT id, name FROM {table}")}
+
+    def enum_id(self, table: str, suffix: str, default: int) -> int:
+        """The id of the enum member whose name ends with ``suffix`` (e.g. ``_PAGEABLE``)."""
+        for name, i in self.enum(table).items():
+            if name.endswith(suffix):
+                return i
+        return default
+
+    def nvtx_text_sql(self, alias: str = "n") -> str:
+        """SQL for an NVTX event's text, inline or interned, whichever this schema has."""
+        cols = self.columns("NVTX_EVENTS")
+        parts = []
+        if "text" in cols:
+            parts.append(f"NULLIF({alias}.text, '')")
+        if "textId" in cols:
+            parts.append(f"(SELECT value FROM StringIds WHERE id = {alias}.textId)")
+        return f"COALESCE({', '.join(parts)}, '')" if parts else "''"
