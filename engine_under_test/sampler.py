@@ -32,7 +32,7 @@ def uniform_noise(seed: torch.Tensor, position: torch.Tensor, width: int) -> tor
     rank = torch.arange(width, device=seed.device)
     key = _mix32((seed[:, None] * 1_000_003 + position[:, None]) & _MASK32)
     bits = _mix32((key * 65_537 + rank[None, :]) & _MASK32)
-    return ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))
+    return ((bits >> 9).float() + 0.5) * (1.0 / (1 << 23))  # 23 bits: never rounds to 1.0
 
 
 def sample_device(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
