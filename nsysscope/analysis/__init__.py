@@ -45,7 +45,7 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None) -> Analysis:
     copies = copy_calls(trace)
     blocks = block_table(trace, copies)
     launches = launch_table(trace)
-    launches = attach_blocks(launches, blocks, copies, cfg, **trace.enums)
+    launches = attach_blocks(launches, blocks, copies, trace.api, cfg, **trace.enums)
     warm = cfg.warmup_for(len(launches))
     launches["steady"] = (launches["launch"] >= warm) & (launches["klass"] != "last")
     launches = _attribute(trace, launches)
@@ -68,14 +68,14 @@ def _require_launches(trace: Trace) -> None:
 
 
 def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
-    """NVTX phase/step/op around each paired block, and the name of its thread."""
+    """NVTX phase/step/op where each launch was decided: around its paired block, or, with
+    no block, what the launching thread was doing when the GPU ran out of work."""
     waited = launches["block"] >= 0
-    tids = launches.loc[waited, "block_tid"].to_numpy()
-    times = launches.loc[waited, "block_start_ns"].to_numpy()
-    enc = enclosing(trace.nvtx, tids, times)
+    tids = launches["block_tid"].where(waited, launches["tid"]).to_numpy()
+    times = launches["block_start_ns"].where(waited, launches["gpu_end_ns"]).to_numpy()
+    enc = enclosing(trace.nvtx, tids, np.nan_to_num(times, nan=-1.0))
     for col in ("nvtx_path", "phase", "step", "op"):
-        launches[col] = pd.Series([None] * len(launches), dtype=object)
-        launches.loc[waited, col] = enc[col].to_numpy()
+        launches[col] = enc[col].to_numpy()
     # the op of a readback encloses its copy more tightly than the sync: prefer the copy's
     has_cause = waited & launches["cause_start_ns"].notna()
     if has_cause.any():

@@ -10,9 +10,15 @@ stream (scope ``device``). For an event sync the boundary is the ``cudaEventReco
 ``eventSyncId`` links it to. ``exact`` is False where the export lacks those tables; such
 blocks are matched by timing alone.
 
+A blocking copy is matched by timing: whether it waits for queued work depends on its size
+and direction (a small pageable upload returns once staged), so only a copy that was still
+running when a launch's work ended is taken to have waited on it.
+
 Output columns: ``block``, ``tid``, ``corr_id``, ``name``, ``start_ns``, ``end_ns``,
-``scope``, ``stream``, ``boundary_ns``, ``exact``, and for copies ``copy_kind``, ``src_kind``,
-``dst_kind``, ``bytes``.
+``scope``, ``stream``, ``boundary_ns``, ``exact``, ``anchor_corr`` (the call whose
+predecessor may be the copy that caused the block: the sync itself, or the
+``cudaEventRecord`` it waits on), and for copies ``copy_kind``, ``src_kind``, ``dst_kind``,
+``bytes``.
 """
 
 from __future__ import annotations
@@ -54,10 +60,10 @@ def block_table(trace: Trace, copies: pd.DataFrame) -> pd.DataFrame:
                                             "stream", "copy_kind", "src_kind", "dst_kind", "bytes"]]
     s = _scope_syncs(trace, syncs)
     c = blocking_copies.assign(scope=np.where(blocking_copies["stream"] >= 0, "stream", "device"),
-                               boundary_ns=blocking_copies["start_ns"],
-                               exact=blocking_copies["stream"] >= 0)
+                               boundary_ns=blocking_copies["start_ns"], exact=False,
+                               anchor_corr=blocking_copies["corr_id"])
     blocks = pd.concat([s, c], ignore_index=True).sort_values("start_ns", kind="stable")
-    for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream"):
+    for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream", "anchor_corr"):
         blocks[col] = blocks[col].fillna(-1).astype("int64")
     blocks["exact"] = blocks["exact"].astype(bool)
     blocks = blocks.reset_index(drop=True)
@@ -73,6 +79,7 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out["scope"] = "device"
     out["boundary_ns"] = out["start_ns"]
     out["exact"] = True
+    out["anchor_corr"] = out["corr_id"]
     is_stream = out["name"].isin(_STREAM_SYNCS)
     known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & (out["stream"] < 2**32 - 1)
     out.loc[known_stream, "scope"] = "stream"
@@ -84,13 +91,15 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
         records = trace.event_records.merge(
             trace.api.loc[trace.api["name"].isin(RECORD_APIS), ["corr_id", "start_ns"]],
             on="corr_id", how="inner").rename(columns={"start_ns": "record_ns",
-                                                       "stream": "record_stream"})
+                                                       "stream": "record_stream",
+                                                       "corr_id": "record_corr"})
         records = records.drop_duplicates("event_sync_id")[["event_sync_id", "record_ns",
-                                                            "record_stream"]]
+                                                            "record_stream", "record_corr"]]
         out = out.merge(records, on="event_sync_id", how="left")
         resolved = is_event.to_numpy() & out["record_ns"].notna().to_numpy()
         out.loc[resolved, "boundary_ns"] = out.loc[resolved, "record_ns"]
         out.loc[resolved, "stream"] = out.loc[resolved, "record_stream"]
         out.loc[resolved, "exact"] = True
-        out = out.drop(columns=["record_ns", "record_stream"])
+        out.loc[resolved, "anchor_corr"] = out.loc[resolved, "record_corr"]
+        out = out.drop(columns=["record_ns", "record_stream", "record_corr"])
     return out.drop(columns=["event_sync_id"])

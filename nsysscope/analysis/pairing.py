@@ -2,8 +2,9 @@
 
 The block that waits on a launch is the first (earliest-starting) block that covers the
 launch's GPU work and was still waiting when that work finished. Exact blocks cover the
-launches enqueued on their stream before their boundary; inexact ones (no sync/event
-records in the export) are matched by timing: the block spanned the moment the work ended.
+launches enqueued on their stream before their boundary; inexact ones (blocking copies, and
+syncs when the export has no sync/event records) are matched by timing: the block spanned
+the moment the work ended.
 
 Columns added to the launch table:
 ``block`` (the paired block, -1 if none), ``waited`` (bool), ``block_start_ns``,
@@ -88,7 +89,8 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
 
 
 def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
-                  cfg: AnalysisConfig, pageable: int, htod: int, dtoh: int) -> pd.DataFrame:
+                  api: pd.DataFrame, cfg: AnalysisConfig, pageable: int, htod: int,
+                  dtoh: int) -> pd.DataFrame:
     """Windows, stalls, causes and classes for every launch."""
     df = launches.copy()
     df["block"] = pair_blocks(df, blocks, cfg)
@@ -107,7 +109,7 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataF
     df["window_ns"] = df["block_start_ns"] - df["api_end_ns"]
     df["stall"] = paired & ~(df["block_end_ns"] > df["next_api_start_ns"]) & \
         df["next_api_start_ns"].notna()
-    df = _attach_cause(df, blocks, copies)
+    df = _attach_cause(df, blocks, copies, api)
     kind = np.full(len(df), "healthy", dtype=object)
     kind[df["gpu_idle_ns"].to_numpy() > cfg.launch_bound_gap_us * 1e3] = "launch_bound"
     stall = df["stall"].to_numpy()
@@ -123,43 +125,34 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataF
     return df
 
 
-def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
+                  api: pd.DataFrame) -> pd.DataFrame:
     """The copy that made each paired block: the block itself when it is a blocking copy,
-    else the last copy enqueued on the launch's stream after the launch and before the
-    block's boundary."""
+    else the copy issued right before it on its thread (``.item()`` is a copy then a stream
+    sync; an event wait's copy is the one right before its ``cudaEventRecord``). It must
+    belong to this round: issued after the launch it waited on."""
+    cols = {"name": "cause_name", "copy_kind": "cause_copy_kind", "src_kind": "cause_src_kind",
+            "dst_kind": "cause_dst_kind", "bytes": "cause_bytes", "start_ns": "cause_start_ns",
+            "tid": "cause_tid"}
+    calls = api.sort_values(["tid", "start_ns"], kind="stable")
+    prev_corr = pd.Series(calls.groupby("tid")["corr_id"].shift(1).to_numpy(),
+                          index=calls["corr_id"].to_numpy())
+    prev_corr = prev_corr[~prev_corr.index.duplicated()]
     b = blocks.set_index("block")
-    cols = ["cause_name", "cause_copy_kind", "cause_src_kind", "cause_dst_kind", "cause_bytes",
-            "cause_start_ns", "cause_tid"]
-    out = pd.DataFrame(index=df.index, columns=cols)
     paired = df.index[df["block"] >= 0]
-    if len(paired) == 0:
-        df[cols] = np.nan
-        df["cause_name"] = pd.Series(pd.NA, index=df.index, dtype="string")
-        return df
-    q = pd.DataFrame({
-        "row": paired,
-        "stream": df.loc[paired, "stream"].to_numpy(),
-        "after_ns": df.loc[paired, "api_start_ns"].to_numpy(dtype=np.float64),
-        "boundary_ns": b.loc[df.loc[paired, "block"], "boundary_ns"].to_numpy(dtype=np.float64),
-        "is_copy": b.loc[df.loc[paired, "block"], "copy_kind"].to_numpy() >= 0,
-    })
-    c = copies[copies["stream"] >= 0][["stream", "start_ns", "name", "copy_kind", "src_kind",
-                                       "dst_kind", "bytes", "tid"]].copy()
-    c["start_ns"] = c["start_ns"].astype(np.float64)
-    c = c.sort_values("start_ns", kind="stable")
-    q = q.sort_values("boundary_ns", kind="stable")
-    # the block's own copy starts exactly at its boundary: include it (allow_exact_matches)
-    m = pd.merge_asof(q, c, left_on="boundary_ns", right_on="start_ns", by="stream",
-                      direction="backward", allow_exact_matches=True)
-    m = m[m["start_ns"] >= m["after_ns"]].set_index("row")
-    found = m.index
-    df["cause_name"] = pd.Series(pd.NA, index=df.index, dtype="string")
-    df.loc[found, "cause_name"] = m["name"].astype(str).to_numpy()
-    for src, dst in (("copy_kind", "cause_copy_kind"), ("src_kind", "cause_src_kind"),
-                     ("dst_kind", "cause_dst_kind"), ("bytes", "cause_bytes"),
-                     ("start_ns", "cause_start_ns"), ("tid", "cause_tid")):
-        df[dst] = np.nan
-        df.loc[found, dst] = m[src].to_numpy(dtype=np.float64)
+    blk = b.loc[df.loc[paired, "block"]]
+    own_copy = blk["copy_kind"].to_numpy() >= 0
+    before = prev_corr.reindex(blk["anchor_corr"].to_numpy()).to_numpy()
+    cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
+    c = copies.drop_duplicates("corr_id").set_index("corr_id")
+    found = pd.Series(cause_corr, index=paired).dropna()
+    found = found[found.isin(c.index)]
+    hit = c.loc[found.to_numpy().astype(np.int64)]
+    ok = hit["start_ns"].to_numpy() >= df.loc[found.index, "api_start_ns"].to_numpy()
+    rows, hit = found.index[ok], hit[ok]
+    for src, dst in cols.items():
+        df[dst] = pd.Series(pd.NA, index=df.index, dtype="string") if src == "name" else np.nan
+        df.loc[rows, dst] = hit[src].to_numpy() if src == "name" else hit[src].to_numpy(dtype=np.float64)
     return df
 
 

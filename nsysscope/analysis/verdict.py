@@ -23,12 +23,11 @@ def data_loss_reason(trace: Trace) -> str | None:
                    float(trace.gpu_ops["end_ns"].max()) if len(trace.gpu_ops) else 0.0)
     nv = trace.nvtx
     later = nv[nv["start_ns"] > cuda_end]
-    span = trace.meta.capture_end_ns - trace.meta.capture_start_ns
-    if len(later) >= 10 and span > 0 and (nv["end_ns"].max() - cuda_end) > 0.2 * span:
+    if len(later) >= 10 and len(later) >= 0.5 * len(nv):
         return (f"CUDA tracing stops {(cuda_end - trace.meta.capture_start_ns) / 1e9:.2f} s into "
-                f"the capture, yet {len(later)} NVTX ranges follow with no CUDA activity: the "
-                f"profiler (nsys {trace.meta.nsys_version}) lost the GPU data. Profile again with "
-                "an nsys that supports this CUDA version.")
+                f"the capture, yet {len(later)} of {len(nv)} NVTX ranges follow with no CUDA "
+                f"activity: the profiler (nsys {trace.meta.nsys_version}) lost the GPU data. "
+                "Profile again with an nsys that supports this CUDA version.")
     return None
 
 
@@ -65,7 +64,7 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
         return False, (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall "
                        f"({kind}{where}); median overlap window {s.window_us.p50} us")
     lb = s.classes.get("launch_bound", 0)
-    if lb / n > cfg.stall_fraction_broken:
+    if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
                       f"(GPU idle p50 {s.gpu_gap_us.p50} us between replays)")
     return True, (f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU; "

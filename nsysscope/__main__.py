@@ -1,0 +1,5 @@
+"""``python -m nsysscope`` is the ``nsysscope`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,61 @@
+"""The notebook-friendly front door: ``t = nsysscope.open("trace.sqlite")``.
+
+It calls exactly what the CLI calls (load, analyze, render); it only keeps the results around
+and shows them as DataFrames and rich HTML.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from .analysis import Analysis, AnalysisConfig, analyze
+from .model import Summary
+from .trace import load
+
+
+class OpenTrace:
+    """One analysed trace, explorable in a notebook."""
+
+    def __init__(self, path: str | Path, config: AnalysisConfig | None = None,
+                 nsys: str | None = None) -> None:
+        self.path = Path(path)
+        self.analysis: Analysis = analyze(load(path, nsys=nsys), config)
+
+    @property
+    def launches(self) -> pd.DataFrame:
+        """One row per graph launch: timing, paired block, window, gap, class, attribution."""
+        return self.analysis.launches
+
+    @property
+    def blocks(self) -> pd.DataFrame:
+        """Every host block (sync or blocking copy) and what it waited on."""
+        return self.analysis.blocks
+
+    @property
+    def stalls(self) -> pd.DataFrame:
+        """The launches whose waiting block let the GPU run dry."""
+        return self.analysis.stalls
+
+    def summary(self) -> Summary:
+        return self.analysis.summary
+
+    @cached_property
+    def plot(self):
+        """Plots of this trace: ``t.plot.timeline(...)``, ``t.plot.distributions()``."""
+        from .plot import TracePlots
+        return TracePlots(self.analysis)
+
+    def __repr__(self) -> str:
+        return f"<nsysscope trace {self.path.name}: {self.analysis.summary.verdict}>"
+
+    def _repr_html_(self) -> str:
+        from .render import html
+        return html.summary_fragment(self.analysis.summary)
+
+
+def open(path: str | Path, config: AnalysisConfig | None = None, nsys: str | None = None) -> OpenTrace:  # noqa: A001
+    """Load and analyse a trace (.sqlite, .sqlite.xz/.gz or .nsys-rep)."""
+    return OpenTrace(path, config, nsys)

@@ -1,0 +1,155 @@
+"""The ``nsysscope`` command: a thin layer that loads, analyses and renders.
+
+Library errors become one line on stderr and their exit code (see :mod:`nsysscope.errors`);
+nothing here computes anything the notebook API could not.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .analysis import AnalysisConfig, analyze
+from .errors import NsysscopeError, UnreadableInput
+from .render import REPORT_FORMATS
+from .trace import load
+
+INTERNAL_ERROR = 70
+
+
+class _Cli(click.Group):
+    """Turns every failure into one line and a distinct exit code, never a traceback."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+            sys.exit(rv if isinstance(rv, int) else 0)
+        except NsysscopeError as e:
+            click.echo(f"nsysscope: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("nsysscope: aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(2 if e.exit_code == 1 else e.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
+            if os.environ.get("NSYSSCOPE_DEBUG"):
+                raise
+            click.echo(f"nsysscope: internal error: {type(e).__name__}: {e} "
+                       "(set NSYSSCOPE_DEBUG=1 for the traceback)", err=True)
+            sys.exit(INTERNAL_ERROR)
+
+
+def analysis_options(f):
+    """Options shared by every command that analyses a trace."""
+    f = click.option("--warmup", type=int, default=None, metavar="N",
+                     help="Launches to treat as warm-up (default: max(5, 2%)).")(f)
+    f = click.option("--launch-bound-us", type=float, default=AnalysisConfig.launch_bound_gap_us,
+                     show_default=True, help="GPU idle gap above which a launch with no stall "
+                                             "counts as launch-bound.")(f)
+    f = click.option("--nsys", metavar="PATH", default=None,
+                     help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")(f)
+    return f
+
+
+def config_from(warmup: int | None, launch_bound_us: float) -> AnalysisConfig:
+    return AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
+
+
+def write_output(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nsysscope")
+def cli() -> None:
+    """Find what destroys CPU/GPU overlap in an inference engine, from an nsys trace.
+
+    Exit codes: 0 ok, 1 regression (gate), 2 usage or unreadable file, 3 nothing to analyse,
+    4 traces not comparable, 5 not an nsys export, 6 nsys missing or too old, 7 the profiler
+    lost the data, 70 internal error.
+    """
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="text",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("--per-launch", type=click.Path(dir_okay=False), metavar="FILE.csv|FILE.parquet",
+              help="Also write the full per-launch table.")
+@analysis_options
+def report(trace: str, fmt: str, output: str | None, per_launch: str | None, warmup: int | None,
+           launch_bound_us: float, nsys: str | None) -> int:
+    """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap."""
+    a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
+    if per_launch:
+        write_per_launch(a.launches, per_launch)
+    write_output(render_summary(a, fmt), output)
+    return 0
+
+
+def render_summary(a, fmt: str) -> str:
+    from . import render
+    if fmt == "html":
+        from .render import html
+        return html.report(a)
+    return {"text": render.text.render, "json": render.json.render,
+            "markdown": render.markdown.render}[fmt](a.summary)
+
+
+def write_per_launch(df, path: str) -> None:
+    out = df.drop(columns=[c for c in df.columns if c.startswith("_")])
+    if path.endswith(".parquet"):
+        try:
+            out.to_parquet(path, index=False)
+        except ImportError as e:
+            raise UnreadableInput(f"--per-launch {path}: parquet needs pyarrow ({e}); "
+                                  "use a .csv name") from None
+    elif path.endswith(".csv"):
+        out.to_csv(path, index=False)
+    else:
+        raise UnreadableInput(f"--per-launch {path}: name a .csv or .parquet file")
+
+
+@cli.command()
+@click.argument("src", type=click.Path(path_type=str))
+@click.argument("dst", type=click.Path(path_type=str), required=False)
+@click.option("--check", is_flag=True, help="List what would leak; write nothing.")
+@click.option("--in-place", is_flag=True, help="Replace SRC with its scrubbed copy.")
+@click.option("--drop-kernel-names", is_flag=True, help="Replace kernel names with kernel_<id>.")
+@click.option("--drop-nvtx-text", is_flag=True, help="Replace NVTX range text with range_<n>.")
+def scrub(src: str, dst: str | None, check: bool, in_place: bool, drop_kernel_names: bool,
+          drop_nvtx_text: bool) -> int:
+    """Write a copy of SRC safe to share: no environment, paths, user or host names."""
+    from . import scrub as scrubbing
+    if check:
+        leaks = scrubbing.find_leaks(src)
+        for leak in leaks:
+            click.echo(f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}")
+        click.echo(f"{len(leaks)} potential leaks in {src}", err=True)
+        return 1 if leaks else 0
+    if not dst and not in_place:
+        raise click.UsageError("give DST, or --in-place to replace SRC")
+    scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
+                    drop_nvtx_text=drop_nvtx_text, in_place=in_place)
+    click.echo(f"scrubbed copy written to {dst or src}", err=True)
+    return 0
+
+
+# -- commands defined in their own modules are registered here, one line each -------------
+
+
+def main() -> None:
+    cli(prog_name="nsysscope")

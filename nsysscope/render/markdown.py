@@ -1,0 +1,28 @@
+"""The report as Markdown, for a PR comment or an issue."""
+
+from __future__ import annotations
+
+from ..model import Summary
+from .text import header, metrics_rows
+from .units import us
+
+
+def _cell(v: object) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def render(s: Summary) -> str:
+    icon = "\u2705" if s.overlap_ok else "\u274c"
+    out = [f"## nsysscope: {icon} {s.verdict}", "", f"`{header(s)}`", "",
+           "| steady state | value |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in metrics_rows(s)]
+    if s.sites:
+        out += ["", "### Stall sites", "",
+                "| # | class | launches | GPU idle | where | API chain | fix |",
+                "|---|---|---|---|---|---|---|"]
+        for i, site in enumerate(s.sites, 1):
+            out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | "
+                       f"{_cell(site.where)} | `{_cell(site.api_chain or '-')}` | {_cell(site.fix)} |")
+    if s.notes:
+        out += ["", "**Notes**", ""] + [f"- {n}" for n in s.notes]
+    return "\n".join(out) + "\n"

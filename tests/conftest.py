@@ -1,0 +1,76 @@
+"""Shared fixtures: the real H200 sample traces, analysed once per test session."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+SAMPLE = {
+    "healthy": "h200_healthy_300.sqlite.xz",
+    "case1": "h200_case1_300.sqlite.xz",
+    "case2": "h200_case2_300.sqlite.xz",
+    "both": "h200_both_300.sqlite.xz",
+    "case1_aten": "h200_case1_aten_300.sqlite.xz",
+    "case1_tolist_every4": "h200_case1_tolist_every4_300.sqlite.xz",
+    "case2_cpubound": "h200_case2_cpubound_300.sqlite.xz",
+    "healthy_py": "h200_healthy_pysample_150.sqlite.xz",
+    "case1_py": "h200_case1_pysample_150.sqlite.xz",
+    "case2_py": "h200_case2_pysample_150.sqlite.xz",
+    "healthy_long": "h200_healthy_long_5000.sqlite.xz",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_dir(tmp_path_factory):
+    """Decompressed samples go to one session folder, not the user's cache."""
+    os.environ["NSYSSCOPE_CACHE"] = str(tmp_path_factory.mktemp("nsysscope-cache"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def sample_path():
+    def path(name: str) -> Path:
+        p = SAMPLES / SAMPLE[name]
+        if not p.exists():
+            pytest.fail(f"missing sample trace {p}")
+        return p
+    return path
+
+
+_ANALYSES: dict = {}
+
+
+@pytest.fixture(scope="session")
+def analysed(sample_path):
+    """``analysed("case1")`` -> the :class:`nsysscope.Analysis` of that sample (cached)."""
+    from nsysscope import analyze, load
+
+    def get(name: str):
+        if name not in _ANALYSES:
+            _ANALYSES[name] = analyze(load(sample_path(name)))
+        return _ANALYSES[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def engine_metrics():
+    """What the engine measured on the GPU while each sample was captured."""
+    data = json.loads((SAMPLES / "engine_metrics.json").read_text())["traces"]
+    return lambda name: data[SAMPLE[name]]
+
+
+@pytest.fixture(scope="session")
+def fixture_path():
+    def path(name: str) -> Path:
+        p = FIXTURES / name
+        if not p.exists():
+            pytest.skip(f"shared fixture {p} not present")
+        return p
+    return path
