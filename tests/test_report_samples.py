@@ -69,7 +69,7 @@ def test_intermittent_tolist_readback_stalls_exactly_its_steps(analysed):
     """case 1 written as ``.tolist()`` on every 4th step only: a pageable readback that blocks
     inside cudaMemcpyAsync itself, with no sync call."""
     a = analysed("case1_tolist_every4")
-    stalls = a.stalls
+    stalls = a.stalls[a.stalls["steady"]]
     assert len(stalls) == a.summary.stalls["gpu_to_cpu"] > 0
     assert set(stalls["step"].astype(int) % 4) == {0}
     steady_steps = a.launches.loc[a.launches["steady"], "step"].dropna().astype(int)
@@ -95,11 +95,19 @@ def test_long_healthy_run(analysed):
 def test_rates_and_busy_agree_with_the_engine(analysed, engine_metrics, name):
     """The engine timed its graphs with CUDA events after 20 warm-up steps; nsysscope uses the
     CUPTI records after 2 % warm-up. Steps/s agree within 3 %; busy fractions within 4 points
-    (the engine counts only graph time as busy, nsysscope also the eager sampling ops)."""
+    (the engine counts only graph time as busy, nsysscope also the eager sampling ops).
+
+    In case 2 the engine's start event was recorded before the synchronising pageable copy
+    (fixed in the engine since), so its busy figure counts the launch slice as busy: there
+    nsysscope must read *lower*, by about that slice (idle gap / step time, ~5 %)."""
     s = analysed(name).summary
     m = engine_metrics(name)
     assert s.launches_per_s == pytest.approx(m["steps_per_s"], rel=0.03)
-    assert s.gpu_busy == pytest.approx(m["gpu_busy"], abs=0.04)
+    if name == "case2":
+        slice_share = s.gpu_gap_us.p50 / (1e6 / s.launches_per_s)
+        assert m["gpu_busy"] - s.gpu_busy == pytest.approx(slice_share, abs=0.015)
+    else:
+        assert s.gpu_busy == pytest.approx(m["gpu_busy"], abs=0.04)
 
 
 def test_window_is_launch_end_to_block_start(analysed):

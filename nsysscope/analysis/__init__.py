@@ -74,8 +74,11 @@ def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     tids = launches["block_tid"].where(waited, launches["tid"]).to_numpy()
     times = launches["block_start_ns"].where(waited, launches["gpu_end_ns"]).to_numpy()
     enc = enclosing(trace.nvtx, tids, np.nan_to_num(times, nan=-1.0))
-    for col in ("nvtx_path", "phase", "step", "op"):
+    for col in ("nvtx_path", "phase", "op"):
         launches[col] = enc[col].to_numpy()
+    # a launch belongs to the step whose range encloses the launch call itself
+    launches["step"] = enclosing(trace.nvtx, launches["tid"].to_numpy(),
+                                 launches["api_start_ns"].to_numpy())["step"].to_numpy()
     # the op of a readback encloses its copy more tightly than the sync: prefer the copy's
     has_cause = waited & launches["cause_start_ns"].notna()
     if has_cause.any():
