@@ -11,10 +11,11 @@ Typical use in a notebook::
 from .analysis import Analysis, AnalysisConfig, analyze
 from .api import OpenTrace, open
 from .errors import NsysscopeError
+from .gate import compare
 from .model import StallSite, Summary
 from .trace import Trace, load
 
 __version__ = "0.1.0"
 
 __all__ = ["Analysis", "AnalysisConfig", "NsysscopeError", "OpenTrace", "StallSite", "Summary",
-           "Trace", "analyze", "load", "open", "__version__"]
+           "Trace", "analyze", "compare", "load", "open", "__version__"]

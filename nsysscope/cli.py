@@ -6,6 +6,7 @@ nothing here computes anything the notebook API could not.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -83,17 +84,44 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("trace", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str),
+                metavar="TRACE...")
 @click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="text",
               show_default=True, help="Output format.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @click.option("--per-launch", type=click.Path(dir_okay=False), metavar="FILE.csv|FILE.parquet",
               help="Also write the full per-launch table.")
+@click.option("--source-root", type=click.Path(file_okay=False, path_type=str), default=None,
+              metavar="DIR", help="Where the profiled program's source files are, to show the "
+                                  "text of each stall's line (default: the trace's working "
+                                  "directory, then the current one).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Several traces: analyse N at a time in worker processes (default: one "
+                   "per CPU).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Several traces: analyse them on this Dask distributed scheduler "
+                   "(e.g. tcp://host:8786); its workers must see the same paths.")
 @analysis_options
-def report(trace: str, fmt: str, output: str | None, per_launch: str | None, warmup: int | None,
-           launch_bound_us: float, nsys: str | None) -> int:
-    """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap."""
-    a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
+def report(traces: tuple[str, ...], fmt: str, output: str | None, per_launch: str | None,
+           warmup: int | None, launch_bound_us: float, nsys: str | None,
+           source_root: str | None = None, jobs: int | None = None,
+           scheduler: str | None = None) -> int:
+    """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
+
+    Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
+    one row per trace, an aggregate row, and the rank that stalls most."""
+    cfg = config_from(warmup, launch_bound_us)
+    if source_root:
+        cfg = dataclasses.replace(cfg, source_root=source_root)
+    from . import many
+    if len(traces) > 1 or scheduler or many.names_many(traces[0]):
+        if per_launch:
+            raise click.UsageError("--per-launch takes a single trace")
+        text, code = many.report(traces, fmt, jobs, scheduler, cfg, nsys)
+        write_output(text, output)
+        return code
+    trace = traces[0]
+    a = analyze(load(trace, nsys=nsys), cfg)
     if per_launch:
         write_per_launch(a.launches, per_launch)
     write_output(render_summary(a, fmt), output)
@@ -124,7 +152,7 @@ def write_per_launch(df, path: str) -> None:
 
 
 @cli.command()
-@click.argument("src", type=click.Path(path_type=str))
+@click.argument("src", type=click.Path(readable=False, path_type=str))
 @click.argument("dst", type=click.Path(path_type=str), required=False)
 @click.option("--check", is_flag=True, help="List what would leak; write nothing.")
 @click.option("--in-place", is_flag=True, help="Replace SRC with its scrubbed copy.")
@@ -149,6 +177,9 @@ def scrub(src: str, dst: str | None, check: bool, in_place: bool, drop_kernel_na
 
 
 # -- commands defined in their own modules are registered here, one line each -------------
+from .cli_gate import gate, summarize  # noqa: E402
+cli.add_command(summarize)
+cli.add_command(gate)
 
 
 def main() -> None:

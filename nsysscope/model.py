@@ -133,6 +133,10 @@ class Summary:
     distributions: Distributions | None = None
     schema: str = SCHEMA
 
+    def _repr_html_(self) -> str:
+        from .render.html import summary_fragment
+        return summary_fragment(self)
+
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self, with_distributions: bool = False) -> dict[str, Any]:
         d = asdict(self)

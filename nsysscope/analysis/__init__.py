@@ -11,12 +11,14 @@ import pandas as pd
 from ..errors import NothingToAnalyse, ProfilerLostData
 from ..model import Distributions, Percentiles, Summary, TraceInfo
 from ..trace.load import Trace
+from ..trace.python_samples import PythonSamples, read_python_samples
 from .blocks import block_table, copy_calls
 from .config import AnalysisConfig
 from .launches import device_busy_intervals, launch_table
 from .nvtx import enclosing
 from .pairing import KLASSES, STALL_KLASSES, attach_blocks
 from .sites import stall_sites
+from .source_lines import attach_source_lines, stall_windows
 from .verdict import data_loss_reason, notes_for, verdict_line
 
 __all__ = ["Analysis", "AnalysisConfig", "analyze", "KLASSES", "STALL_KLASSES"]
@@ -33,13 +35,18 @@ class Analysis:
     launches: pd.DataFrame
     blocks: pd.DataFrame
     summary: Summary
+    #: the Python samples inside the stalls' blocks (status says why there are none)
+    python_samples: PythonSamples | None = None
 
     @property
     def stalls(self) -> pd.DataFrame:
         return self.launches[self.launches["stall"]]
 
 
-def analyze(trace: Trace, cfg: AnalysisConfig | None = None) -> Analysis:
+def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
+            python_samples: PythonSamples | None = None) -> Analysis:
+    """Analyse ``trace``. Stalls are attributed to Python lines with ``python_samples``, read
+    from the trace's export when not given (only the samples inside the stalls' blocks)."""
     cfg = cfg or AnalysisConfig()
     _require_launches(trace)
     copies = copy_calls(trace)
@@ -49,7 +56,17 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None) -> Analysis:
     warm = cfg.warmup_for(len(launches))
     launches["steady"] = (launches["launch"] >= warm) & (launches["klass"] != "last")
     launches = _attribute(trace, launches)
-    return Analysis(trace, cfg, launches, blocks, summarize(trace, launches, cfg, warm))
+    if python_samples is None:
+        python_samples = _python_samples(trace, launches)
+    launches = attach_source_lines(launches, python_samples, cfg)
+    return Analysis(trace, cfg, launches, blocks,
+                    summarize(trace, launches, cfg, warm, python_samples), python_samples)
+
+
+def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
+    if trace.source is None:
+        return PythonSamples.none()
+    return read_python_samples(trace.source, windows=stall_windows(launches))
 
 
 def _require_launches(trace: Trace) -> None:
@@ -93,7 +110,8 @@ def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     return launches
 
 
-def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: int) -> Summary:
+def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: int,
+              python_samples: PythonSamples | None = None) -> Summary:
     steady = launches[launches["steady"]]
     counts = steady["klass"].value_counts()
     classes = {k: int(counts.get(k, 0)) for k in KLASSES}
@@ -110,7 +128,7 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: i
         window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
         gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3),
         gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),
-        sites=sites, notes=notes_for(trace, launches), config=cfg.to_dict(),
+        sites=sites, notes=notes_for(trace, launches, python_samples, sites), config=cfg.to_dict(),
         distributions=_distributions(steady))
     ok, line = verdict_line(summary, cfg)
     return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+#: files that are not the user's code, as ``fnmatch`` globs on the path nsys recorded: the
+#: standard library, site-packages (scrubbed traces say ``<stdlib>/`` and ``<site-packages>/``),
+#: frozen modules, and torch wherever it is installed
+LIBRARY_PATHS = ("<stdlib>/*", "<site-packages>/*", "<frozen *>", "*/site-packages/*",
+                 "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "torch/*",
+                 "*/torch/*")
+
 
 @dataclass(frozen=True)
 class AnalysisConfig:
@@ -18,9 +25,20 @@ class AnalysisConfig:
     timing_slack_us: float = 50.0
     #: the verdict calls overlap broken when more than this fraction of steady launches stall
     stall_fraction_broken: float = 0.05
+    #: Python sampling: a stall is blamed on the innermost frame of each sample whose file
+    #: matches none of these globs (see LIBRARY_PATHS; pass () to blame the innermost frame)
+    library_paths: tuple[str, ...] = LIBRARY_PATHS
+    #: a line needs this share of a site's samples to be reported as a site of its own; the
+    #: stalls of rarer lines join the site's dominant line (keeps sites stable under jitter)
+    min_line_share: float = 0.2
+    #: where to find the engine's source files for the line text (None: the trace's working
+    #: directory when it exists here, then the current directory)
+    source_root: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("source_root")  # where this machine keeps the source: not a setting, maybe private
+        return d
 
     def warmup_for(self, n_launches: int) -> int:
         if self.warmup_launches is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..errors import ProfilerLostData
 from ..trace.load import LAUNCH_APIS, Trace
 
 
@@ -25,16 +26,30 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     df.insert(0, "launch", np.arange(len(df)))
     for col in ("gpu_start_ns", "gpu_end_ns"):
         df[col] = df[col].astype("float64")
+    if len(df) and df["gpu_end_ns"].isna().all():
+        # every launch without GPU work: a "healthy, host never waited" report would be nonsense
+        raise ProfilerLostData(
+            f"{trace.meta.path}: none of the {len(df)} graph launches has GPU work in the trace: "
+            "the profiler lost the GPU activity, or kernels were not traced; profile again with "
+            "-t cuda --cuda-graph-trace=node")
     df["stream"] = df["stream"].fillna(-1).astype("int64")
     df["device"] = df["device"].fillna(-1).astype("int64")
     df["n_ops"] = df["n_ops"].fillna(0).astype("int64")
-    nxt = df.groupby("stream", sort=False)[["api_start_ns", "api_end_ns", "gpu_start_ns"]].shift(-1)
+    # stream ids are per process (two ranks both use stream 7): the next launch is the next
+    # one of the same process on the same stream
+    nxt = df.groupby([process_of(df["tid"]), "stream"], sort=False)[
+        ["api_start_ns", "api_end_ns", "gpu_start_ns"]].shift(-1)
     df["next_api_start_ns"] = nxt["api_start_ns"]
     df["next_api_end_ns"] = nxt["api_end_ns"]
     df["next_gpu_start_ns"] = nxt["gpu_start_ns"]
     df["gpu_gap_ns"] = df["next_gpu_start_ns"] - df["gpu_end_ns"]
     df["gpu_idle_ns"] = df["gpu_gap_ns"] - _busy_between(trace, df)
     return df
+
+
+def process_of(tid) -> np.ndarray:
+    """The process of an nsys ``globalTid`` (its pid and VM id: the bits above the tid)."""
+    return np.asarray(tid, dtype=np.int64) >> 24
 
 
 def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .config import AnalysisConfig
+from .launches import process_of
 
 KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall", "launch_bound", "healthy", "last",
            "no_gpu_work")
@@ -50,11 +51,15 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
         best_start[rows[better]] = starts[better]
         best_block[rows[better]] = ids[better]
 
+    # a block only waits for its own process's work: stream ids repeat across processes, and
+    # a device-wide sync covers the calling process only
+    launch_proc = process_of(launches["tid"])
     exact = blocks[blocks["exact"]]
-    device_wide = exact[exact["scope"] == "device"]
-    for stream, rows in launches.groupby("stream").indices.items():
-        cand = pd.concat([exact[(exact["scope"] != "device") & (exact["stream"] == stream)],
-                          device_wide])
+    exact_proc = process_of(exact["tid"])
+    for (proc, stream), rows in launches.groupby([launch_proc, "stream"]).indices.items():
+        own = exact[exact_proc == proc]
+        cand = pd.concat([own[(own["scope"] != "device") & (own["stream"] == stream)],
+                          own[own["scope"] == "device"]])
         if cand.empty:
             continue
         cand = cand.sort_values("boundary_ns", kind="stable")
@@ -81,8 +86,8 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
         ok = (i >= 0) & ~np.isnan(gpu_end)
         idx = np.where(ok, i, 0)
         ok &= end[idx] + slack >= gpu_end
-        # that block must have started after the launch was issued
-        ok &= start[idx] > api_start
+        # that block must have started after the launch was issued, in the same process
+        ok &= (start[idx] > api_start) & (launch_proc == process_of(tid))
         rows = np.flatnonzero(ok)
         offer(rows, start[idx[ok]], b["block"].to_numpy()[idx[ok]])
     return pd.Series(best_block, index=launches.index, name="block")

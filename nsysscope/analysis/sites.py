@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..model import FIXES, StallSite
+from ..model import FIXES, SourceLine, StallSite
 
 SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread"]
+#: with Python samples (see :mod:`.source_lines`) the line is part of the site
+LINE_KEYS = ["src_file", "src_line", "src_function"]
 
 
 def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
@@ -14,13 +16,19 @@ def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
     rows = launches[launches["steady"] & launches["klass"].isin(list(FIXES))]
     if rows.empty:
         return []
-    keyed = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "")
-                           for k in SITE_KEYS},
+    lines = all(c in rows.columns for c in LINE_KEYS)
+    keys = SITE_KEYS + (LINE_KEYS if lines else [])
+    keyed = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys},
                         block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
                         lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
-    g = keyed.groupby(SITE_KEYS, sort=False, observed=True).agg(
+    g = keyed.groupby(keys, sort=False, observed=True).agg(
         count=("launch", "size"), lost_us=("lost_us", "sum"), mean_block_us=("block_us", "mean"),
         example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"))
+    if lines:
+        # samples once per block: one block can be paired with more than one launch
+        per_block = keyed.drop_duplicates(keys + ["block"]).groupby(keys, sort=False, observed=True)
+        g = g.join(per_block.agg(samples=("src_samples", "sum"), in_blocks=("src_block_samples", "sum"),
+                                 text=("src_text", "first")))
     g = g.reset_index().sort_values(["lost_us", "count"], ascending=False).head(top)
     n_stalls = int(rows["stall"].sum())
     return [StallSite(
@@ -28,4 +36,15 @@ def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
         share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound" else 0.0,
         phase=r.phase or None, op=r.op or None, api_chain=r.api_chain, nvtx_path=r.nvtx_path or "",
         thread=r.thread, mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
-        example_launch=int(r.example_launch), fix=FIXES[r.klass]) for r in g.itertuples()]
+        example_launch=int(r.example_launch), fix=FIXES[r.klass],
+        source=_source(r) if lines else None) for r in g.itertuples()]
+
+
+def _source(r) -> SourceLine | None:
+    if not r.src_file:
+        return None
+    text = r.text if isinstance(r.text, str) and r.text else None
+    return SourceLine(file=str(r.src_file), line=int(r.src_line), function=str(r.src_function),
+                      samples=int(r.samples),
+                      agreement=round(float(r.samples / r.in_blocks), 4) if r.in_blocks else 0.0,
+                      text=text)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..model import Summary
+from ..model import StallSite, Summary
 from ..trace.load import Trace
+from ..trace.python_samples import NO_PAYLOAD, PythonSamples
 from .config import AnalysisConfig
 
 
@@ -31,9 +32,13 @@ def data_loss_reason(trace: Trace) -> str | None:
     return None
 
 
-def notes_for(trace: Trace, launches: pd.DataFrame) -> list[str]:
+def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSamples | None = None,
+              sites: list[StallSite] | None = None) -> list[str]:
     """What the reader should know about how far to trust this report."""
     notes = []
+    line = python_samples_note(python_samples, sites)
+    if line:
+        notes.append(line)
     m = trace.meta
     if not (m.has_sync_records and m.has_event_records):
         notes.append("no sync-to-event records in this export (needs nsys >= 2024 with "
@@ -50,6 +55,30 @@ def notes_for(trace: Trace, launches: pd.DataFrame) -> list[str]:
     if lost:
         notes.append(lost)
     return notes
+
+
+def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None) -> str | None:
+    """One line when stall sites could not be given a Python source line, saying why."""
+    stalls = [s for s in (sites or []) if s.klass != "launch_bound"]
+    if not stalls:
+        return None
+    # samples None with named sites: summarised again from launches attributed before
+    have = samples.ok if samples is not None else any(s.source for s in stalls)
+    if not have:
+        if samples is not None and samples.status == NO_PAYLOAD:
+            return ("this export has Python samples but no JSON payloads: stalls are attributed "
+                    "to NVTX phase and op only; re-export with "
+                    "`nsys export --type sqlite --include-json true`")
+        return ("no Python samples: stalls are attributed to NVTX phase and op only; to name "
+                "the source line of each stall, capture with `nsys profile "
+                "--python-sampling=true --python-sampling-frequency=2000` and export with "
+                "`nsys export --type sqlite --include-json true`")
+    unnamed = [s for s in stalls if s.source is None]
+    if unnamed:
+        return (f"{len(unnamed)} of {len(stalls)} stall sites have no source line: no Python "
+                "sample of the blocking thread fell inside their blocks with a frame outside "
+                "the library paths (AnalysisConfig.library_paths)")
+    return None
 
 
 def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:

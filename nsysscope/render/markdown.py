@@ -11,6 +11,16 @@ def _cell(v: object) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
+def _where(site) -> str:
+    """The site's location, its source line (with the line's text) first when known."""
+    src = site.source
+    if not (src and src.text):
+        return _cell(site.where)
+    rest = site.where.split(", ", 1)[1] if ", " in site.where else ""
+    line = f"{src.file}:{src.line} `{src.text.strip().replace('`', '')}`"
+    return _cell(f"{line}, {rest}" if rest else line)
+
+
 def render(s: Summary) -> str:
     icon = "\u2705" if s.overlap_ok else "\u274c"
     out = [f"## nsysscope: {icon} {s.verdict}", "", f"`{header(s)}`", "",
@@ -22,7 +32,7 @@ def render(s: Summary) -> str:
                 "|---|---|---|---|---|---|---|"]
         for i, site in enumerate(s.sites, 1):
             out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | "
-                       f"{_cell(site.where)} | `{_cell(site.api_chain or '-')}` | {_cell(site.fix)} |")
+                       f"{_where(site)} | `{_cell(site.api_chain or '-')}` | {_cell(site.fix)} |")
     if s.notes:
         out += ["", "**Notes**", ""] + [f"- {n}" for n in s.notes]
     return "\n".join(out) + "\n"

@@ -44,8 +44,11 @@ def render(s: Summary) -> str:
         for i, site in enumerate(s.sites, 1):
             out.append(f" #{i} {site.klass}: {site.count} launches, {us(site.lost_us)} GPU idle"
                        f" -- {site.where}")
-            if site.source and site.source.text:
-                out.append(f"     line:  {site.source.text.strip()}")
+            if site.source:
+                src = site.source
+                text = f"{src.text.strip()}  " if src.text else ""
+                out.append(f"     line:  {text}(in {src.function}; {src.samples} samples, "
+                           f"{src.agreement:.0%} of those in the blocks)")
             if site.api_chain:
                 out.append(f"     chain: {site.api_chain} (mean block {us(site.mean_block_us)})")
             out.append(f"     NVTX:  {site.nvtx_path or '-'}   thread: {site.thread}")

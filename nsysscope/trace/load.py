@@ -9,7 +9,10 @@ CUDA correlation ids.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NotAnNsysExport
+from ..progress import progress
 from .schema import Schema, api_base_name, connect_readonly
 from .sources import resolve
 
@@ -78,14 +82,29 @@ def load(path: str | Path, nsys: str | None = None) -> Trace:
         return _load(conn, Path(path), db)
     except sqlite3.DatabaseError as e:
         raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
+        # where nsys writes integers (tests/test_fuzz.py)
+        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
+                              f"({type(e).__name__}: {str(e)[:120]})") from None
     finally:
         conn.close()
 
 
 def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
     s = Schema(conn, path)
-    api = _api(s)
-    graph_work, graph_mode = _graph_work(s, api)
+    with progress(f"reading {path.name}", total=6) as bar, _Reader(db, s) as reader:
+        # first the small tables on this thread, then the GPU tables on worker threads: a
+        # cursor drained here would hand the GIL back and forth with the workers on every row
+        api = _api(s)
+        bar.advance(label=f"reading {path.name}: syncs and NVTX")
+        syncs, event_records = _syncs(s), _event_records(s)
+        bar.advance()
+        nvtx = _nvtx(s)
+        bar.advance(label=f"reading {path.name}: GPU work")
+        gpu_ops = reader.eager_ops()
+        bar.advance(label=f"reading {path.name}: graph replays")
+        graph_work, graph_mode = _graph_work(s, api, reader)
+        bar.advance()
     meta = TraceMeta(
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
         gpus=_gpus(s), graph_trace=graph_mode,
@@ -96,9 +115,58 @@ def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", 1),
         dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", 2),
         pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", 0))
-    return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=_gpu_ops(s),
-                 syncs=_syncs(s), event_records=_event_records(s), nvtx=_nvtx(s),
+    return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
+                 syncs=syncs, event_records=event_records, nvtx=nvtx,
                  threads=_threads(s), enums=enums, source=db)
+
+
+# -- reading -----------------------------------------------------------------------------------
+#
+# Rows never become Python objects in bulk: cursors are drained in chunks straight into numpy
+# arrays (one column at a time), so memory stays at the final arrays plus one chunk. The big
+# table (the GPU work of graph replays, ~200 rows per launch) is aggregated inside SQLite, in
+# rowid ranges on parallel connections.
+
+_CHUNK = 1 << 16
+#: rows of an activity table one worker aggregates at a time
+_PART_ROWS = 1 << 20
+
+
+def _workers() -> int:
+    """Threads for the SQL aggregation: ``$NSYSSCOPE_THREADS``, else the CPU count (max 8)."""
+    env = os.environ.get("NSYSSCOPE_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(8, cpu_count()))
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _read(conn: sqlite3.Connection, sql: str, kinds: str, params: tuple = ()) -> list[np.ndarray]:
+    """The columns of ``sql``'s result as arrays: ``i`` int64 (no NULLs: use IFNULL), ``o``
+    Python objects."""
+    cur = conn.execute(sql, params)
+    parts: list[list[np.ndarray]] = [[] for _ in kinds]
+    while True:
+        rows = cur.fetchmany(_CHUNK)
+        if not rows:
+            break
+        n = len(rows)
+        for j, (kind, col) in enumerate(zip(kinds, zip(*rows))):
+            parts[j].append(np.fromiter(col, np.int64, n) if kind == "i"
+                            else np.array(col, dtype=object))
+    return [np.concatenate(p) if len(p) > 1 else p[0] if p else
+            np.empty(0, np.int64 if k == "i" else object) for p, k in zip(parts, kinds)]
+
+
+def _frame(columns: list[str], arrays: list[np.ndarray]) -> pd.DataFrame:
+    return pd.DataFrame(dict(zip(columns, arrays)))
 
 
 def _query(s: Schema, sql: str, columns: list[str], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
@@ -110,6 +178,161 @@ def _query(s: Schema, sql: str, columns: list[str], dtypes: dict[str, str] | Non
 
 
 _INT = "int64"
+_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+               "CUPTI_ACTIVITY_KIND_MEMSET")
+_GPU_KINDS = ["kernel", "memcpy", "memset"]
+# per table: SQL for the copy columns of an eager op (copy_kind, src_kind, dst_kind, bytes);
+# what a table lacks is filled in with -1 (bytes: 0 for kernels)
+_COPY_SQL = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": [],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ["copyKind", "IFNULL(srcKind, -1)", "IFNULL(dstKind, -1)", "bytes"],
+    "CUPTI_ACTIVITY_KIND_MEMSET": ["bytes"],
+}
+
+
+class _Reader:
+    """One pass over the GPU activity tables (kernels, copies, memsets), split in rowid ranges
+    over worker threads with a read-only connection each (SQLite releases the GIL while it
+    works). Each range is one ``GROUP BY``: a graph replay's rows (``graphNodeId`` set) group
+    by correlation id into first start, last end, stream, device and count; an eager op's row
+    is a group of its own (keyed by its negated rowid), so it comes back as is."""
+
+    def __init__(self, db: Path, s: Schema) -> None:
+        self.db, self.s = db, s
+        self.workers = _workers()
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsysscope-sql") \
+            if self.workers > 1 else None
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._jobs: list | None = None
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        for c in self._conns:
+            c.close()
+
+    def _conn(self) -> sqlite3.Connection:
+        if self.pool is None:
+            return self.s.conn
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = connect_readonly(self.db)
+            with self._lock:
+                self._conns.append(c)
+        return c
+
+    def _parts(self, table: str) -> list[tuple[int, int]]:
+        """Rowid ranges that split ``table`` into pieces for the workers."""
+        lo, hi = self.s.conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
+        if lo is None:
+            return []
+        # ~_PART_ROWS rows a piece (SQLite sorts each piece's GROUP BY in memory), and
+        # enough pieces to keep every worker busy
+        n = hi - lo + 1
+        pieces = -(-n // _PART_ROWS)
+        if self.pool is not None:
+            pieces = max(pieces, min(self.workers * 2, -(-n // (_PART_ROWS // 4))))
+        edges = np.linspace(lo, hi + 1, pieces + 1).astype(np.int64)
+        return [(int(x), int(y)) for x, y in zip(edges[:-1], edges[1:]) if y > x]
+
+    def start(self) -> _Reader:
+        """Queue the whole pass; results are collected by :meth:`eager_ops` and
+        :meth:`graph_work`."""
+        if self._jobs is None:
+            jobs = []
+            for i, table in enumerate(_GPU_TABLES):
+                tcols = self.s.columns(table)
+                if tcols:
+                    jobs += [(i, table, "graphNodeId" in tcols, lo, hi)
+                             for lo, hi in self._parts(table)]
+            self._jobs = [self.pool.submit(self._part, *j) if self.pool else _Done(self._part(*j))
+                          for j in jobs]
+        return self
+
+    def _part(self, i: int, table: str, has_node: bool, lo: int, hi: int):
+        copy = _COPY_SQL[table]
+        n_copy = len(copy)
+        if has_node:
+            sql = ("SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END g, "
+                   "graphNodeId IS NULL, MIN(start), MAX(end), MIN(streamId), MIN(deviceId), "
+                   "IFNULL(MIN(correlationId), -1), COUNT(*)"
+                   + "".join(f", MIN({c})" for c in copy) +
+                   f" FROM {table} WHERE rowid >= ? AND rowid < ? AND "
+                   "(graphNodeId IS NULL OR correlationId IS NOT NULL) GROUP BY g")
+            key, eager, start, end, stream, device, corr, count, *cp = _read(
+                self._conn(), sql, "i" * (8 + n_copy), (lo, hi))
+            e = eager.astype(bool)
+            g = ~e
+            graph = [corr[g], start[g], end[g], stream[g], device[g], count[g]]
+            rowid = -key[e]
+            eager_cols = [start[e], end[e], stream[e], device[e], corr[e]] + [c[e] for c in cp]
+        else:
+            sql = ("SELECT rowid, start, end, streamId, deviceId, IFNULL(correlationId, -1)"
+                   + "".join(f", {c}" for c in copy) +
+                   f" FROM {table} WHERE rowid >= ? AND rowid < ?")
+            rowid, *eager_cols = _read(self._conn(), sql, "i" * (6 + n_copy), (lo, hi))
+            graph = [np.empty(0, np.int64)] * 6
+        n = len(rowid)
+        fill = lambda v: np.full(n, v, dtype=np.int64)  # noqa: E731
+        if n_copy == 4:
+            copy_cols = eager_cols[5:9]
+        elif n_copy == 1:
+            copy_cols = [fill(-1), fill(-1), fill(-1), eager_cols[5]]
+        else:
+            copy_cols = [fill(-1), fill(-1), fill(-1), fill(0)]
+        return graph, eager_cols[:5] + [fill(i)] + copy_cols + [rowid]
+
+    def _results(self) -> list:
+        return [j.result() for j in self.start()._jobs]
+
+    def eager_ops(self) -> pd.DataFrame:
+        """Eager GPU work (not part of a graph replay): kernels, copies and memsets."""
+        cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "kind", "copy_kind",
+                "src_kind", "dst_kind", "bytes"]
+        got = [eager for _, eager in self._results()]
+        if not got:
+            return pd.DataFrame({c: pd.Series(dtype=_INT if c != "kind" else str) for c in cols})
+        arrays = [np.concatenate([g[j] for g in got]) for j in range(11)]
+        start, kind, rowid = arrays[0], arrays[5], arrays[10]
+        order = np.lexsort((rowid, kind, start))  # by start; ties in table, then row order
+        df = _frame(cols, [a[order] for a in arrays[:10]])
+        df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=_GPU_KINDS)
+        return df
+
+    def graph_work(self) -> pd.DataFrame:
+        """``corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per correlation id
+        of graph-replay work, sorted by correlation id."""
+        cols = ["corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
+        got = [graph for graph, _ in self._results()]
+        c, t0, t1, stream, device, n = (np.concatenate([g[j] for g in got]) if got
+                                        else np.empty(0, np.int64) for j in range(6))
+        order = np.argsort(c, kind="stable")
+        c, t0, t1, stream, device, n = (v[order] for v in (c, t0, t1, stream, device, n))
+        if len(c) > 1 and (c[1:] == c[:-1]).any():  # a launch split over ranges or tables
+            first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+            c = c[first]
+            t0, stream, device = (np.minimum.reduceat(v, first) for v in (t0, stream, device))
+            t1 = np.maximum.reduceat(t1, first)
+            n = np.add.reduceat(n, first)
+        return _frame(cols, [c, t0, t1, stream, device, n])
+
+    def has_node_tables(self) -> bool:
+        return any("graphNodeId" in self.s.columns(t) for t in _GPU_TABLES)
+
+
+class _Done:
+    """A finished result where a Future is expected (no worker threads)."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 def _api(s: Schema) -> pd.DataFrame:
@@ -121,60 +344,58 @@ def _api(s: Schema) -> pd.DataFrame:
         "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
     wanted = {i: n for i, n in names.items() if _wanted_api(n)}
     ids = ",".join(str(i) for i in wanted) or "NULL"
-    df = _query(s, "SELECT start, end, globalTid, correlationId, nameId FROM "
-                   f"CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}) ORDER BY start",
-                cols, {c: _INT for c in cols[:-1]})
-    df["name"] = pd.Categorical(df["name"].map(wanted))
+    start, end, tid, corr, name_id = _read(
+        s.conn, "SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId "
+                f"FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiii")
+    order = np.argsort(start, kind="stable")
+    categories = sorted(set(wanted.values()))
+    code_of = {i: categories.index(n) for i, n in wanted.items()}
+    ids_sorted = np.array(sorted(code_of), dtype=np.int64)
+    codes = np.array([code_of[i] for i in ids_sorted], dtype=np.int64)
+    name_codes = codes[np.searchsorted(ids_sorted, name_id[order])] if len(ids_sorted) else \
+        np.zeros(0, dtype=np.int64)
+    df = _frame(cols[:-1], [start[order], end[order], tid[order], corr[order]])
+    present = np.unique(name_codes)  # categories: the names present, sorted (as pd.Categorical)
+    remap = np.full(len(categories), -1, dtype=np.int64)
+    remap[present] = np.arange(len(present))
+    df["name"] = pd.Categorical.from_codes(remap[name_codes],
+                                           categories=[categories[i] for i in present])
     return df
 
 
-def _graph_work(s: Schema, api: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def _graph_work(s: Schema, api: pd.DataFrame, reader: _Reader | None = None
+                ) -> tuple[pd.DataFrame, str]:
     """Per graph launch: the span of its GPU work, from node rows or graph-trace rows."""
+    if reader is None:
+        with _Reader(_db_file(s), s) as r:
+            return _graph_work(s, api, r)
     cols = ["corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
-    parts = []
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                  "CUPTI_ACTIVITY_KIND_MEMSET"):
-        if "graphNodeId" in s.columns(table):
-            parts.append(f"SELECT correlationId c, start, end, streamId, deviceId FROM {table} "
-                         "WHERE graphNodeId IS NOT NULL")
     mode = "none"
-    if parts:
-        sql = (f"SELECT c, MIN(start), MAX(end), MIN(streamId), MIN(deviceId), COUNT(*) FROM "
-               f"({' UNION ALL '.join(parts)}) GROUP BY c")
-        df = _query(s, sql, cols, {c: _INT for c in cols})
+    if reader.has_node_tables():
+        df = reader.graph_work()
         mode = "node" if len(df) else mode
     else:
         df = pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
     if s.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
-        g = _query(s, "SELECT correlationId, start, end, streamId, deviceId, 1 FROM "
-                      "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", cols, {c: _INT for c in cols})
+        g = _frame(cols, _read(s.conn, "SELECT IFNULL(correlationId, -1), start, end, streamId, "
+                                       "deviceId, 1 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "iiiiii"))
         df = pd.concat([df, g[~g["corr_id"].isin(df["corr_id"])]], ignore_index=True)
         mode = "graph" if mode == "none" and len(g) else mode
     launch_corrs = api.loc[api["name"].isin(LAUNCH_APIS), "corr_id"]
     return df[df["corr_id"].isin(launch_corrs)].reset_index(drop=True), mode
 
 
+def _db_file(s: Schema) -> Path:
+    for _, name, file in s.conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return Path(file)
+    return Path(s.path)
+
+
 def _gpu_ops(s: Schema) -> pd.DataFrame:
     """Eager GPU work (not part of a graph replay): kernels, copies and memsets."""
-    cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "kind", "copy_kind",
-            "src_kind", "dst_kind", "bytes"]
-    parts = []
-    for table, kind, copy_cols in (
-            ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel", "-1, -1, -1, 0"),
-            ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy", "copyKind, srcKind, dstKind, bytes"),
-            ("CUPTI_ACTIVITY_KIND_MEMSET", "memset", "-1, -1, -1, bytes")):
-        tcols = s.columns(table)
-        if not tcols:
-            continue
-        where = "WHERE graphNodeId IS NULL" if "graphNodeId" in tcols else ""
-        parts.append(f"SELECT start, end, streamId, deviceId, correlationId, '{kind}', "
-                     f"{copy_cols} FROM {table} {where}")
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype=_INT if c != "kind" else str) for c in cols})
-    df = _query(s, " UNION ALL ".join(parts) + " ORDER BY start", cols,
-                {c: _INT for c in cols if c != "kind"})
-    df["kind"] = pd.Categorical(df["kind"], categories=["kernel", "memcpy", "memset"])
-    return df
+    with _Reader(_db_file(s), s) as reader:
+        return reader.eager_ops()
 
 
 def _syncs(s: Schema) -> pd.DataFrame:
@@ -182,17 +403,17 @@ def _syncs(s: Schema) -> pd.DataFrame:
     tcols = s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     if not tcols:
         return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
-    esid = "eventSyncId" if "eventSyncId" in tcols else "-1"
-    return _query(s, f"SELECT correlationId, {esid}, streamId FROM "
-                     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", cols, {c: _INT for c in cols})
+    esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
+    return _frame(cols, _read(s.conn, f"SELECT IFNULL(correlationId, -1), {esid}, streamId FROM "
+                                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iii"))
 
 
 def _event_records(s: Schema) -> pd.DataFrame:
     cols = ["corr_id", "event_sync_id", "stream"]
     if not s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"):
         return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
-    return _query(s, "SELECT correlationId, eventSyncId, streamId FROM "
-                     "CUPTI_ACTIVITY_KIND_CUDA_EVENT", cols, {c: _INT for c in cols})
+    return _frame(cols, _read(s.conn, "SELECT IFNULL(correlationId, -1), IFNULL(eventSyncId, -1), "
+                                      "streamId FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT", "iii"))
 
 
 def _nvtx(s: Schema) -> pd.DataFrame:
@@ -208,10 +429,13 @@ def _nvtx(s: Schema) -> pd.DataFrame:
     if "textId" in tcols:
         text.append("t.value")
     join = "LEFT JOIN StringIds t ON t.id = n.textId" if "textId" in tcols else ""
-    sql = (f"SELECT n.start, n.end, n.globalTid, COALESCE({', '.join(text) or 'NULL'}, '') "
+    sql = (f"SELECT n.start, n.end, IFNULL(n.globalTid, -1), "
+           f"COALESCE({', '.join(text) or 'NULL'}, '') "
            f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
-           "AND n.end IS NOT NULL ORDER BY n.start")
-    df = _query(s, sql, cols, {"start_ns": _INT, "end_ns": _INT, "tid": _INT})
+           "AND n.end IS NOT NULL")
+    start, end, tid, txt = _read(s.conn, sql, "iiio")
+    order = np.argsort(start, kind="stable")
+    df = _frame(cols, [start[order], end[order], tid[order], txt[order]])
     df["text"] = df["text"].astype(str)
     return df
 
@@ -219,7 +443,7 @@ def _nvtx(s: Schema) -> pd.DataFrame:
 def _threads(s: Schema) -> pd.DataFrame:
     if not s.has("ThreadNames"):
         return pd.DataFrame({"tid": pd.Series(dtype=_INT), "thread_name": pd.Series(dtype=str)})
-    return _query(s, "SELECT t.globalTid, COALESCE(s.value, '') FROM ThreadNames t "
+    return _query(s, "SELECT t.globalTid, COALESCE(CAST(s.value AS TEXT), '') FROM ThreadNames t "
                      "LEFT JOIN StringIds s ON s.id = t.nameId", ["tid", "thread_name"],
                   {"tid": _INT}).drop_duplicates("tid")
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import struct
 from functools import cached_property
 from pathlib import Path
+from urllib.parse import quote
 
-from ..errors import NotAnNsysExport
+from ..errors import NotAnNsysExport, UnreadableInput
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -31,9 +33,46 @@ def api_base_name(name: str) -> str:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open an export read-only and immutable: nsysscope never writes to a trace."""
-    uri = f"file:{path.resolve().as_posix()}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    """Open an export read-only and immutable: nsysscope never writes to a trace.
+
+    The path is percent-encoded: in a URI, ``?``, ``#`` and ``%`` in a file name would
+    otherwise end or change it. Text that is not valid UTF-8 (a thread named with arbitrary
+    bytes) is decoded with replacement characters instead of failing the whole trace."""
+    uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise UnreadableInput(f"{path}: cannot open as SQLite ({e})") from None
+    # names are whatever bytes the program gave its threads and ranges: never fail on them
+    conn.text_factory = _decode_text
+    return conn
+
+
+def _decode_text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def truncation(db: Path) -> str | None:
+    """Why the SQLite file ``db`` is cut short, from its 100-byte header, or None.
+
+    The header records the page size and, when valid (its change counter matches
+    ``version-valid-for``), the number of pages: a copy cut short (an interrupted download
+    or ``scp``, a full disk) is smaller than that."""
+    try:
+        size = db.stat().st_size
+        with db.open("rb") as f:
+            header = f.read(100)
+    except OSError:
+        return None
+    if len(header) < 100:
+        return f"only {size} bytes, shorter than an SQLite header"
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    change, pages = struct.unpack(">II", header[24:32])
+    valid_for = struct.unpack(">I", header[92:96])[0]
+    if pages and change == valid_for and page_size >= 512 and pages * page_size > size:
+        return f"{size} of {pages * page_size} bytes"
+    return None
 
 
 class Schema:
@@ -41,6 +80,9 @@ class Schema:
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn, self.path = conn, path
+        cut = truncation(self._file())
+        if cut:
+            raise NotAnNsysExport(f"{path}: truncated export ({cut}); copy or export it again")
         try:
             rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.DatabaseError as e:
@@ -51,6 +93,16 @@ class Schema:
                 f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
                 "make one with: nsys export --type sqlite REPORT.nsys-rep")
         self._check_version()
+
+    def _file(self) -> Path:
+        """The SQLite file behind the connection (for a cache, not the user's path)."""
+        try:
+            for _, name, file in self.conn.execute("PRAGMA database_list"):
+                if name == "main" and file:
+                    return Path(file)
+        except sqlite3.Error:
+            pass
+        return Path(self.path)
 
     @cached_property
     def export_meta(self) -> dict[str, str]:

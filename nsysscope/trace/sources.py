@@ -1,20 +1,29 @@
 """Turn whatever the user points at into a readable SQLite export, without touching it.
 
-``.sqlite`` is used as is. ``.sqlite.xz`` / ``.sqlite.gz`` are decompressed once into the user
-cache folder. ``.nsys-rep`` is exported with ``nsys export --type sqlite`` (nsys from ``$NSYS``
-or ``PATH``) next to the report when that folder is writable, else into the user cache folder,
-and reused while it is newer than the report. Every cache file is written to a temporary name
-and renamed into place, so concurrent runs never see a torn file.
+The file's first bytes decide what it is, its name only when they cannot:
+
+* SQLite (``.sqlite``) is used as is.
+* xz or gzip (``.sqlite.xz`` / ``.sqlite.gz``) is decompressed once into the user cache folder.
+* An Nsight Systems report (``.nsys-rep``, or the older ``.qdrep``) is exported with
+  ``nsys export --type sqlite`` (nsys from ``--nsys``, ``$NSYS`` or ``PATH``) next to the
+  report when that folder can be written, else into the user cache folder, and reused while it
+  is newer than the report.
+
+Every cache file is written to a temporary name in its final folder and renamed into place, so
+concurrent runs never see a torn file: each run either finds a complete file or writes its own.
+The input itself is only ever opened for reading.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import lzma
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import zlib
@@ -23,7 +32,13 @@ from pathlib import Path
 from ..errors import NsysUnavailable, UnreadableInput
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # the first bytes of every .nsys-rep / .qdrep
 CACHE_SUFFIX = ".nsysscope-cache.sqlite"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+_ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
 
 
 def cache_dir() -> Path:
@@ -37,29 +52,55 @@ def cache_dir() -> Path:
 def resolve(path: str | os.PathLike, nsys: str | None = None) -> Path:
     """A path to an SQLite export holding the trace ``path`` refers to."""
     p = Path(path)
-    _check_readable(p)
+    head = _read_head(p)
     name = p.name.lower()
+    if head.startswith(SQLITE_MAGIC):
+        return p
+    if head.startswith(XZ_MAGIC):
+        return _decompressed(p, lzma.open)
+    if head.startswith(GZIP_MAGIC):
+        return _decompressed(p, gzip.open)
     if name.endswith((".xz", ".gz")):
-        return _decompressed(p)
-    if name.endswith(".nsys-rep"):
+        kind = "xz" if name.endswith(".xz") else "gzip"
+        raise UnreadableInput(f"{p}: corrupt compressed file (named .{name.rsplit('.', 1)[1]}, "
+                              f"but it does not start like {kind} data)")
+    if head.startswith(REPORT_MAGIC) or name.endswith(REPORT_SUFFIXES):
         return _exported(p, nsys)
-    with p.open("rb") as f:
-        head = f.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
-        raise UnreadableInput(f"{p}: not an SQLite file (nsysscope reads .sqlite, .sqlite.xz, "
-                              ".sqlite.gz and .nsys-rep)")
-    return p
+    if name.endswith(".qdstrm"):
+        raise UnreadableInput(
+            f"{p}: a .qdstrm is a raw capture nsys never turned into a report; convert it with "
+            "'QdstrmImporter -i FILE.qdstrm' (in nsys's host-linux-x64 folder) and pass the "
+            ".nsys-rep")
+    raise UnreadableInput(f"{p}: not an SQLite file ({_ACCEPTS})")
 
 
-def _check_readable(p: Path) -> None:
-    if not p.exists():
-        raise UnreadableInput(f"{p}: no such file")
-    if p.is_dir():
+def _read_head(p: Path, n: int = 64) -> bytes:
+    """The first bytes of ``p``, after checking it is a readable, non-empty regular file.
+
+    Readability is checked by opening the file: ``os.access`` says yes to root, and to anyone
+    on file systems that decide at open time (NFS with root squash, FUSE, ACLs)."""
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise UnreadableInput(f"{p}: no such file") from None
+    except PermissionError:
+        raise UnreadableInput(f"{p}: permission denied (cannot reach the file)") from None
+    except OSError as e:
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise UnreadableInput(f"{p}: is a directory, not a trace file")
-    if not os.access(p, os.R_OK):
-        raise UnreadableInput(f"{p}: permission denied")
-    if p.stat().st_size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableInput(f"{p}: not a regular file ({_ACCEPTS})")
+    try:
+        with p.open("rb") as f:
+            head = f.read(n)
+    except PermissionError:
+        raise UnreadableInput(f"{p}: permission denied") from None
+    except OSError as e:
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    if not head:
         raise UnreadableInput(f"{p}: empty file")
+    return head
 
 
 def _fingerprint(p: Path) -> str:
@@ -68,104 +109,214 @@ def _fingerprint(p: Path) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def _atomic_target(final: Path) -> Path:
-    """A fresh temporary path beside ``final``: rename it onto ``final`` when complete."""
-    fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent)
+def _stem(p: Path) -> str:
+    """``trace.sqlite.xz`` -> ``trace``; ``run.nsys-rep`` -> ``run``."""
+    name = re.sub(r"\.(xz|gz)$", "", p.name, flags=re.I)
+    for suffix in (".sqlite", ".db") + REPORT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)] or name
+    return name
+
+
+def _cache_folder() -> Path:
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UnreadableInput(f"cannot create the cache folder {folder}: {e.strerror or e} "
+                              "(set NSYSSCOPE_CACHE to a writable folder)") from None
+    return folder
+
+
+def _temp_beside(final: Path) -> Path:
+    """A fresh, empty temporary file in ``final``'s folder: rename it onto ``final`` when
+    complete. Raises OSError when the folder cannot be written."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     os.close(fd)
     return Path(tmp)
 
 
-def _decompressed(p: Path) -> Path:
-    stem = re.sub(r"\.(xz|gz)$", "", p.name, flags=re.I)
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"{Path(stem).stem}-{_fingerprint(p)}.sqlite"
-    if final.exists():
+def _cache_temp(final: Path) -> Path:
+    try:
+        return _temp_beside(final)
+    except OSError as e:
+        raise UnreadableInput(f"cannot write to the cache folder {final.parent}: "
+                              f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable folder)") from None
+
+
+def _decompressed(p: Path, opener) -> Path:
+    final = _cache_folder() / f"{_stem(p)}-{_fingerprint(p)}.sqlite"
+    if final.is_file():
         return final
-    opener = lzma.open if p.name.lower().endswith(".xz") else gzip.open
-    tmp = _atomic_target(final)
+    tmp = _cache_temp(final)
     try:
         with opener(p, "rb") as src, tmp.open("wb") as dst:
-            shutil.copyfileobj(src, dst, length=1 << 22)
-        with tmp.open("rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                raise UnreadableInput(f"{p}: decompresses, but not to an SQLite file")
+            _copy_decompressed(p, src, dst)
         os.replace(tmp, final)
-    except (lzma.LZMAError, EOFError, OSError, zlib.error, gzip.BadGzipFile) as e:
-        raise UnreadableInput(f"{p}: corrupt or truncated compressed file ({e})") from None
+    except OSError as e:  # reading p, or writing the cache (a full disk)
+        raise UnreadableInput(f"{p}: cannot decompress into {final.parent}: {e.strerror or e} "
+                              "(set NSYSSCOPE_CACHE to a writable folder with room)") from None
     finally:
         tmp.unlink(missing_ok=True)
     return final
 
 
+def _copy_decompressed(p: Path, src, dst) -> None:
+    first = True
+    while True:
+        try:
+            chunk = src.read(1 << 22)
+        except (lzma.LZMAError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise UnreadableInput(f"{p}: corrupt or truncated compressed file "
+                                  f"({str(e) or type(e).__name__})") from None
+        if first and not chunk.startswith(SQLITE_MAGIC):
+            raise UnreadableInput(f"{p}: decompresses, but not to an SQLite file ({_ACCEPTS})")
+        first = False
+        if not chunk:
+            return
+        dst.write(chunk)
+
+
 # -- .nsys-rep -------------------------------------------------------------------------------
 
-def find_nsys(explicit: str | None = None) -> str:
+_NO_NSYS = ("install Nsight Systems (https://developer.nvidia.com/nsight-systems; Debian: "
+            "package nsight-systems in non-free), or export by hand with 'nsys export --type "
+            "sqlite -o TRACE.sqlite TRACE.nsys-rep' and pass the .sqlite")
+
+
+def find_nsys(explicit: str | None = None, report: Path | None = None) -> str:
     """The nsys executable: the argument, ``$NSYS``, or ``nsys`` on PATH."""
-    candidate = explicit or os.environ.get("NSYS") or shutil.which("nsys")
-    if candidate and (shutil.which(candidate) or Path(candidate).is_file()):
-        return candidate
-    raise NsysUnavailable(
-        "reading a .nsys-rep needs nsys, and none was found ($NSYS or PATH): install Nsight "
-        "Systems (Debian: package nsight-systems, non-free), or export by hand with "
-        "'nsys export --type sqlite -o TRACE.sqlite TRACE.nsys-rep' and pass the .sqlite")
+    try:
+        return _find_nsys(explicit)
+    except NsysUnavailable as e:
+        if report is None:
+            raise
+        raise NsysUnavailable(f"{report}: {e}") from None
 
 
-def _export_target(report: Path) -> Path:
-    beside = report.with_name(report.name[: -len(".nsys-rep")] + CACHE_SUFFIX)
-    if os.access(report.parent, os.W_OK):
-        return beside
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{report.name[: -len('.nsys-rep')]}-{_fingerprint(report)}.sqlite"
+def _find_nsys(explicit: str | None) -> str:
+    if explicit or os.environ.get("NSYS"):
+        candidate = explicit or os.environ["NSYS"]
+        where = "--nsys" if explicit else "$NSYS"
+        found = shutil.which(candidate)
+        if found:
+            return found
+        if Path(candidate).is_file():
+            raise NsysUnavailable(f"{where}={candidate} is not executable; {_NO_NSYS}")
+        raise NsysUnavailable(f"{where}={candidate}: no such program; {_NO_NSYS}")
+    found = shutil.which("nsys")
+    if found:
+        return found
+    raise NsysUnavailable(f"reading a .nsys-rep needs nsys, and none was found (--nsys, "
+                          f"$NSYS or PATH): {_NO_NSYS}")
+
+
+def _fresh(cache: Path, report: Path) -> bool:
+    try:
+        return cache.is_file() and cache.stat().st_mtime_ns >= report.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def _nsys_version(nsys: str) -> str:
     try:
         out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as e:
-        raise NsysUnavailable(f"cannot run nsys at {nsys}: {e}") from None
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
     m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
     return m.group(1) if m else "unknown"
 
 
+_VERSION_IN_REPORT = (
+    # the header of nsys <= 2024: "NVIDIA Tegra Profiler Report 2023@4@4@54-2344336..."
+    re.compile(rb"Profiler Report (20\d\d)@(\d+)@(\d+)(?:@(\d+))?"),
+    # the trailer of newer reports: a length-prefixed "2025.3.1.0" (four parts)
+    re.compile(rb"[\x08-\x20](20\d\d)\.(\d+)\.(\d+)\.(\d+)(?![\d.])"),
+    # anything that looks like an nsys version, e.g. in its install path
+    re.compile(rb"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?"),
+)
+
+
 def report_version(report: Path) -> str | None:
-    """The nsys version that wrote a ``.nsys-rep``, when its header names one."""
-    with report.open("rb") as f:
-        head = f.read(1 << 16)
-    m = re.search(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?)", head)
-    return m.group(1).decode() if m else None
+    """The nsys version that wrote a ``.nsys-rep``, when the report names it."""
+    try:
+        size = report.stat().st_size
+        with report.open("rb") as f:
+            head = f.read(1 << 16)
+            f.seek(max(0, size - (1 << 16)))
+            tail = f.read()
+    except OSError:
+        return None
+    for pattern in _VERSION_IN_REPORT:
+        for blob in (head, tail):
+            m = pattern.search(blob)
+            if m:
+                parts = [g.decode() for g in m.groups() if g is not None]
+                return ".".join(parts[:3])
+    return None
+
+
+def _version_tuple(v: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
 
 
 def _exported(report: Path, nsys: str | None) -> Path:
-    target = _export_target(report)
-    if target.exists() and target.stat().st_mtime_ns > report.stat().st_mtime_ns:
-        return target
-    exe = find_nsys(nsys)
-    tmp = _atomic_target(target)
-    tmp.unlink()  # nsys refuses to overwrite; it creates the file itself
+    stem = _stem(report)
+    beside = report.with_name(stem + CACHE_SUFFIX)
+    cached = cache_dir() / f"{stem}-{_fingerprint(report)}.sqlite"
+    for candidate in (beside, cached):
+        if _fresh(candidate, report):
+            return candidate
+    exe = find_nsys(nsys, report)
     try:
-        proc = subprocess.run(
-            [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp),
-             str(report)], capture_output=True, text=True)
-        if proc.returncode != 0 or not tmp.exists():
+        target, tmp = beside, _temp_beside(beside)
+    except OSError:  # a read-only folder (or one we may not write): the user cache folder
+        target = _cache_folder() / cached.name
+        tmp = _cache_temp(target)
+    tmp.unlink()  # nsys creates the file itself
+    try:
+        try:
+            proc = subprocess.run(
+                [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
+                 *_json_flags(exe), "-o", str(tmp), str(report)],
+                capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            raise NsysUnavailable(f"cannot run nsys at {exe}: {e.strerror or e}; {_NO_NSYS}") from None
+        if proc.returncode != 0 or not tmp.is_file():
             raise _export_error(report, exe, proc.stdout + proc.stderr)
         with tmp.open("rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                raise _export_error(report, exe, "output is not SQLite")
+                raise _export_error(report, exe, "the exported file is not SQLite")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
     return target
 
 
+@functools.lru_cache(maxsize=8)
+def _json_flags(exe: str) -> tuple[str, ...]:
+    """``--include-json true`` where this nsys has it (2024+): it keeps the Python-sampling
+    stacks, which are NVTX JSON payloads, in the export."""
+    try:
+        help_text = subprocess.run([exe, "export", "--help"], capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return ("--include-json", "true") if "include-json" in help_text else ()
+
+
 def _export_error(report: Path, exe: str, output: str) -> Exception:
-    lines = [l.strip() for l in output.splitlines() if l.strip()]
+    lines = [l.strip() for l in re.split(r"[\r\n]+", output) if l.strip()]
+    lines = [l for l in lines if not l.startswith("Processing ")]  # progress bars
     detail = next((l for l in reversed(lines) if "error" in l.lower()), lines[-1] if lines else "")
-    if re.search(r"Protobuf|newer|not supported|version", output, re.I) and \
-            "Version tag is not found" not in output:
-        made_by = report_version(report) or "a newer nsys"
+    have, made_by = _nsys_version(exe), report_version(report)
+    newer = bool(made_by) and _version_tuple(made_by) > _version_tuple(have)
+    unparsable = re.search(r"protobuf|newer version|not supported|unsupported", output, re.I) \
+        and "Version tag is not found" not in output
+    if newer or unparsable:
+        made = f"nsys {made_by}" if made_by else "a newer nsys"
         return NsysUnavailable(
-            f"{report}: nsys {_nsys_version(exe)} cannot read this report (made by nsys "
-            f"{made_by}); export it with that nsys or newer: nsys export --type sqlite {report.name}")
-    return UnreadableInput(f"{report}: nsys export failed: {detail[:300]}")
+            f"{report}: nsys {have} cannot read this report (made by {made}); export it with "
+            f"nsys {made_by or 'of that version'} or newer: nsys export --type sqlite "
+            f"{report.name}, and pass the .sqlite")
+    return UnreadableInput(f"{report}: nsys export failed: {detail[:300] or 'no output'}")

@@ -1,0 +1,293 @@
+"""Name the Python line behind each stall, from nsys Python sampling.
+
+For every stalled launch, the samples of the thread that blocked, taken inside its block
+(``[block_start_ns, block_end_ns]``, bounds included), vote. Each sample votes for its
+*culprit frame*: the innermost frame in the user's code, i.e. the first frame, innermost
+first, whose file matches none of :attr:`AnalysisConfig.library_paths` (the standard library,
+site-packages, frozen modules, torch). During a readback's ``cudaStreamSynchronize`` that is
+the ``if is_greedy.all():`` line; during a pageable copy it is the line that made the copy.
+
+Lines are chosen per site, not per stall, so that a stall caught by one or two samples is not
+moved to another line by one sample taken a little before or after its block:
+
+1. the stalls of one site (same class, phase, op, API chain and thread) pool their votes;
+   every line with at least ``min_line_share`` of the pooled votes is a *candidate*, and so
+   is the most voted line;
+2. each stall takes the candidate its own samples vote for most (ties: the more voted line
+   of the site); a stall with no vote for any candidate takes the site's most voted line.
+
+So a site splits by line only where the samples really show two lines, and the per-launch
+table gets ``src_file``, ``src_line``, ``src_function``, ``src_text``, ``src_samples`` (this
+block's votes for that line) and ``src_block_samples`` (every sample in the block).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..trace.python_samples import PythonSamples
+from .config import AnalysisConfig
+from .pairing import STALL_KLASSES
+from .sites import SITE_KEYS
+
+SOURCE_COLUMNS = ("src_file", "src_line", "src_function", "src_text", "src_samples",
+                  "src_block_samples")
+
+
+def library_predicate(globs: Iterable[str]) -> Callable[[str], bool]:
+    """``is_library(path)`` for ``fnmatch`` globs (``*`` also matches ``/``)."""
+    globs = tuple(globs)
+    if not globs:
+        return lambda path: False
+    rx = re.compile("|".join(fnmatch.translate(g) for g in globs))
+    return lambda path: rx.match(path) is not None
+
+
+def culprit_frames(samples: PythonSamples, is_library: Callable[[str], bool]) -> pd.DataFrame:
+    """Per sample (the rows of ``samples.samples``, same order): ``tid``, ``time_ns``, the
+    innermost user frame, ``file``, ``line``, ``function`` (None/-1 where every frame is a
+    library's) and ``code``, one number per distinct (file, line, function) (-1: none)."""
+    s = samples.samples
+    f = samples.frames
+    sid, depth = f["sample"].to_numpy(), f["depth"].to_numpy()
+    if len(f) > 1 and not ((np.diff(sid) > 0) | ((np.diff(sid) == 0) & (np.diff(depth) > 0))).all():
+        f = f.sort_values(["sample", "depth"], kind="stable")
+        sid = f["sample"].to_numpy()
+    file_code, files = _codes(f["file"])
+    fn_code, functions = _codes(f["function"])
+    lib = np.fromiter((is_library(str(x)) for x in files), dtype=bool, count=len(files))
+    user = np.flatnonzero(~lib[file_code] & (file_code >= 0)) if len(f) else np.zeros(0, dtype=np.int64)
+    first_sid, at = np.unique(sid[user], return_index=True)  # innermost user frame per sample
+    rows = user[at]
+    line = f["line"].to_numpy(dtype=np.int64)[rows]
+    span = int(line.max()) + 2 if len(line) else 1
+    key = (file_code[rows].astype(np.int64) * len(functions) + fn_code[rows]) * span + (line + 1)
+    ukey, inverse = np.unique(key, return_inverse=True)
+    uniq = np.stack([ukey // span // max(len(functions), 1), ukey % span - 1,
+                     ukey // span % max(len(functions), 1)], axis=1)
+    n_ids = int(max(s["sample"].max() if len(s) else -1, sid.max() if len(sid) else -1)) + 1
+    code_of = np.full(n_ids, -1, dtype=np.int64)
+    code_of[first_sid] = np.asarray(inverse).reshape(-1)
+    code = code_of[s["sample"].to_numpy()] if len(s) else np.zeros(0, dtype=np.int64)
+    has = code >= 0
+    c = np.maximum(code, 0)
+    pick = (lambda col, values: np.where(has, values[uniq[c, col]] if len(uniq) else None, None))
+    return pd.DataFrame({
+        "sample": s["sample"].to_numpy(), "tid": s["tid"].to_numpy(), "time_ns": s["time_ns"].to_numpy(),
+        "file": pick(0, files),
+        "line": np.where(has, uniq[c, 1] if len(uniq) else -1, -1).astype(np.int64),
+        "function": pick(2, functions), "code": code})
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), np.asarray(col.cat.categories, dtype=object)
+    code, values = pd.factorize(col.to_numpy(dtype=object))
+    return code, np.asarray(values, dtype=object)
+
+
+def stall_windows(launches: pd.DataFrame) -> pd.DataFrame:
+    """``tid``, ``start_ns``, ``end_ns`` of the blocks paired with stalled launches: where
+    the samples that matter are (only those need parsing)."""
+    rows = _stalled(launches)
+    return pd.DataFrame({"tid": rows["block_tid"].to_numpy(dtype=np.int64),
+                         "start_ns": rows["block_start_ns"].to_numpy(dtype=np.float64),
+                         "end_ns": rows["block_end_ns"].to_numpy(dtype=np.float64)})
+
+
+def _stalled(launches: pd.DataFrame) -> pd.DataFrame:
+    return launches[(launches["block"] >= 0) & launches["klass"].isin(list(STALL_KLASSES))]
+
+
+def block_votes(launches: pd.DataFrame, culprits: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """Votes of the samples inside each stalled launch's block: (``block``, ``code``, ``n``)
+    with ``code`` indexing the culprit lines, and the total samples per block (user frame
+    or not). ``culprits`` must be sorted by ``tid``, ``time_ns``."""
+    rows = _stalled(launches).drop_duplicates("block")
+    blocks = rows["block"].to_numpy(dtype=np.int64)
+    lo = np.zeros(len(rows), dtype=np.int64)
+    hi = np.zeros(len(rows), dtype=np.int64)
+    tids = culprits["tid"].to_numpy()
+    times = culprits["time_ns"].to_numpy()
+    b_tid = rows["block_tid"].to_numpy(dtype=np.int64)
+    b_start = rows["block_start_ns"].to_numpy(dtype=np.float64)
+    b_end = rows["block_end_ns"].to_numpy(dtype=np.float64)
+    for tid in np.unique(b_tid):
+        sel = np.flatnonzero(b_tid == tid)
+        a, z = np.searchsorted(tids, tid, side="left"), np.searchsorted(tids, tid, side="right")
+        t = times[a:z]
+        lo[sel] = a + np.searchsorted(t, b_start[sel], side="left")
+        hi[sel] = a + np.searchsorted(t, b_end[sel], side="right")
+    n = np.maximum(hi - lo, 0)
+    totals = pd.Series(n, index=blocks)
+    idx = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    codes = culprits["code"].to_numpy()[idx]
+    v = pd.DataFrame({"block": np.repeat(blocks, n), "code": codes})
+    v = v[v["code"] >= 0].groupby(["block", "code"], sort=True).size().rename("n").reset_index()
+    return v, totals
+
+
+def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
+                        cfg: AnalysisConfig,
+                        is_library: Callable[[str], bool] | None = None) -> pd.DataFrame:
+    """The launch table with the ``src_*`` columns (empty where no line is known)."""
+    df = launches.copy()
+    df["src_file"] = pd.Series(None, index=df.index, dtype=object)
+    df["src_line"] = pd.Series(pd.NA, index=df.index, dtype="Int64")
+    df["src_function"] = pd.Series(None, index=df.index, dtype=object)
+    df["src_text"] = pd.Series(None, index=df.index, dtype=object)
+    df["src_samples"] = 0
+    df["src_block_samples"] = 0
+    if samples is None or not samples.ok or samples.samples.empty or df.empty:
+        return df
+    cul = culprit_frames(samples, is_library or library_predicate(cfg.library_paths))
+    lines = cul[cul["code"] >= 0].drop_duplicates("code").set_index("code")[["file", "line", "function"]]
+    votes, totals = block_votes(df, cul)
+    rows = _stalled(df)
+    if rows.empty:
+        return df
+    assigned = _assign(rows, votes, cfg.min_line_share)
+    ok = assigned >= 0
+    at = rows.index[ok]
+    codes = assigned[ok]
+    df.loc[at, "src_file"] = lines["file"].reindex(codes).to_numpy(dtype=object)
+    df.loc[at, "src_line"] = lines["line"].reindex(codes).to_numpy(dtype=np.int64)
+    df.loc[at, "src_function"] = lines["function"].reindex(codes).to_numpy(dtype=object)
+    mine = pd.Series(votes["n"].to_numpy(), index=pd.MultiIndex.from_frame(votes[["block", "code"]]))
+    pair = pd.MultiIndex.from_arrays([rows["block"].to_numpy()[ok], codes])
+    df.loc[at, "src_samples"] = mine.reindex(pair).fillna(0).to_numpy(dtype=np.int64)
+    df.loc[rows.index, "src_block_samples"] = totals.reindex(rows["block"].to_numpy()).fillna(0) \
+        .to_numpy(dtype=np.int64)
+    roots = source_roots(cfg, samples.working_dir)
+    text = {c: source_text(*lines.loc[c, ["file", "line"]], roots, samples.working_dir,
+                           lines.loc[c, "function"]) for c in np.unique(codes)}
+    df.loc[at, "src_text"] = [text[c] for c in codes]
+    return df
+
+
+def _assign(rows: pd.DataFrame, votes: pd.DataFrame, min_share: float) -> np.ndarray:
+    """The line code of each stalled row (-1: no sample in its site named a user line)."""
+    group_cols = [k for k in SITE_KEYS if k in rows.columns]
+    keyed = rows[group_cols].astype(object).where(rows[group_cols].notna(), "")
+    gkey = keyed.groupby(group_cols, sort=False, dropna=False).ngroup().to_numpy()
+    rb = pd.DataFrame({"row": np.arange(len(rows)), "gkey": gkey,
+                       "block": rows["block"].to_numpy(dtype=np.int64)})
+    pairs = rb.drop_duplicates(["gkey", "block"])[["gkey", "block"]]
+    pooled = pairs.merge(votes, on="block").groupby(["gkey", "code"], as_index=False)["n"].sum()
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if pooled.empty:
+        return out
+    pooled = pooled.sort_values(["gkey", "n", "code"], ascending=[True, False, True], kind="stable")
+    pooled["rank"] = pooled.groupby("gkey").cumcount()
+    pooled["share"] = pooled["n"] / pooled.groupby("gkey")["n"].transform("sum")
+    cand = pooled[(pooled["rank"] == 0) | (pooled["share"] >= min_share)]
+    top = cand[cand["rank"] == 0].set_index("gkey")["code"]
+    mine = rb.merge(votes, on="block").merge(cand[["gkey", "code", "rank"]], on=["gkey", "code"])
+    mine = mine.sort_values(["row", "n", "rank"], ascending=[True, False, True], kind="stable")
+    best = mine.drop_duplicates("row").set_index("row")["code"]
+    out[:] = top.reindex(gkey).fillna(-1).to_numpy(dtype=np.int64)
+    out[best.index.to_numpy()] = best.to_numpy()
+    return out
+
+
+# -- the line's text ------------------------------------------------------------------------
+
+def source_roots(cfg: AnalysisConfig, working_dir: str | None) -> tuple[Path, ...]:
+    """Folders to resolve relative source paths against, first match wins: ``source_root``
+    when given, the profiled process's working directory when it exists here, then (with no
+    ``source_root``) the current directory."""
+    roots: list[Path] = []
+    if cfg.source_root:
+        roots.append(Path(cfg.source_root))
+    if working_dir and os.path.isabs(working_dir):
+        roots.append(Path(working_dir))
+    if not cfg.source_root:
+        roots.append(Path.cwd())
+    return tuple(dict.fromkeys(roots))
+
+
+def source_text(file: str | None, line: int | None, roots: Iterable[Path] = (),
+                working_dir: str | None = None, function: str | None = None) -> str | None:
+    """The text of ``file:line`` (stripped), or None when the file cannot be found. A relative
+    path is looked up under each root; an absolute one as is, then, when it lies under the
+    trace's ``working_dir``, under each root. Scrubbed placeholders (``<stdlib>/..``,
+    ``<path>/..``) and pseudo-files (``<string>``) are never found.
+
+    With ``function`` (the name the sample recorded), a file whose line is not inside a
+    function of that name is taken to be another version of the source than the one profiled,
+    and no text is returned rather than the wrong one."""
+    if not file or line is None or pd.isna(line) or int(line) < 1 or file.startswith("<"):
+        return None
+    p = Path(file)
+    rel = p
+    candidates = []
+    if p.is_absolute():
+        candidates.append(p)
+        rel = None
+        if working_dir and os.path.isabs(working_dir):
+            try:
+                rel = p.relative_to(working_dir)
+            except ValueError:
+                rel = None
+    if rel is not None:
+        candidates += [root / rel for root in roots]
+    for c in candidates:
+        lines = _lines(c)
+        if lines is not None and int(line) <= len(lines):
+            if function and not _inside(lines, int(line), function):
+                continue
+            return lines[int(line) - 1].strip()
+    return None
+
+
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)\s*[\[(]")
+
+
+def _inside(lines: tuple[str, ...], line: int, function: str) -> bool:
+    """Whether ``line`` (1-based) lies in a ``def function`` (``<module>``: in none). Names
+    Python makes up (``<lambda>``, ``<genexpr>``, class bodies) are not checked."""
+    if function != "<module>" and not function.isidentifier():
+        return True
+    text = lines[line - 1]
+    if not text.strip():
+        return True
+    indent = len(text) - len(text.lstrip())
+    for above in reversed(lines[:line - 1]):
+        body = above.lstrip()
+        if not body or body.startswith("#"):
+            continue
+        level = len(above) - len(body)
+        if level >= indent:
+            continue
+        indent = level
+        m = _DEF.match(above)
+        if m:
+            return m.group(1) == function
+        if body.startswith("class ") and function != "<module>":
+            return True  # a class body, or a method's class: not checked
+    return function == "<module>"
+
+
+def _lines(path: Path) -> tuple[str, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _read_lines(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return tuple(f.read().splitlines())
+    except OSError:
+        return None

@@ -1,0 +1,139 @@
+"""``nsysscope summarize`` and ``nsysscope gate``: the CI regression gate's commands.
+
+Thin, like :mod:`nsysscope.cli`: the comparison is :func:`nsysscope.gate.compare`, the output
+one of the ``nsysscope.render.gate_*`` renderers. Errors are the typed
+:mod:`nsysscope.errors`, which the ``nsysscope`` group turns into one line and an exit code:
+0 pass, 1 regression, 2 unusable input or usage, 4 not comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from .analysis import AnalysisConfig, analyze
+from .errors import UnreadableInput
+from .gate import compare, is_summary_file, read_summary, summary_json
+from .gate_config import GateThresholds, load_thresholds
+from .trace import load
+
+GATE_FORMATS = ("text", "json", "markdown", "junit", "html")
+
+# option name, field, type, help (the default is shown from GateThresholds)
+_THRESHOLD_OPTIONS = (
+    ("--stall-pp", "stall_pp", float, "A stall class's share of steady launches may grow by this "
+                                      "many percentage points"),
+    ("--stall-min-launches", "stall_min_launches", int, "... and fails only when it also grows "
+                                                         "by at least this many launches"),
+    ("--window-pct", "window_pct", float, "The median overlap window may shrink by this %"),
+    ("--window-us", "window_us", float, "... and fails only when it also shrinks by this many us"),
+    ("--gap-pct", "gap_pct", float, "The median GPU idle gap may grow by this %"),
+    ("--gap-us", "gap_us", float, "... and fails only when it also grows by this many us"),
+    ("--idle-pp", "idle_pp", float, "The GPU idle fraction may grow by this many points"),
+    ("--rate-pct", "rate_pct", float, "The launch rate (steps/s) may drop by this %"),
+    ("--alpha", "alpha", float, "One-sided significance level of the rank and proportion tests"),
+    ("--pause-quantile", "pause_quantile", float, "GPU idle gaps above this quantile are host "
+                                                  "pauses, left out of the rate and idle fraction"),
+)
+
+
+def _analysis_options(f):
+    """The options ``report`` has for analysing a trace (used when a side is a trace)."""
+    f = click.option("--warmup", type=int, default=None, metavar="N",
+                     help="Launches to treat as warm-up (default: max(5, 2%)).")(f)
+    f = click.option("--launch-bound-us", type=float, default=AnalysisConfig.launch_bound_gap_us,
+                     show_default=True, help="GPU idle gap above which a launch with no stall "
+                                             "counts as launch-bound.")(f)
+    f = click.option("--nsys", metavar="PATH", default=None,
+                     help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")(f)
+    return f
+
+
+def _threshold_options(f):
+    defaults = GateThresholds()
+    for opt, name, typ, text in reversed(_THRESHOLD_OPTIONS):
+        f = click.option(opt, name, type=typ, default=None,
+                         help=f"{text} [default: {getattr(defaults, name):g}; "
+                              f"pyproject key {opt[2:]}]")(f)
+    return f
+
+
+def _write(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UnreadableInput(f"{output}: cannot write: {e.strerror or e}") from None
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("trace", type=click.Path(readable=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE.json",
+              help="Write the summary here instead of stdout.")
+@_analysis_options
+def summarize(trace: str, output: str | None, warmup: int | None, launch_bound_us: float,
+              nsys: str | None) -> int:
+    """Write TRACE's steady-state summary as JSON, with its per-launch distributions: a
+    small baseline that 'nsysscope gate' reads in place of the trace."""
+    cfg = AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
+    s = analyze(load(trace, nsys=nsys), cfg).summary
+    text = summary_json(s)
+    _write(text, output)
+    if output:
+        click.echo(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
+                   f"{len(text.encode()) / 1024:.0f} KB): {s.verdict}", err=True)
+    return 0
+
+
+@click.command()
+@click.argument("baseline", type=click.Path(readable=False, path_type=str))
+@click.argument("candidate", type=click.Path(readable=False, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(GATE_FORMATS), default="text",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the report here; the verdict line still goes to stdout.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
+              help="TOML file whose [tool.nsysscope.gate] table sets thresholds (default: the "
+                   "first pyproject.toml from the current folder upwards).")
+@_threshold_options
+@_analysis_options
+def gate(baseline: str, candidate: str, fmt: str, output: str | None, config_file: str | None,
+         warmup: int | None, launch_bound_us: float, nsys: str | None, **limits) -> int:
+    """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
+
+    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep) or a summary JSON from
+    'nsysscope summarize'. Compares steady-state per-launch distributions with a noise model
+    (README, "Regression gate"): stall shares per class, the overlap window, the GPU idle gap and fraction,
+    and the launch rate. Exit codes: 0 pass, 1 regression, 2 unusable input, 4 not comparable.
+    """
+    overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
+    thresholds, source = load_thresholds(config_file, overrides)
+    cfg = AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
+    sides = [_read_side(x, cfg, nsys) for x in (baseline, candidate)]
+    result = compare(*sides, thresholds, baseline_label=baseline, candidate_label=candidate)
+    if source is not None:
+        result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
+    _write(render_gate(result, fmt, *sides), output)
+    if output:
+        click.echo(f"nsysscope gate: {result.verdict}")
+    return result.exit_code
+
+
+def _read_side(x: str, cfg: AnalysisConfig, nsys: str | None):
+    """A summary file as its Summary; a trace analysed once (the HTML page draws from it)."""
+    if is_summary_file(x):
+        return read_summary(x)
+    return analyze(load(x, nsys=nsys), cfg)
+
+
+def render_gate(result, fmt: str, baseline=None, candidate=None) -> str:
+    if fmt == "html":
+        from .render import html
+        return html.gate_report(result, baseline=baseline, candidate=candidate)
+    from .render import gate_json, gate_junit, gate_markdown, gate_text
+    return {"text": gate_text.render, "json": gate_json.render, "markdown": gate_markdown.render,
+            "junit": gate_junit.render}[fmt](result)

@@ -1,0 +1,336 @@
+-- The tables nsysscope reads, as a real nsys 2025.3.2 export (schema 3.20.3) defines them:
+-- each CREATE TABLE is copied verbatim from the sqlite_master of
+-- sample_traces/h200_case1_300.sqlite.xz, with the rows of its small ENUM tables (the NVTX
+-- and CUDA-API members of the two large ones) and of META_DATA_EXPORT. tests/synth.py
+-- builds synthetic traces on it. Regenerate only from a real export.
+
+CREATE TABLE StringIds (
+    -- Consolidation of repetitive string values.
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- ID reference value.
+    value                       TEXT      NOT NULL                     -- String value.
+);
+
+CREATE TABLE META_DATA_EXPORT (
+    -- information about nsys export process
+
+    name                        TEXT      NOT NULL,                    -- Name of meta-data record
+    value                       TEXT                                   -- Value of meta-data record
+);
+
+CREATE TABLE ANALYSIS_DETAILS (
+    -- Details about the analysis session.
+
+    globalVid                   INTEGER   NOT NULL,                    -- Serialized GlobalId.
+    duration                    INTEGER   NOT NULL,                    -- The total time span of the entire trace (ns).
+    startTime                   INTEGER   NOT NULL,                    -- Trace start timestamp in nanoseconds.
+    stopTime                    INTEGER   NOT NULL                     -- Trace stop timestamp in nanoseconds.
+);
+
+CREATE TABLE DIAGNOSTIC_EVENT (
+    timestamp                   INTEGER   NOT NULL,                    -- Event timestamp (ns).
+    timestampType               INTEGER   NOT NULL,                    -- REFERENCES ENUM_DIAGNOSTIC_TIMESTAMP_SOURCE(id)
+    source                      INTEGER   NOT NULL,                    -- REFERENCES ENUM_DIAGNOSTIC_SOURCE_TYPE(id)
+    severity                    INTEGER   NOT NULL,                    -- REFERENCES ENUM_DIAGNOSTIC_SEVERITY_LEVEL(id)
+    text                        TEXT      NOT NULL,                    -- Diagnostic message text
+    globalPid                   INTEGER                                -- Serialized GlobalId.
+);
+
+CREATE TABLE ENUM_NSYS_EVENT_TYPE (
+    -- Nsys event type labels
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
+    name                        TEXT,                                  -- Enum symbol name.
+    label                       TEXT                                   -- Enum human name.
+);
+
+CREATE TABLE ENUM_NSYS_EVENT_CLASS (
+    -- Nsys event class labels
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
+    name                        TEXT,                                  -- Enum symbol name.
+    label                       TEXT                                   -- Enum human name.
+);
+
+CREATE TABLE ENUM_CUDA_MEMCPY_OPER (
+    -- CUDA memcpy operation labels
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
+    name                        TEXT,                                  -- Enum symbol name.
+    label                       TEXT                                   -- Enum human name.
+);
+
+CREATE TABLE ENUM_CUDA_MEM_KIND (
+    -- CUDA memory kind labels
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
+    name                        TEXT,                                  -- Enum symbol name.
+    label                       TEXT                                   -- Enum human name.
+);
+
+CREATE TABLE ENUM_CUPTI_SYNC_TYPE (
+    -- CUPTI synchronization type labels
+
+    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
+    name                        TEXT,                                  -- Enum symbol name.
+    label                       TEXT                                   -- Enum human name.
+);
+
+CREATE TABLE PROCESSES (
+    -- Names and identifiers of processes captured in the report.
+
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    pid                         INTEGER,                               -- The process ID.
+    name                        TEXT                                   -- The process name.
+);
+
+CREATE TABLE ThreadNames (
+    nameId                      INTEGER   NOT NULL,                    -- REFERENCES StringIds(id) -- Thread name
+    priority                    INTEGER,                               -- Priority of the thread.
+    globalTid                   INTEGER                                -- Serialized GlobalId.
+);
+
+CREATE TABLE TARGET_INFO_GPU (
+    vmId                        INTEGER   NOT NULL,                    -- Serialized GlobalId.
+    id                          INTEGER   NOT NULL,                    -- Device ID.
+    name                        TEXT,                                  -- Device name.
+    busLocation                 TEXT,                                  -- PCI bus location.
+    isDiscrete                  INTEGER,                               -- True if discrete, false if integrated.
+    l2CacheSize                 INTEGER,                               -- Size of L2 cache (B).
+    totalMemory                 INTEGER,                               -- Total amount of memory on the device (B).
+    memoryBandwidth             INTEGER,                               -- Amount of memory transferred (B).
+    clockRate                   INTEGER,                               -- Clock frequency (Hz).
+    smCount                     INTEGER,                               -- Number of multiprocessors on the device.
+    pwGpuId                     INTEGER,                               -- PerfWorks GPU ID.
+    uuid                        TEXT,                                  -- Device UUID.
+    luid                        INTEGER,                               -- Device LUID.
+    chipName                    TEXT,                                  -- Chip name.
+    cuDevice                    INTEGER,                               -- CUDA device ID.
+    ctxswDevPath                TEXT,                                  -- GPU context switch device node path.
+    ctrlDevPath                 TEXT,                                  -- GPU control device node path.
+    revision                    INTEGER,                               -- Revision number.
+    nodeMask                    INTEGER,                               -- Device node mask.
+    constantMemory              INTEGER,                               -- Memory available on device for __constant__ variables (B).
+    maxIPC                      INTEGER,                               -- Maximum instructions per count.
+    maxRegistersPerBlock        INTEGER,                               -- Maximum number of 32-bit registers available per block.
+    maxShmemPerBlock            INTEGER,                               -- Maximum optin shared memory per block.
+    maxShmemPerBlockOptin       INTEGER,                               -- Maximum optin shared memory per block.
+    maxShmemPerSm               INTEGER,                               -- Maximum shared memory available per multiprocessor (B).
+    maxRegistersPerSm           INTEGER,                               -- Maximum number of 32-bit registers available per multiprocessor.
+    threadsPerWarp              INTEGER,                               -- Warp size in threads.
+    asyncEngines                INTEGER,                               -- Number of asynchronous engines.
+    maxWarpsPerSm               INTEGER,                               -- Maximum number of warps per multiprocessor.
+    maxBlocksPerSm              INTEGER,                               -- Maximum number of blocks per multiprocessor.
+    maxThreadsPerBlock          INTEGER,                               -- Maximum number of threads per block.
+    maxBlockDimX                INTEGER,                               -- Maximum X-dimension of a block.
+    maxBlockDimY                INTEGER,                               -- Maximum Y-dimension of a block.
+    maxBlockDimZ                INTEGER,                               -- Maximum Z-dimension of a block.
+    maxGridDimX                 INTEGER,                               -- Maximum X-dimension of a grid.
+    maxGridDimY                 INTEGER,                               -- Maximum Y-dimension of a grid.
+    maxGridDimZ                 INTEGER,                               -- Maximum Z-dimension of a grid.
+    computeMajor                INTEGER,                               -- Major compute capability version number.
+    computeMinor                INTEGER,                               -- Minor compute capability version number.
+    smMajor                     INTEGER,                               -- Major multiprocessor version number.
+    smMinor                     INTEGER                                -- Minor multiprocessor version number.
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    eventClass                  INTEGER   NOT NULL,                    -- REFERENCES ENUM_NSYS_EVENT_CLASS(id)
+    globalTid                   INTEGER,                               -- Serialized GlobalId.
+    correlationId               INTEGER,                               -- ID used to identify events that this function call has triggered.
+    nameId                      INTEGER   NOT NULL,                    -- REFERENCES StringIds(id) -- Function name
+    returnValue                 INTEGER   NOT NULL,                    -- Return value of the function call.
+    callchainId                 INTEGER                                -- REFERENCES CUDA_CALLCHAINS(id)
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- REFERENCES CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    demangledName               INTEGER   NOT NULL,                    -- REFERENCES StringIds(id) -- Kernel function name w/ templates
+    shortName                   INTEGER   NOT NULL,                    -- REFERENCES StringIds(id) -- Base kernel function name
+    mangledName                 INTEGER,                               -- REFERENCES StringIds(id) -- Raw C++ mangled kernel function name
+    launchType                  INTEGER,                               -- REFERENCES ENUM_CUDA_KERNEL_LAUNCH_TYPE(id)
+    cacheConfig                 INTEGER,                               -- REFERENCES ENUM_CUDA_FUNC_CACHE_CONFIG(id)
+    registersPerThread          INTEGER   NOT NULL,                    -- Number of registers required for each thread executing the kernel.
+    gridX                       INTEGER   NOT NULL,                    -- X-dimension grid size.
+    gridY                       INTEGER   NOT NULL,                    -- Y-dimension grid size.
+    gridZ                       INTEGER   NOT NULL,                    -- Z-dimension grid size.
+    blockX                      INTEGER   NOT NULL,                    -- X-dimension block size.
+    blockY                      INTEGER   NOT NULL,                    -- Y-dimension block size.
+    blockZ                      INTEGER   NOT NULL,                    -- Z-dimension block size.
+    staticSharedMemory          INTEGER   NOT NULL,                    -- Static shared memory allocated for the kernel (B).
+    dynamicSharedMemory         INTEGER   NOT NULL,                    -- Dynamic shared memory reserved for the kernel (B).
+    localMemoryPerThread        INTEGER   NOT NULL,                    -- Amount of local memory reserved for each thread (B).
+    localMemoryTotal            INTEGER   NOT NULL,                    -- Total amount of local memory reserved for the kernel (B).
+    gridId                      INTEGER   NOT NULL,                    -- Unique grid ID of the kernel assigned at runtime.
+    sharedMemoryExecuted        INTEGER,                               -- Shared memory size set by the driver.
+    graphNodeId                 INTEGER,                               -- REFERENCES CUDA_GRAPH_NODE_EVENTS(graphNodeId)
+    sharedMemoryLimitConfig     INTEGER                                -- REFERENCES ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG(id)
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- REFERENCES CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    bytes                       INTEGER   NOT NULL,                    -- Number of bytes transferred (B).
+    copyKind                    INTEGER   NOT NULL,                    -- REFERENCES ENUM_CUDA_MEMCPY_OPER(id)
+    deprecatedSrcId             INTEGER,                               -- Deprecated, use srcDeviceId instead.
+    srcKind                     INTEGER,                               -- REFERENCES ENUM_CUDA_MEM_KIND(id)
+    dstKind                     INTEGER,                               -- REFERENCES ENUM_CUDA_MEM_KIND(id)
+    srcDeviceId                 INTEGER,                               -- Source device ID.
+    srcContextId                INTEGER,                               -- Source context ID.
+    dstDeviceId                 INTEGER,                               -- Destination device ID.
+    dstContextId                INTEGER,                               -- Destination context ID.
+    migrationCause              INTEGER,                               -- REFERENCES ENUM_CUDA_UNIF_MEM_MIGRATION(id)
+    graphNodeId                 INTEGER,                               -- REFERENCES CUDA_GRAPH_NODE_EVENTS(graphNodeId)
+    virtualAddress              INTEGER,                               -- Virtual base address of the page/s being transferred.
+    copyCount                   INTEGER                                -- The total number of memcopy operations traced in this record. In CUDA MemcpyBatchAsync APIs, multiple memcpy operations may be batched together for optimization purposes based on certain heuristics.
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- REFERENCES CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    value                       INTEGER   NOT NULL,                    -- Value assigned to memory.
+    bytes                       INTEGER   NOT NULL,                    -- Number of bytes set (B).
+    graphNodeId                 INTEGER,                               -- REFERENCES CUDA_GRAPH_NODE_EVENTS(graphNodeId)
+    memKind                     INTEGER                                -- REFERENCES ENUM_CUDA_MEM_KIND(id)
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- Correlation ID of the synchronization API to which this result is associated.
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    deprecatedSyncType          INTEGER,                               -- Deprecated, use syncType instead. For older report, REFERENCES ENUM_CUPTI_SYNC_TYPE(id)
+    syncType                    INTEGER   NOT NULL,                    -- REFERENCES ENUM_CUPTI_SYNC_TYPE(id)
+    eventId                     INTEGER   NOT NULL,                    -- Event ID for which the synchronization API is called.
+    eventSyncId                 INTEGER                                -- CUDA Event Sync ID to link the synchronization API to associated event record API.
+);
+
+CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT (
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- Correlation ID of the event record API to which this result is associated.
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    eventId                     INTEGER   NOT NULL,                    -- Event ID for which the event record API is called.
+    eventSyncId                 INTEGER                                -- CUDA Event Sync ID to link event record API to related synchronization APIs.
+);
+
+CREATE TABLE NVTX_EVENTS (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER,                               -- Event end timestamp (ns).
+    eventType                   INTEGER   NOT NULL,                    -- REFERENCES ENUM_NSYS_EVENT_TYPE(id)
+    rangeId                     INTEGER,                               -- Correlation ID returned from a nvtxRangeStart call.
+    category                    INTEGER,                               -- User-controlled ID that can be used to group events.
+    color                       INTEGER,                               -- Encoded ARGB color value.
+    text                        TEXT,                                  -- Explicit name/text (non-registered string)
+    globalTid                   INTEGER,                               -- Serialized GlobalId.
+    endGlobalTid                INTEGER,                               -- Serialized GlobalId.
+    textId                      INTEGER,                               -- REFERENCES StringIds(id) -- Registered NVTX domain/string
+    domainId                    INTEGER,                               -- User-controlled ID that can be used to group events.
+    uint64Value                 INTEGER,                               -- One of possible payload value union members.
+    int64Value                  INTEGER,                               -- One of possible payload value union members.
+    doubleValue                 REAL,                                  -- One of possible payload value union members.
+    uint32Value                 INTEGER,                               -- One of possible payload value union members.
+    int32Value                  INTEGER,                               -- One of possible payload value union members.
+    floatValue                  REAL,                                  -- One of possible payload value union members.
+    jsonTextId                  INTEGER,                               -- One of possible payload value union members.
+    jsonText                    TEXT,                                  -- One of possible payload value union members.
+    binaryData                  TEXT                                   -- Binary payload. See docs for format.
+);
+
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (0, 'CUDA_MEMCPY_KIND_UNKNOWN', 'Unknown');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (1, 'CUDA_MEMCPY_KIND_HTOD', 'Host-to-Device');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (2, 'CUDA_MEMCPY_KIND_DTOH', 'Device-to-Host');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (3, 'CUDA_MEMCPY_KIND_HTOA', 'Host-to-Array');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (4, 'CUDA_MEMCPY_KIND_ATOH', 'Array-to-Host');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (5, 'CUDA_MEMCPY_KIND_ATOA', 'Array-to-Array');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (6, 'CUDA_MEMCPY_KIND_ATOD', 'Array-to-Device');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (7, 'CUDA_MEMCPY_KIND_DTOA', 'Device-to-Array');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (8, 'CUDA_MEMCPY_KIND_DTOD', 'Device-to-Device');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (9, 'CUDA_MEMCPY_KIND_HTOH', 'Host-to-Host');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (10, 'CUDA_MEMCPY_KIND_PTOP', 'Peer-to-Peer');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (11, 'CUDA_MEMCPY_KIND_UVM_HTOD', 'Unified Host-to-Device');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (12, 'CUDA_MEMCPY_KIND_UVM_DTOH', 'Unified Device-to-Host');
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (13, 'CUDA_MEMCPY_KIND_UVM_DTOD', 'Unified Device-to-Device');
+
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (3, 'CUDA_MEMOPR_MEMORY_KIND_ARRAY', 'Array');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (4, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED', 'Managed');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (5, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC', 'Device Static');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (6, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC', 'Managed Static');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (7, 'CUDA_MEMOPR_MEMORY_KIND_UNKNOWN', 'Unknown');
+
+INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (0, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN', 'Unknown');
+INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (1, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE', 'Event sync');
+INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (2, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT', 'Stream wait sync');
+INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (3, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE', 'Stream sync');
+INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (4, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE', 'Context sync');
+
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (32, 'NvtxEvents', 'NvtxEvents');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (33, 'NvtxCategory', 'NvtxCategory');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (34, 'NvtxMark', 'NvtxMark');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (35, 'NvtxPushRange', 'NvtxPushRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (36, 'NvtxPopRange', 'NvtxPopRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (37, 'NvtxStartRange', 'NvtxStartRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (38, 'NvtxEndRange', 'NvtxEndRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (39, 'NvtxThread', 'NvtxThread');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (59, 'NvtxPushPopRange', 'NvtxPushPopRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (60, 'NvtxStartEndRange', 'NvtxStartEndRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (64, 'NvtxtCategory', 'NvtxtCategory');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (65, 'NvtxtMark', 'NvtxtMark');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (66, 'NvtxtPushRange', 'NvtxtPushRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (67, 'NvtxtPopRange', 'NvtxtPopRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (68, 'NvtxtStartRange', 'NvtxtStartRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (69, 'NvtxtEndRange', 'NvtxtEndRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (70, 'NvtxtPushPopRange', 'NvtxtPushPopRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (71, 'NvtxtStartEndRange', 'NvtxtStartEndRange');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (72, 'NvtxtMetaThread', 'NvtxtMetaThread');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (73, 'NvtxtMetaProcess', 'NvtxtMetaProcess');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (74, 'NvtxtMetaFileDisplay', 'NvtxtMetaFileDisplay');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (75, 'NvtxDomainCreate', 'NvtxDomainCreate');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (76, 'NvtxDomainDestroy', 'NvtxDomainDestroy');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (97, 'NvtxNameCudaDevice', 'NvtxNameCudaDevice');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (98, 'NvtxNameCudaContext', 'NvtxNameCudaContext');
+INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (99, 'NvtxNameCudaStream', 'NvtxNameCudaStream');
+
+INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (0, 'TRACE_PROCESS_EVENT_CUDA_RUNTIME', 'CUDA runtime');
+INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (1, 'TRACE_PROCESS_EVENT_CUDA_DRIVER', 'CUDA driver');
+
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_NAME', 'NVIDIA Nsight Systems');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_VERSION', '2025.3.2.0');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_DATE', '2025.3');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.20.3');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION_MAJOR', '3');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION_MINOR', '20');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION_MICRO', '3');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION_CKSUM', '4021079525 170230');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PLATFORM', 'linux-desktop');
+INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_ARCH', 'x64');
