@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from . import __version__
-from .analysis import AnalysisConfig, analyze
+from .analysis import analyze
 from .errors import NsysscopeError, UnreadableInput
+from .cli_options import analysis_options, config_from, write_output
 from .render import REPORT_FORMATS
 from .trace import load
 
@@ -47,29 +47,6 @@ class _Cli(click.Group):
             click.echo(f"nsysscope: internal error: {type(e).__name__}: {e} "
                        "(set NSYSSCOPE_DEBUG=1 for the traceback)", err=True)
             sys.exit(INTERNAL_ERROR)
-
-
-def analysis_options(f):
-    """Options shared by every command that analyses a trace."""
-    f = click.option("--warmup", type=int, default=None, metavar="N",
-                     help="Launches to treat as warm-up (default: max(5, 2%)).")(f)
-    f = click.option("--launch-bound-us", type=float, default=AnalysisConfig.launch_bound_gap_us,
-                     show_default=True, help="GPU idle gap above which a launch with no stall "
-                                             "counts as launch-bound.")(f)
-    f = click.option("--nsys", metavar="PATH", default=None,
-                     help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")(f)
-    return f
-
-
-def config_from(warmup: int | None, launch_bound_us: float) -> AnalysisConfig:
-    return AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
-
-
-def write_output(text: str, output: str | None) -> None:
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

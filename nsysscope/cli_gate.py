@@ -9,12 +9,12 @@ one of the ``nsysscope.render.gate_*`` renderers. Errors are the typed
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
 from .analysis import AnalysisConfig, analyze
-from .errors import UnreadableInput
+from .cli_options import analysis_options, write_output
+
 from .gate import compare, is_summary_file, read_summary, summary_json
 from .gate_config import GateThresholds, load_thresholds
 from .trace import load
@@ -39,18 +39,6 @@ _THRESHOLD_OPTIONS = (
 )
 
 
-def _analysis_options(f):
-    """The options ``report`` has for analysing a trace (used when a side is a trace)."""
-    f = click.option("--warmup", type=int, default=None, metavar="N",
-                     help="Launches to treat as warm-up (default: max(5, 2%)).")(f)
-    f = click.option("--launch-bound-us", type=float, default=AnalysisConfig.launch_bound_gap_us,
-                     show_default=True, help="GPU idle gap above which a launch with no stall "
-                                             "counts as launch-bound.")(f)
-    f = click.option("--nsys", metavar="PATH", default=None,
-                     help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")(f)
-    return f
-
-
 def _threshold_options(f):
     defaults = GateThresholds()
     for opt, name, typ, text in reversed(_THRESHOLD_OPTIONS):
@@ -60,21 +48,11 @@ def _threshold_options(f):
     return f
 
 
-def _write(text: str, output: str | None) -> None:
-    if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise UnreadableInput(f"{output}: cannot write: {e.strerror or e}") from None
-    else:
-        click.echo(text, nl=False)
-
-
 @click.command()
 @click.argument("trace", type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE.json",
               help="Write the summary here instead of stdout.")
-@_analysis_options
+@analysis_options
 def summarize(trace: str, output: str | None, warmup: int | None, launch_bound_us: float,
               nsys: str | None) -> int:
     """Write TRACE's steady-state summary as JSON, with its per-launch distributions: a
@@ -82,7 +60,7 @@ def summarize(trace: str, output: str | None, warmup: int | None, launch_bound_u
     cfg = AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
     s = analyze(load(trace, nsys=nsys), cfg).summary
     text = summary_json(s)
-    _write(text, output)
+    write_output(text, output)
     if output:
         click.echo(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
                    f"{len(text.encode()) / 1024:.0f} KB): {s.verdict}", err=True)
@@ -100,7 +78,7 @@ def summarize(trace: str, output: str | None, warmup: int | None, launch_bound_u
               help="TOML file whose [tool.nsysscope.gate] table sets thresholds (default: the "
                    "first pyproject.toml from the current folder upwards).")
 @_threshold_options
-@_analysis_options
+@analysis_options
 def gate(baseline: str, candidate: str, fmt: str, output: str | None, config_file: str | None,
          warmup: int | None, launch_bound_us: float, nsys: str | None, **limits) -> int:
     """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
@@ -117,7 +95,7 @@ def gate(baseline: str, candidate: str, fmt: str, output: str | None, config_fil
     result = compare(*sides, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
-    _write(render_gate(result, fmt, *sides), output)
+    write_output(render_gate(result, fmt, *sides), output)
     if output:
         click.echo(f"nsysscope gate: {result.verdict}")
     return result.exit_code

@@ -8,7 +8,7 @@ reads two, and every renderer formats one. Times are microseconds (``*_us``).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np

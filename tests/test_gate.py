@@ -11,7 +11,6 @@ import itertools
 import json
 import subprocess
 import sys
-import types
 import xml.etree.ElementTree as ET
 
 import numpy as np

@@ -233,7 +233,7 @@ def summary_fragment(summary: Summary) -> str:
     ok = s.overlap_ok
     color, bg = (_OK, "#E6F5F0") if ok else (_BAD, "#FBEDE5")
     td, th = _TD, _TH
-    out = [f'<div class="nsysscope-summary" style="font-family:sans-serif;font-size:13px">',
+    out = ['<div class="nsysscope-summary" style="font-family:sans-serif;font-size:13px">',
            f'<div style="border-left:6px solid {color};background:{bg};padding:6px 10px;'
            f'font-weight:600;margin-bottom:6px">{escape(s.verdict)}</div>',
            f'<div style="color:#555;font-size:11.5px;margin-bottom:4px">{escape(header(s))}</div>',
@@ -408,7 +408,7 @@ def gate_fragment(result) -> str:
     r = result
     color, bg = (_OK, "#E6F5F0") if r.passed else (_BAD, "#FBEDE5")
     colors = {"fail": _BAD, "pass": _OK, "improved": "#0072B2"}
-    out = [f'<div class="nsysscope-gate" style="font-family:sans-serif;font-size:13px">',
+    out = ['<div class="nsysscope-gate" style="font-family:sans-serif;font-size:13px">',
            f'<div style="border-left:6px solid {color};background:{bg};padding:6px 10px;'
            f'font-weight:600;margin-bottom:6px">{escape(r.verdict)}</div><table><tr>']
     out += [f"<th {_TH}>{h}</th>" for h in ("metric", "baseline", "candidate", "change",
