@@ -28,7 +28,7 @@ Policy (what counts as a leak, and what it becomes):
     except the kernel's virtual file systems ``/dev``, ``/proc``, ``/sys`` and NVIDIA's own
     build-farm paths compiled into nsys (``/dvs/p4/...``), which are the same everywhere.
     A path under the profiled program's working directory becomes relative to it
-    (``/tmp/tmp.abc/work/engine_under_test/sampler.py`` -> ``engine_under_test/sampler.py``; the
+    (``/tmp/tmp.abc/proj/engine_under_test/sampler.py`` -> ``engine_under_test/sampler.py``; the
     working directory itself becomes ``.``); a path inside a ``site-packages``/``dist-packages``
     directory becomes ``<site-packages>/torch/cuda/graphs.py``; a path inside a Python standard
     library directory (``.../lib/python3.12/...``) becomes ``<stdlib>/threading.py``; any other
