@@ -130,6 +130,8 @@ def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
 _CHUNK = 1 << 16
 #: rows of an activity table one worker aggregates at a time
 _PART_ROWS = 1 << 20
+#: SQLite page cache of a worker's connection, KiB: it also bounds the in-memory sort
+_SORT_KB = 65536
 
 
 def _workers() -> int:
@@ -218,12 +220,17 @@ class _Reader:
 
     def _conn(self) -> sqlite3.Connection:
         if self.pool is None:
-            return self.s.conn
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = self._local.conn = connect_readonly(self.db)
-            with self._lock:
-                self._conns.append(c)
+            c = self.s.conn
+        else:
+            c = getattr(self._local, "conn", None)
+            if c is None:
+                c = self._local.conn = connect_readonly(self.db)
+                with self._lock:
+                    self._conns.append(c)
+        if not getattr(self._local, "tuned", False):
+            # room for one range's GROUP BY sort in memory (the default 2 MB spills to files)
+            c.execute(f"PRAGMA cache_size = -{_SORT_KB}")
+            self._local.tuned = True
         return c
 
     def _parts(self, table: str) -> list[tuple[int, int]]:
