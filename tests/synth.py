@@ -360,12 +360,13 @@ def _busy(intervals: list[tuple[int, int]], a: int, b: int) -> int:
     return total
 
 
-def expected(proc: Proc, all_procs: list[Proc] | None = None) -> dict[int, Expected]:
+def expected(proc: Proc) -> dict[int, Expected]:
     """Per launch of ``proc`` (by corr id): the call that waited on it, the window, GPU gap and
     idle time, and the class, from the simulator's own record of what each call waited for."""
-    procs = all_procs or [proc]
-    gpu = [(s, e) for p in procs for (d, s, e) in p.gpu_ops if d == proc.device]
-    gpu += [(l.gpu_start, l.gpu_end) for p in procs for l in p.launches if l.device == proc.device]
+    # a process's GPU idle time is about its own work: another process's kernels do not fill
+    # its gaps (with CUDA_VISIBLE_DEVICES, processes on different GPUs share device ids)
+    gpu = [(s, e) for (d, s, e) in proc.gpu_ops if d == proc.device]
+    gpu += [(l.gpu_start, l.gpu_end) for l in proc.launches if l.device == proc.device]
     out = {}
     by_stream: dict[int, list[Launch]] = {}
     for l in proc.launches:

@@ -122,8 +122,8 @@ def same(a, b) -> bool:
     return a == b
 
 
-def check_against_oracle(a, proc: synth.Proc, all_procs=None) -> None:
-    exp = synth.expected(proc, all_procs)
+def check_against_oracle(a, proc: synth.Proc) -> None:
+    exp = synth.expected(proc)
     rows = a.launches.set_index("corr_id")
     mine = rows[rows["tid"].to_numpy() // (1 << 24) % (1 << 24) == proc.pid]
     assert sorted(mine.index) == sorted(exp), "every launch of the process is in the table"
@@ -191,26 +191,26 @@ def test_unrelated_threads_streams_and_processes_change_nothing(loop):
     assert_frame_equal(table(base), table(noisy), check_dtype=False)
     # the other rank's own launches are analysed correctly too
     other = next(p for p in busy.procs if p.pid == OTHER_PID)
-    check_against_oracle(noisy, other, busy.procs)
+    check_against_oracle(noisy, other)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug, not fixed here: CUDA correlation ids restart at 1 in every process, and the "
-    "loader joins launches, GPU work, copies and syncs on correlationId alone, so two ranks "
-    "running the same loop (same call sequence, so the same ids) mix their GPU work: negative "
-    "gaps, wrong windows. Fix: key correlation ids by process in nsysscope/trace/load.py."))
-def test_two_ranks_with_the_same_correlation_ids_are_kept_apart():
+@pytest.mark.parametrize("same_device", [False, True], ids=["two_gpus", "both_device_0"])
+def test_two_ranks_with_the_same_correlation_ids_are_kept_apart(same_device):
+    """Correlation ids, stream ids and event sync ids restart in every process, and with
+    ``CUDA_VISIBLE_DEVICES`` two processes on two GPUs both say device 0: nothing is joined
+    on any of them alone."""
     plan = [synth.Step(k) for k in ("healthy", "gpu_to_cpu", "cpu_to_gpu", "nowait", "other_stall",
                                     "healthy")]
     s = synth.Synth()
     rank0 = s.process(MAIN_PID, device=0)
     synth.decode_loop(rank0, plan)
-    rank1 = s.process(OTHER_PID, device=1)  # same corr ids, its GPU 50 us behind
+    # same corr ids, stream and event ids, its GPU 50 us behind
+    rank1 = s.process(OTHER_PID, device=0 if same_device else 1)
     synth.decode_loop(rank1, [synth.Step(st.klass, nodes=(700_000, 650_000)) for st in plan],
                       start=1_000_050_000)
     a = analyse(s)
-    check_against_oracle(a, rank0, s.procs)
-    check_against_oracle(a, rank1, s.procs)
+    check_against_oracle(a, rank0)
+    check_against_oracle(a, rank1)
 
 
 NO_SYNC_NOTE = "no sync-to-event records in this export"

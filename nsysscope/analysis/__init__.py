@@ -19,6 +19,7 @@ from .nvtx import enclosing
 from .pairing import KLASSES, STALL_KLASSES, attach_blocks
 from .sites import stall_sites
 from .source_lines import attach_source_lines, stall_windows
+from .streams import coverage, stream_waits
 from .verdict import data_loss_reason, notes_for, verdict_line
 
 __all__ = ["Analysis", "AnalysisConfig", "analyze", "KLASSES", "STALL_KLASSES"]
@@ -50,9 +51,11 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     cfg = cfg or AnalysisConfig()
     _require_launches(trace)
     copies = copy_calls(trace)
-    blocks = block_table(trace, copies)
+    blocks = block_table(trace, copies, cfg)
+    exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
+    reach = coverage(exact, stream_waits(trace))
     launches = launch_table(trace)
-    launches = attach_blocks(launches, blocks, copies, trace.api, cfg, **trace.enums)
+    launches = attach_blocks(launches, blocks, reach, copies, trace.api, cfg, **trace.enums)
     warm = cfg.warmup_for(len(launches))
     launches["steady"] = (launches["launch"] >= warm) & (launches["klass"] != "last")
     launches = _attribute(trace, launches)

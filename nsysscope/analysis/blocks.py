@@ -1,8 +1,9 @@
 """Host blocks: CUDA calls that make a host thread wait for the GPU, and what each waits on.
 
-A block is a stream, event, device or context synchronisation (runtime or driver API), or a
-copy that completes synchronously: a synchronous ``cudaMemcpy``, or any copy touching
-pageable host memory (a pageable readback blocks inside ``cudaMemcpyAsync`` itself).
+A block is a stream, event, device or context synchronisation (runtime or driver API), a
+copy that completes synchronously (a synchronous ``cudaMemcpy``, or any copy touching
+pageable host memory: a pageable readback blocks inside ``cudaMemcpyAsync`` itself), or a
+polling loop of event/stream queries (:mod:`.polling`).
 
 What a block waits on is expressed as a *scope* and a *boundary*: it covers the GPU work
 enqueued before ``boundary_ns`` on ``stream`` (scope ``stream`` or ``event``) or on every
@@ -15,10 +16,13 @@ and direction (a small pageable upload returns once staged), so only a copy that
 running when a launch's work ended is taken to have waited on it.
 
 Output columns: ``block``, ``tid``, ``corr_id``, ``name``, ``start_ns``, ``end_ns``,
-``scope``, ``stream``, ``boundary_ns``, ``exact``, ``anchor_corr`` (the call whose
-predecessor may be the copy that caused the block: the sync itself, or the
-``cudaEventRecord`` it waits on), and for copies ``copy_kind``, ``src_kind``, ``dst_kind``,
+``scope``, ``stream``, ``boundary_ns``, ``exact``, ``anchor_corr`` and ``anchor_tid`` (the
+call whose predecessor may be the copy that caused the block: the sync itself, or the
+``cudaEventRecord`` it waits on, and that call's thread), ``proc``, ``polls`` (tries of a
+polling loop, 0 otherwise), and for copies ``copy_kind``, ``src_kind``, ``dst_kind``,
 ``bytes``.
+
+Every key is per process: correlation ids, streams and event sync ids restart in each one.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.load import RECORD_APIS, SYNC_APIS, Trace, is_copy_api
+from ..trace.load import RECORD_APIS, SYNC_APIS, Trace, is_copy_api, process_of
+from .config import AnalysisConfig
+from .polling import polling_blocks
 
 _STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
 _EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
@@ -35,36 +41,44 @@ _EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
 def copy_calls(trace: Trace) -> pd.DataFrame:
     """Every copy API call with its GPU copy: kind, memory kinds, bytes and stream."""
     api = trace.api
-    calls = api.loc[api["name"].map(is_copy_api).astype(bool),
-                    ["tid", "corr_id", "name", "start_ns", "end_ns"]]
+    copy_names = [n for n in api["name"].cat.categories if is_copy_api(n)]
+    calls = api.loc[api["name"].isin(copy_names),
+                    ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
     ops = trace.gpu_ops.loc[trace.gpu_ops["kind"] == "memcpy",
-                            ["corr_id", "stream", "copy_kind", "src_kind", "dst_kind", "bytes",
-                             "start_ns", "end_ns"]]
+                            ["proc", "corr_id", "stream", "copy_kind", "src_kind", "dst_kind",
+                             "bytes", "start_ns", "end_ns"]]
     ops = ops.rename(columns={"start_ns": "gpu_start_ns", "end_ns": "gpu_end_ns"})
-    ops = ops.drop_duplicates("corr_id")
-    out = calls.merge(ops, on="corr_id", how="left")
+    ops = ops.drop_duplicates(["proc", "corr_id"])
+    out = calls.merge(ops, on=["proc", "corr_id"], how="left")
     for col in ("stream", "copy_kind", "src_kind", "dst_kind", "bytes"):
         out[col] = out[col].fillna(-1).astype("int64")
     out["name"] = out["name"].astype(str)
     return out
 
 
-def block_table(trace: Trace, copies: pd.DataFrame) -> pd.DataFrame:
+def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
     api = trace.api
-    syncs = api.loc[api["name"].isin(SYNC_APIS), ["tid", "corr_id", "name", "start_ns", "end_ns"]]
+    syncs = api.loc[api["name"].isin(SYNC_APIS),
+                    ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
     syncs = syncs.assign(name=syncs["name"].astype(str))
     pageable = trace.enums["pageable"]
     blocking = (~copies["name"].str.contains("Async")) | (copies["src_kind"] == pageable) | \
                (copies["dst_kind"] == pageable)
-    blocking_copies = copies.loc[blocking, ["tid", "corr_id", "name", "start_ns", "end_ns",
-                                            "stream", "copy_kind", "src_kind", "dst_kind", "bytes"]]
+    blocking_copies = copies.loc[blocking, ["tid", "proc", "corr_id", "name", "start_ns",
+                                            "end_ns", "stream", "copy_kind", "src_kind",
+                                            "dst_kind", "bytes"]]
     s = _scope_syncs(trace, syncs)
     c = blocking_copies.assign(scope=np.where(blocking_copies["stream"] >= 0, "stream", "device"),
                                boundary_ns=blocking_copies["start_ns"], exact=False,
-                               anchor_corr=blocking_copies["corr_id"])
-    blocks = pd.concat([s, c], ignore_index=True).sort_values("start_ns", kind="stable")
-    for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream", "anchor_corr"):
-        blocks[col] = blocks[col].fillna(-1).astype("int64")
+                               anchor_corr=blocking_copies["corr_id"],
+                               anchor_tid=blocking_copies["tid"])
+    polls = polling_blocks(trace, cfg)
+    p = polls.assign(proc=process_of(polls["tid"]), scope="event", boundary_ns=polls["start_ns"],
+                     exact=False)
+    blocks = pd.concat([s, c, p], ignore_index=True).sort_values("start_ns", kind="stable")
+    for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream", "anchor_corr",
+                "anchor_tid", "polls"):
+        blocks[col] = blocks[col].fillna(-1 if col != "polls" else 0).astype("int64")
     blocks["exact"] = blocks["exact"].astype(bool)
     blocks = blocks.reset_index(drop=True)
     blocks.insert(0, "block", np.arange(len(blocks)))
@@ -74,12 +88,13 @@ def block_table(trace: Trace, copies: pd.DataFrame) -> pd.DataFrame:
 def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     """Scope, stream and boundary of each synchronisation call."""
     meta = trace.meta
-    rec = trace.syncs.drop_duplicates("corr_id")
-    out = syncs.merge(rec, on="corr_id", how="left")
+    rec = trace.syncs.drop_duplicates(["proc", "corr_id"])
+    out = syncs.merge(rec, on=["proc", "corr_id"], how="left")
     out["scope"] = "device"
     out["boundary_ns"] = out["start_ns"]
     out["exact"] = True
     out["anchor_corr"] = out["corr_id"]
+    out["anchor_tid"] = out["tid"]
     is_stream = out["name"].isin(_STREAM_SYNCS)
     known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & (out["stream"] < 2**32 - 1)
     out.loc[known_stream, "scope"] = "stream"
@@ -89,17 +104,18 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out.loc[is_event, "scope"] = "event"
     if meta.has_sync_records and meta.has_event_records and len(trace.event_records):
         records = trace.event_records.merge(
-            trace.api.loc[trace.api["name"].isin(RECORD_APIS), ["corr_id", "start_ns"]],
-            on="corr_id", how="inner").rename(columns={"start_ns": "record_ns",
-                                                       "stream": "record_stream",
-                                                       "corr_id": "record_corr"})
-        records = records.drop_duplicates("event_sync_id")[["event_sync_id", "record_ns",
-                                                            "record_stream", "record_corr"]]
-        out = out.merge(records, on="event_sync_id", how="left")
+            trace.api.loc[trace.api["name"].isin(RECORD_APIS), ["proc", "corr_id", "start_ns", "tid"]],
+            on=["proc", "corr_id"], how="inner").rename(columns={
+                "start_ns": "record_ns", "stream": "record_stream", "corr_id": "record_corr",
+                "tid": "record_tid"})
+        records = records.drop_duplicates(["proc", "event_sync_id"])[
+            ["proc", "event_sync_id", "record_ns", "record_stream", "record_corr", "record_tid"]]
+        out = out.merge(records, on=["proc", "event_sync_id"], how="left")
         resolved = is_event.to_numpy() & out["record_ns"].notna().to_numpy()
         out.loc[resolved, "boundary_ns"] = out.loc[resolved, "record_ns"]
         out.loc[resolved, "stream"] = out.loc[resolved, "record_stream"]
         out.loc[resolved, "exact"] = True
         out.loc[resolved, "anchor_corr"] = out.loc[resolved, "record_corr"]
-        out = out.drop(columns=["record_ns", "record_stream", "record_corr"])
+        out.loc[resolved, "anchor_tid"] = out.loc[resolved, "record_tid"]
+        out = out.drop(columns=["record_ns", "record_stream", "record_corr", "record_tid"])
     return out.drop(columns=["event_sync_id"])

@@ -23,6 +23,13 @@ class AnalysisConfig:
     #: CPU and GPU timestamps come from one clock in nsys, but a sync returns a few us after the
     #: GPU work it waited on; this much slack is allowed when matching by timing alone
     timing_slack_us: float = 50.0
+    #: polling: queries (``cudaEventQuery``...) on one thread at most this far apart, with no
+    #: other CUDA call between them, are one wait. Tight loops leave a few us between tries
+    #: and asyncio loops that yield between tries tens of us (see analysis/polling.py)
+    poll_gap_us: float = 200.0
+    #: polling: a loop needs this many tries to count as a wait (one query that finds the
+    #: work done waited for nothing)
+    poll_min_queries: int = 3
     #: the verdict calls overlap broken when more than this fraction of steady launches stall
     stall_fraction_broken: float = 0.05
     #: Python sampling: a stall is blamed on the innermost frame of each sample whose file

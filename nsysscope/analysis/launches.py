@@ -1,11 +1,11 @@
 """Graph launches and their GPU side: when each replay ran, and the idle gap after it.
 
 Output columns (one row per ``cudaGraphLaunch``, in issue order):
-``launch`` (0-based index), ``tid``, ``corr_id``, ``api_start_ns``, ``api_end_ns``,
+``launch`` (0-based index), ``tid``, ``proc``, ``corr_id``, ``api_start_ns``, ``api_end_ns``,
 ``gpu_start_ns``, ``gpu_end_ns`` (NaN when the GPU work is missing), ``stream``, ``device``,
 ``n_ops``, ``next_api_start_ns`` / ``next_gpu_start_ns`` (the next launch on the same stream),
 ``gpu_gap_ns`` (next replay's start minus this one's end) and ``gpu_idle_ns`` (that gap minus
-any other GPU work on the device inside it).
+any other GPU work of the same process on the device inside it).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ..trace.load import LAUNCH_APIS, Trace
 
 def launch_table(trace: Trace) -> pd.DataFrame:
     api = trace.api
-    calls = api.loc[api["name"].isin(LAUNCH_APIS), ["tid", "corr_id", "start_ns", "end_ns"]]
+    calls = api.loc[api["name"].isin(LAUNCH_APIS), ["tid", "proc", "corr_id", "start_ns", "end_ns"]]
     calls = calls.rename(columns={"start_ns": "api_start_ns", "end_ns": "api_end_ns"})
-    df = calls.merge(trace.graph_work, on="corr_id", how="left")
+    df = calls.merge(trace.graph_work, on=["proc", "corr_id"], how="left")
     df = df.sort_values("api_start_ns", kind="stable").reset_index(drop=True)
     df.insert(0, "launch", np.arange(len(df)))
     for col in ("gpu_start_ns", "gpu_end_ns"):
@@ -37,7 +37,7 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     df["n_ops"] = df["n_ops"].fillna(0).astype("int64")
     # stream ids are per process (two ranks both use stream 7): the next launch is the next
     # one of the same process on the same stream
-    nxt = df.groupby([process_of(df["tid"]), "stream"], sort=False)[
+    nxt = df.groupby(["proc", "stream"], sort=False)[
         ["api_start_ns", "api_end_ns", "gpu_start_ns"]].shift(-1)
     df["next_api_start_ns"] = nxt["api_start_ns"]
     df["next_api_end_ns"] = nxt["api_end_ns"]
@@ -47,38 +47,41 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     return df
 
 
-def process_of(tid) -> np.ndarray:
-    """The process of an nsys ``globalTid`` (its pid and VM id: the bits above the tid)."""
-    return np.asarray(tid, dtype=np.int64) >> 24
-
-
 def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
-    """Merged intervals during which each device ran anything: ``device, start_ns, end_ns``."""
+    """Merged intervals during which each process's device ran anything:
+    ``proc, device, start_ns, end_ns``.
+
+    Keyed by process as well as device: with ``CUDA_VISIBLE_DEVICES`` two processes on two
+    GPUs both call theirs device 0, and a process's overlap is about its own GPU work."""
     work = launches.dropna(subset=["gpu_start_ns"])
     spans = pd.concat([
-        pd.DataFrame({"device": work["device"], "start_ns": work["gpu_start_ns"],
-                      "end_ns": work["gpu_end_ns"]}),
-        trace.gpu_ops[["device", "start_ns", "end_ns"]].astype("float64"),
-    ], ignore_index=True).sort_values(["device", "start_ns"], kind="stable")
+        pd.DataFrame({"proc": work["proc"], "device": work["device"],
+                      "start_ns": work["gpu_start_ns"], "end_ns": work["gpu_end_ns"]}),
+        trace.gpu_ops[["proc", "device", "start_ns", "end_ns"]].astype(
+            {"start_ns": "float64", "end_ns": "float64"}),
+    ], ignore_index=True).sort_values(["proc", "device", "start_ns"], kind="stable")
     if spans.empty:
         return spans
-    run_end = spans.groupby("device")["end_ns"].cummax()
-    prev_end = run_end.groupby(spans["device"]).shift(1)
+    keys = [spans["proc"], spans["device"]]
+    run_end = spans.groupby(keys)["end_ns"].cummax()
+    prev_end = run_end.groupby(keys).shift(1)
     new_run = (spans["start_ns"] > prev_end) | prev_end.isna()
     run_id = new_run.cumsum()
     merged = spans.assign(run=run_id.values, run_end=run_end.values).groupby("run").agg(
-        device=("device", "first"), start_ns=("start_ns", "min"), end_ns=("run_end", "max"))
+        proc=("proc", "first"), device=("device", "first"), start_ns=("start_ns", "min"),
+        end_ns=("run_end", "max"))
     return merged.reset_index(drop=True)
 
 
 def _busy_between(trace: Trace, launches: pd.DataFrame) -> pd.Series:
-    """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per device."""
+    """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per process and
+    device."""
     busy = device_busy_intervals(trace, launches)
     out = pd.Series(np.nan, index=launches.index)
-    for device, iv in busy.groupby("device"):
+    for (proc, device), iv in busy.groupby(["proc", "device"]):
         starts, ends = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
         cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
-        rows = launches.index[launches["device"] == device]
+        rows = launches.index[(launches["device"] == device) & (launches["proc"] == proc)]
         a = launches.loc[rows, "gpu_end_ns"].to_numpy()
         b = launches.loc[rows, "next_gpu_start_ns"].to_numpy()
         out.loc[rows] = _busy_until(b, starts, ends, cum) - _busy_until(a, starts, ends, cum)

@@ -1,8 +1,9 @@
 """Pair each graph launch with the host block that waited on it, and classify the result.
 
-The block that waits on a launch is the first (earliest-starting) block that covers the
-launch's GPU work and was still waiting when that work finished. Exact blocks cover the
-launches enqueued on their stream before their boundary; inexact ones (blocking copies, and
+The block that waits on a launch is the first (earliest-starting) block of the same process
+that covers the launch's GPU work and was still waiting when that work finished. Exact
+blocks cover the launches enqueued before their boundary on their own stream and on every
+stream it waited on (:mod:`.streams`); inexact ones (blocking copies, polling loops, and
 syncs when the export has no sync/event records) are matched by timing: the block spanned
 the moment the work ended.
 
@@ -29,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.load import process_of
 from .config import AnalysisConfig
-from .launches import process_of
 
 KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall", "launch_bound", "healthy", "last",
            "no_gpu_work")
@@ -39,8 +40,10 @@ STALL_KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall")
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 
 
-def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
-    """The paired block index for every launch (-1 where none waited on it)."""
+def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFrame,
+                cfg: AnalysisConfig) -> pd.Series:
+    """The paired block index for every launch (-1 where none waited on it). ``reach`` is
+    the coverage of the exact stream/event blocks (:func:`.streams.coverage`)."""
     best_start = np.full(len(launches), np.inf)
     best_block = np.full(len(launches), -1, dtype=np.int64)
     gpu_end = launches["gpu_end_ns"].to_numpy()
@@ -53,15 +56,17 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
 
     # a block only waits for its own process's work: stream ids repeat across processes, and
     # a device-wide sync covers the calling process only
-    launch_proc = process_of(launches["tid"])
     exact = blocks[blocks["exact"]]
-    exact_proc = process_of(exact["tid"])
-    for (proc, stream), rows in launches.groupby([launch_proc, "stream"]).indices.items():
-        own = exact[exact_proc == proc]
-        cand = pd.concat([own[(own["scope"] != "device") & (own["stream"] == stream)],
-                          own[own["scope"] == "device"]])
+    start_of = exact.set_index("block")["start_ns"]
+    device = exact.loc[exact["scope"] == "device", ["block", "proc", "boundary_ns"]]
+    reach = reach.assign(start_ns=start_of.reindex(reach["block"]).to_numpy())
+    for (proc, stream), rows in launches.groupby(["proc", "stream"]).indices.items():
+        own = reach[(reach["proc"] == proc) & (reach["stream"] == stream)]
+        dev = device[device["proc"] == proc]
+        cand = pd.concat([own[["block", "boundary_ns"]], dev[["block", "boundary_ns"]]])
         if cand.empty:
             continue
+        cand = cand.assign(start_ns=start_of.reindex(cand["block"]).to_numpy())
         cand = cand.sort_values("boundary_ns", kind="stable")
         bound = cand["boundary_ns"].to_numpy(dtype=np.float64)
         start = cand["start_ns"].to_numpy(dtype=np.float64)
@@ -78,6 +83,7 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
         offer(r[waiting], c_start[waiting], cand["block"].to_numpy()[chosen][waiting])
 
     slack = cfg.timing_slack_us * 1e3
+    launch_proc = launches["proc"].to_numpy()
     for tid, b in blocks[~blocks["exact"]].groupby("tid"):
         b = b.sort_values("start_ns", kind="stable")
         start = b["start_ns"].to_numpy(dtype=np.float64)
@@ -93,12 +99,12 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, cfg: AnalysisConfi
     return pd.Series(best_block, index=launches.index, name="block")
 
 
-def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
-                  api: pd.DataFrame, cfg: AnalysisConfig, pageable: int, htod: int,
-                  dtoh: int) -> pd.DataFrame:
+def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFrame,
+                  copies: pd.DataFrame, api: pd.DataFrame, cfg: AnalysisConfig, pageable: int,
+                  htod: int, dtoh: int) -> pd.DataFrame:
     """Windows, stalls, causes and classes for every launch."""
     df = launches.copy()
-    df["block"] = pair_blocks(df, blocks, cfg)
+    df["block"] = pair_blocks(df, blocks, reach, cfg)
     b = blocks.set_index("block")
     paired = df["block"] >= 0
     sel = df.loc[paired, "block"]
@@ -111,6 +117,8 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataF
     df.loc[paired, "block_name"] = b.loc[sel, "name"].to_numpy()
     df["block_tid"] = -1
     df.loc[paired, "block_tid"] = b.loc[sel, "tid"].to_numpy()
+    df["block_polls"] = 0
+    df.loc[paired, "block_polls"] = b.loc[sel, "polls"].to_numpy()
     df["window_ns"] = df["block_start_ns"] - df["api_end_ns"]
     df["stall"] = paired & ~(df["block_end_ns"] > df["next_api_start_ns"]) & \
         df["next_api_start_ns"].notna()
@@ -133,26 +141,32 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataF
 def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
                   api: pd.DataFrame) -> pd.DataFrame:
     """The copy that made each paired block: the block itself when it is a blocking copy,
-    else the copy issued right before it on its thread (``.item()`` is a copy then a stream
-    sync; an event wait's copy is the one right before its ``cudaEventRecord``). It must
-    belong to this round: issued after the launch it waited on."""
+    else the copy issued right before its anchor on the anchor's thread (``.item()`` is a
+    copy then a stream sync; an event wait's copy is the one right before its
+    ``cudaEventRecord``). It must belong to this round: issued after the launch it waited
+    on. Calls are keyed by thread and correlation id (ids restart in every process)."""
     cols = {"name": "cause_name", "copy_kind": "cause_copy_kind", "src_kind": "cause_src_kind",
             "dst_kind": "cause_dst_kind", "bytes": "cause_bytes", "start_ns": "cause_start_ns",
             "tid": "cause_tid"}
     calls = api.sort_values(["tid", "start_ns"], kind="stable")
     prev_corr = pd.Series(calls.groupby("tid")["corr_id"].shift(1).to_numpy(),
-                          index=calls["corr_id"].to_numpy())
+                          index=pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]]))
     prev_corr = prev_corr[~prev_corr.index.duplicated()]
     b = blocks.set_index("block")
     paired = df.index[df["block"] >= 0]
     blk = b.loc[df.loc[paired, "block"]]
     own_copy = blk["copy_kind"].to_numpy() >= 0
-    before = prev_corr.reindex(blk["anchor_corr"].to_numpy()).to_numpy()
+    before = prev_corr.reindex(pd.MultiIndex.from_arrays(
+        [blk["anchor_tid"], blk["anchor_corr"]])).to_numpy()
     cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
-    c = copies.drop_duplicates("corr_id").set_index("corr_id")
-    found = pd.Series(cause_corr, index=paired).dropna()
-    found = found[found.isin(c.index)]
-    hit = c.loc[found.to_numpy().astype(np.int64)]
+    c = copies.drop_duplicates(["tid", "corr_id"]).set_index(["tid", "corr_id"])
+    found = pd.DataFrame({"tid": blk["anchor_tid"].to_numpy(), "corr": cause_corr},
+                         index=paired).dropna()
+    keys = pd.MultiIndex.from_arrays([found["tid"].astype(np.int64),
+                                      found["corr"].astype(np.int64)])
+    known = keys.isin(c.index)
+    found, keys = found[known], keys[known]
+    hit = c.loc[keys].reset_index()
     ok = hit["start_ns"].to_numpy() >= df.loc[found.index, "api_start_ns"].to_numpy()
     rows, hit = found.index[ok], hit[ok]
     for src, dst in cols.items():

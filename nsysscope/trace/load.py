@@ -30,6 +30,10 @@ SYNC_APIS = frozenset({
     "cudaThreadSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize"})
 RECORD_APIS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
                          "cuEventRecordWithFlags"})
+#: a stream waits for an event recorded on another stream (``torch.cuda.Stream.wait_stream``)
+STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+#: non-blocking completion checks: a host that polls them in a loop is waiting
+QUERY_APIS = frozenset({"cudaEventQuery", "cudaStreamQuery", "cuEventQuery", "cuStreamQuery"})
 
 
 def is_copy_api(name: str) -> bool:
@@ -37,7 +41,15 @@ def is_copy_api(name: str) -> bool:
 
 
 def _wanted_api(name: str) -> bool:
-    return name in LAUNCH_APIS or name in SYNC_APIS or name in RECORD_APIS or is_copy_api(name)
+    return (name in LAUNCH_APIS or name in SYNC_APIS or name in RECORD_APIS
+            or name in STREAM_WAIT_APIS or name in QUERY_APIS or is_copy_api(name))
+
+
+def process_of(global_tid) -> np.ndarray:
+    """The process key of an nsys ``globalTid`` or ``globalPid``: its VM id and pid (the bits
+    above the thread id). CUDA correlation ids, streams, events and device ids are only
+    unique within one process, so every join between tables is keyed by it too."""
+    return np.asarray(global_tid, dtype=np.int64) >> 24
 
 
 @dataclass(frozen=True)
@@ -59,17 +71,23 @@ class TraceMeta:
 
 @dataclass
 class Trace:
-    """The normalised trace every analysis reads. Analyses never issue SQL."""
+    """The normalised trace every analysis reads. Analyses never issue SQL.
+
+    ``proc`` is the process key (:func:`process_of`); correlation ids, streams, event sync ids
+    and device ids mean something only together with it."""
 
     meta: TraceMeta
-    api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, name
-    graph_work: pd.DataFrame  # corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops
-    gpu_ops: pd.DataFrame  # eager GPU work: start_ns, end_ns, stream, device, corr_id, kind,
-    #                        copy_kind, src_kind, dst_kind, bytes
-    syncs: pd.DataFrame  # corr_id, event_sync_id, stream
-    event_records: pd.DataFrame  # corr_id, event_sync_id, stream
+    api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, name
+    graph_work: pd.DataFrame  # proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops
+    gpu_ops: pd.DataFrame  # eager GPU work: start_ns, end_ns, stream, device, corr_id, proc,
+    #                        kind, copy_kind, src_kind, dst_kind, bytes
+    syncs: pd.DataFrame  # proc, corr_id, event_sync_id, stream
+    event_records: pd.DataFrame  # proc, corr_id, event_sync_id, stream
     nvtx: pd.DataFrame  # start_ns, end_ns, tid, text
     threads: pd.DataFrame  # tid, thread_name
+    processes: pd.DataFrame = field(default_factory=pd.DataFrame)  # proc, pid, name
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)  # NCCL kernels: proc,
+    #                        corr_id, start_ns, end_ns, stream, device, name
     enums: dict[str, int] = field(default_factory=dict)  # htod, dtoh, pageable
     source: Path | None = None  # the SQLite file read
 
@@ -101,10 +119,11 @@ def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
         bar.advance()
         nvtx = _nvtx(s)
         bar.advance(label=f"reading {path.name}: GPU work")
-        gpu_ops = reader.eager_ops()
+        gpu_ops = _own_process(reader.eager_ops(), api)
         bar.advance(label=f"reading {path.name}: graph replays")
         graph_work, graph_mode = _graph_work(s, api, reader)
         bar.advance()
+        syncs, event_records = _own_process(syncs, api), _own_process(event_records, api)
     meta = TraceMeta(
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
         gpus=_gpus(s), graph_trace=graph_mode,
@@ -117,7 +136,8 @@ def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
         pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", 0))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records, nvtx=nvtx,
-                 threads=_threads(s), enums=enums, source=db)
+                 threads=_threads(s), processes=_processes(s), collectives=_collectives(s),
+                 enums=enums, source=db)
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -180,6 +200,7 @@ def _query(s: Schema, sql: str, columns: list[str], dtypes: dict[str, str] | Non
 
 
 _INT = "int64"
+GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_MEMSET")
 _GPU_KINDS = ["kernel", "memcpy", "memset"]
@@ -264,69 +285,73 @@ class _Reader:
     def _part(self, i: int, table: str, has_node: bool, lo: int, hi: int):
         copy = _COPY_SQL[table]
         n_copy = len(copy)
+        # the process of each row: correlation ids restart in every process
+        pid = "IFNULL(globalPid, -1)" if "globalPid" in self.s.columns(table) else "-1"
         if has_node:
             sql = ("SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END g, "
-                   "graphNodeId IS NULL, MIN(start), MAX(end), MIN(streamId), MIN(deviceId), "
-                   "IFNULL(MIN(correlationId), -1), COUNT(*)"
+                   f"{pid} p, graphNodeId IS NULL, MIN(start), MAX(end), MIN(streamId), "
+                   "MIN(deviceId), IFNULL(MIN(correlationId), -1), COUNT(*)"
                    + "".join(f", MIN({c})" for c in copy) +
                    f" FROM {table} WHERE rowid >= ? AND rowid < ? AND "
-                   "(graphNodeId IS NULL OR correlationId IS NOT NULL) GROUP BY g")
-            key, eager, start, end, stream, device, corr, count, *cp = _read(
-                self._conn(), sql, "i" * (8 + n_copy), (lo, hi))
+                   "(graphNodeId IS NULL OR correlationId IS NOT NULL) GROUP BY g, p")
+            key, gpid, eager, start, end, stream, device, corr, count, *cp = _read(
+                self._conn(), sql, "i" * (9 + n_copy), (lo, hi))
             e = eager.astype(bool)
             g = ~e
-            graph = [corr[g], start[g], end[g], stream[g], device[g], count[g]]
+            proc = np.where(gpid >= 0, gpid >> 24, -1)
+            graph = [proc[g], corr[g], start[g], end[g], stream[g], device[g], count[g]]
             rowid = -key[e]
-            eager_cols = [start[e], end[e], stream[e], device[e], corr[e]] + [c[e] for c in cp]
+            eager_cols = [start[e], end[e], stream[e], device[e], corr[e], proc[e]] + [c[e] for c in cp]
         else:
-            sql = ("SELECT rowid, start, end, streamId, deviceId, IFNULL(correlationId, -1)"
+            sql = (f"SELECT rowid, start, end, streamId, deviceId, IFNULL(correlationId, -1), {pid}"
                    + "".join(f", {c}" for c in copy) +
                    f" FROM {table} WHERE rowid >= ? AND rowid < ?")
-            rowid, *eager_cols = _read(self._conn(), sql, "i" * (6 + n_copy), (lo, hi))
-            graph = [np.empty(0, np.int64)] * 6
+            rowid, *eager_cols = _read(self._conn(), sql, "i" * (7 + n_copy), (lo, hi))
+            eager_cols[5] = np.where(eager_cols[5] >= 0, eager_cols[5] >> 24, -1)
+            graph = [np.empty(0, np.int64)] * 7
         n = len(rowid)
         fill = lambda v: np.full(n, v, dtype=np.int64)  # noqa: E731
         if n_copy == 4:
-            copy_cols = eager_cols[5:9]
+            copy_cols = eager_cols[6:10]
         elif n_copy == 1:
-            copy_cols = [fill(-1), fill(-1), fill(-1), eager_cols[5]]
+            copy_cols = [fill(-1), fill(-1), fill(-1), eager_cols[6]]
         else:
             copy_cols = [fill(-1), fill(-1), fill(-1), fill(0)]
-        return graph, eager_cols[:5] + [fill(i)] + copy_cols + [rowid]
+        return graph, eager_cols[:6] + [fill(i)] + copy_cols + [rowid]
 
     def _results(self) -> list:
         return [j.result() for j in self.start()._jobs]
 
     def eager_ops(self) -> pd.DataFrame:
         """Eager GPU work (not part of a graph replay): kernels, copies and memsets."""
-        cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "kind", "copy_kind",
+        cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",
                 "src_kind", "dst_kind", "bytes"]
         got = [eager for _, eager in self._results()]
         if not got:
             return pd.DataFrame({c: pd.Series(dtype=_INT if c != "kind" else str) for c in cols})
-        arrays = [np.concatenate([g[j] for g in got]) for j in range(11)]
-        start, kind, rowid = arrays[0], arrays[5], arrays[10]
+        arrays = [np.concatenate([g[j] for g in got]) for j in range(12)]
+        start, kind, rowid = arrays[0], arrays[6], arrays[11]
         order = np.lexsort((rowid, kind, start))  # by start; ties in table, then row order
-        df = _frame(cols, [a[order] for a in arrays[:10]])
+        df = _frame(cols, [a[order] for a in arrays[:11]])
         df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=_GPU_KINDS)
         return df
 
     def graph_work(self) -> pd.DataFrame:
-        """``corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per correlation id
-        of graph-replay work, sorted by correlation id."""
-        cols = ["corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
+        """``proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per process and
+        correlation id of graph-replay work, sorted by both."""
         got = [graph for graph, _ in self._results()]
-        c, t0, t1, stream, device, n = (np.concatenate([g[j] for g in got]) if got
-                                        else np.empty(0, np.int64) for j in range(6))
-        order = np.argsort(c, kind="stable")
-        c, t0, t1, stream, device, n = (v[order] for v in (c, t0, t1, stream, device, n))
-        if len(c) > 1 and (c[1:] == c[:-1]).any():  # a launch split over ranges or tables
-            first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-            c = c[first]
+        p, c, t0, t1, stream, device, n = (np.concatenate([g[j] for g in got]) if got
+                                           else np.empty(0, np.int64) for j in range(7))
+        order = np.lexsort((c, p))
+        p, c, t0, t1, stream, device, n = (v[order] for v in (p, c, t0, t1, stream, device, n))
+        same = (c[1:] == c[:-1]) & (p[1:] == p[:-1])
+        if len(c) > 1 and same.any():  # a launch split over ranges or tables
+            first = np.flatnonzero(np.r_[True, ~same])
+            p, c = p[first], c[first]
             t0, stream, device = (np.minimum.reduceat(v, first) for v in (t0, stream, device))
             t1 = np.maximum.reduceat(t1, first)
             n = np.add.reduceat(n, first)
-        return _frame(cols, [c, t0, t1, stream, device, n])
+        return _frame(GRAPH_WORK_COLUMNS, [p, c, t0, t1, stream, device, n])
 
     def has_node_tables(self) -> bool:
         return any("graphNodeId" in self.s.columns(t) for t in _GPU_TABLES)
@@ -343,9 +368,10 @@ class _Done:
 
 
 def _api(s: Schema) -> pd.DataFrame:
-    cols = ["start_ns", "end_ns", "tid", "corr_id", "name"]
+    cols = ["start_ns", "end_ns", "tid", "corr_id"]
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-        return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols[:-1]} | {"name": pd.Series(dtype=str)})
+        return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols + ["proc"]}
+                            | {"name": pd.Series(dtype=str)})
     names = {i: api_base_name(v) for i, v in s.conn.execute(
         "SELECT id, value FROM StringIds WHERE value LIKE 'cu%' AND id IN "
         "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
@@ -361,7 +387,8 @@ def _api(s: Schema) -> pd.DataFrame:
     codes = np.array([code_of[i] for i in ids_sorted], dtype=np.int64)
     name_codes = codes[np.searchsorted(ids_sorted, name_id[order])] if len(ids_sorted) else \
         np.zeros(0, dtype=np.int64)
-    df = _frame(cols[:-1], [start[order], end[order], tid[order], corr[order]])
+    df = _frame(cols, [start[order], end[order], tid[order], corr[order]])
+    df["proc"] = process_of(df["tid"])
     present = np.unique(name_codes)  # categories: the names present, sorted (as pd.Categorical)
     remap = np.full(len(categories), -1, dtype=np.int64)
     remap[present] = np.arange(len(present))
@@ -370,57 +397,62 @@ def _api(s: Schema) -> pd.DataFrame:
     return df
 
 
-def _graph_work(s: Schema, api: pd.DataFrame, reader: _Reader | None = None
-                ) -> tuple[pd.DataFrame, str]:
+def _graph_work(s: Schema, api: pd.DataFrame, reader: _Reader) -> tuple[pd.DataFrame, str]:
     """Per graph launch: the span of its GPU work, from node rows or graph-trace rows."""
-    if reader is None:
-        with _Reader(_db_file(s), s) as r:
-            return _graph_work(s, api, r)
-    cols = ["corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
     mode = "none"
     if reader.has_node_tables():
         df = reader.graph_work()
         mode = "node" if len(df) else mode
     else:
-        df = pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
-    if s.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
-        g = _frame(cols, _read(s.conn, "SELECT IFNULL(correlationId, -1), start, end, streamId, "
-                                       "deviceId, 1 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "iiiiii"))
-        df = pd.concat([df, g[~g["corr_id"].isin(df["corr_id"])]], ignore_index=True)
+        df = pd.DataFrame({c: pd.Series(dtype=_INT) for c in GRAPH_WORK_COLUMNS})
+    table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    if s.has(table):
+        pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
+        g = _frame(GRAPH_WORK_COLUMNS, _read(
+            s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), start, end, streamId, deviceId, 1 "
+                    f"FROM {table}", "iiiiiii"))
+        g["proc"] = np.where(g["proc"] >= 0, g["proc"].to_numpy() >> 24, -1)
+        seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
+        g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]
+        df = pd.concat([df, g], ignore_index=True)
         mode = "graph" if mode == "none" and len(g) else mode
-    launch_corrs = api.loc[api["name"].isin(LAUNCH_APIS), "corr_id"]
-    return df[df["corr_id"].isin(launch_corrs)].reset_index(drop=True), mode
+    launches = api.loc[api["name"].isin(LAUNCH_APIS), ["proc", "corr_id"]]
+    df = _own_process(df, api)
+    keep = pd.MultiIndex.from_frame(df[["proc", "corr_id"]]).isin(
+        pd.MultiIndex.from_frame(launches))
+    return df[keep].reset_index(drop=True), mode
 
 
-def _db_file(s: Schema) -> Path:
-    for _, name, file in s.conn.execute("PRAGMA database_list"):
-        if name == "main" and file:
-            return Path(file)
-    return Path(s.path)
-
-
-def _gpu_ops(s: Schema) -> pd.DataFrame:
-    """Eager GPU work (not part of a graph replay): kernels, copies and memsets."""
-    with _Reader(_db_file(s), s) as reader:
-        return reader.eager_ops()
+def _own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
+    """GPU rows without a ``globalPid`` (older exports) belong to the only process with CUDA
+    calls; with several processes they stay unattributed (-1) rather than guessed."""
+    procs = api["proc"].unique()
+    if len(procs) == 1 and (df["proc"] < 0).any():
+        df = df.assign(proc=df["proc"].where(df["proc"] >= 0, procs[0]))
+    return df
 
 
 def _syncs(s: Schema) -> pd.DataFrame:
-    cols = ["corr_id", "event_sync_id", "stream"]
+    cols = ["proc", "corr_id", "event_sync_id", "stream"]
     tcols = s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     if not tcols:
         return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
     esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
-    return _frame(cols, _read(s.conn, f"SELECT IFNULL(correlationId, -1), {esid}, streamId FROM "
-                                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iii"))
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
+    df = _frame(cols, _read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
+                                    "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
+    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
 
 
 def _event_records(s: Schema) -> pd.DataFrame:
-    cols = ["corr_id", "event_sync_id", "stream"]
-    if not s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"):
+    cols = ["proc", "corr_id", "event_sync_id", "stream"]
+    table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+    if not s.has(table):
         return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols})
-    return _frame(cols, _read(s.conn, "SELECT IFNULL(correlationId, -1), IFNULL(eventSyncId, -1), "
-                                      "streamId FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT", "iii"))
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
+    df = _frame(cols, _read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), "
+                                    f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
+    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
 
 
 def _nvtx(s: Schema) -> pd.DataFrame:
@@ -445,6 +477,47 @@ def _nvtx(s: Schema) -> pd.DataFrame:
     df = _frame(cols, [start[order], end[order], tid[order], txt[order]])
     df["text"] = df["text"].astype(str)
     return df
+
+
+def _processes(s: Schema) -> pd.DataFrame:
+    """``proc`` (the process key), ``pid`` and ``name`` of every process in the report."""
+    if not {"globalPid", "pid"} <= s.columns("PROCESSES"):
+        return pd.DataFrame({"proc": pd.Series(dtype=_INT), "pid": pd.Series(dtype=_INT),
+                             "name": pd.Series(dtype=str)})
+    name = "COALESCE(name, '')" if "name" in s.columns("PROCESSES") else "''"
+    df = _query(s, f"SELECT globalPid, pid, {name} FROM PROCESSES WHERE globalPid IS NOT NULL",
+                ["proc", "pid", "name"], {"proc": _INT, "pid": _INT})
+    df["proc"] = df["proc"].to_numpy() >> 24
+    return df.drop_duplicates("proc").reset_index(drop=True)
+
+
+#: kernels of NCCL collectives, by name (ncclKernel_AllReduce_..., ncclDevKernel_...)
+_COLLECTIVE_NAME = "nccl%"
+
+
+def _collectives(s: Schema) -> pd.DataFrame:
+    """Every NCCL kernel, in graphs or eager: ``proc, corr_id, start_ns, end_ns, stream,
+    device, name``. Ranks of a tensor-parallel group meet in these kernels, so a rank whose
+    host stalled makes its peers' kernels run long."""
+    cols = ["proc", "corr_id", "start_ns", "end_ns", "stream", "device"]
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    tcols = s.columns(table)
+    name_col = "shortName" if "shortName" in tcols else "demangledName" if "demangledName" in tcols else None
+    empty = pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols} | {"name": pd.Series(dtype=str)})
+    if name_col is None:
+        return empty
+    names = dict(s.conn.execute(
+        f"SELECT id, value FROM StringIds WHERE value LIKE '{_COLLECTIVE_NAME}'"))
+    if not names:
+        return empty
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
+    ids = ",".join(str(i) for i in names)
+    proc, corr, start, end, stream, device, name_id = _read(
+        s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), start, end, streamId, deviceId, "
+                f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
+    df = _frame(cols, [np.where(proc >= 0, proc >> 24, -1), corr, start, end, stream, device])
+    df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
+    return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
 
 
 def _threads(s: Schema) -> pd.DataFrame:

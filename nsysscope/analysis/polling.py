@@ -1,0 +1,69 @@
+"""Polling loops as host blocks: ``while not event.query(): ...`` waits too.
+
+nsys records each try as a short, non-blocking ``cudaEventQuery``/``cudaStreamQuery`` (or
+driver ``cuEventQuery``/``cuStreamQuery``) call. On one thread, queries that follow each other
+with no other traced CUDA call in between and no more than ``poll_gap_us`` apart form one
+block, from the first query's start to the last one's end (the try that found the work
+done). A tight loop leaves a few microseconds between tries; an asyncio loop that yields
+between tries, tens. A run needs ``poll_min_queries`` tries: one query that finds the work
+done is no wait at all.
+
+Not every query loop is the engine waiting. NCCL's watchdog thread in every
+``torch.distributed`` process queries its own events hundreds of times; a thread that only
+queries, and never launches graphs, copies, records events or synchronises, is left out.
+
+Which event a loop polls is not in the trace, so polling blocks are matched to launches by
+timing (``exact`` False). Their cause is found as for an event wait: when the call right
+before the loop is a ``cudaEventRecord`` (the event just recorded, e.g. after a readback
+copy), the cause is the call before that record; otherwise the call before the first try.
+
+Output: the block columns of :mod:`.blocks`, with ``polls`` (the number of tries).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.load import QUERY_APIS, RECORD_APIS, Trace
+from .config import AnalysisConfig
+
+
+def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
+    """One row per polling loop on an engine thread: ``tid, corr_id, name, start_ns, end_ns,
+    polls, anchor_corr, anchor_tid``."""
+    api = trace.api
+    is_query = api["name"].isin(QUERY_APIS).to_numpy()
+    cols = ["tid", "corr_id", "name", "start_ns", "end_ns", "polls", "anchor_corr", "anchor_tid"]
+    if not is_query.any():
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c != "name" else object) for c in cols})
+    engine_threads = np.unique(api["tid"].to_numpy()[~is_query])
+    calls = api[np.isin(api["tid"].to_numpy(), engine_threads)]
+    calls = calls.sort_values(["tid", "start_ns"], kind="stable")
+    tid = calls["tid"].to_numpy()
+    start = calls["start_ns"].to_numpy()
+    end = calls["end_ns"].to_numpy()
+    corr = calls["corr_id"].to_numpy()
+    query = calls["name"].isin(QUERY_APIS).to_numpy()
+    record = calls["name"].isin(RECORD_APIS).to_numpy()
+    same_thread = np.r_[False, tid[1:] == tid[:-1]]
+    gap = np.r_[np.inf, start[1:] - end[:-1]]
+    continues = query & np.r_[False, query[:-1]] & same_thread & (gap <= cfg.poll_gap_us * 1e3)
+    first = query & ~continues
+    run = np.cumsum(first)
+    rows = np.flatnonzero(query)
+    runs = pd.DataFrame({"run": run[rows], "row": rows}).groupby("run")["row"].agg(["first", "last", "size"])
+    runs = runs[runs["size"] >= cfg.poll_min_queries]
+    f, last = runs["first"].to_numpy(), runs["last"].to_numpy()
+    before = f - 1
+    has_before = (before >= 0) & same_thread[f]
+    prev = np.maximum(before, 0)
+    after_record = has_before & record[prev]
+    return pd.DataFrame({
+        "tid": tid[f], "corr_id": corr[f],
+        "name": calls["name"].astype(str).to_numpy()[f] + " (polling)",
+        "start_ns": start[f], "end_ns": end[last], "polls": runs["size"].to_numpy(),
+        # an event recorded right before the loop: its cause is the call before the record
+        "anchor_corr": np.where(after_record, corr[prev], corr[f]),
+        "anchor_tid": tid[f],
+    })
