@@ -33,6 +33,7 @@ SCHEMA_SQL = {"3.20.3": DATA / "nsys_3.20.3_schema.sql", "3.7.2": DATA / "nsys_3
 HTOD, DTOH, DTOD = 1, 2, 8
 PAGEABLE, PINNED, DEVICE = 0, 1, 2
 NO_ID = 0xFFFFFFFF  # what nsys writes for "no stream" / "no event"
+NOT_READY = 600  # cudaErrorNotReady: what a query of unfinished work returns
 NVTX_PUSHPOP = 59
 
 #: the AnalysisConfig defaults the expectations assume
@@ -196,6 +197,9 @@ class Proc:
         self.t = 0
         self.gpu_free: dict[int, int] = {}
         self.issued: dict[int, list[int]] = {}  # stream -> launch corr ids, in issue order
+        # stream -> launches of other streams it waited for (cudaStreamWaitEvent)
+        self.inherited: dict[int, set[int]] = {}
+        self.polls: list[Call] = []  # polling loops, as one blocking call each
         self.launches: list[Launch] = []
         self.calls: list[Call] = []
         self.gpu_ops: list[tuple[int, int, int]] = []  # device, start, end: eager GPU work
@@ -217,12 +221,13 @@ class Proc:
         self.s.add("NVTX_EVENTS", start=start, end=end, eventType=NVTX_PUSHPOP, text=text,
                    globalTid=tid, domainId=0)
 
-    def _call(self, name: str, tid: int, dur: int, end: int | None = None, **kw) -> Call:
+    def _call(self, name: str, tid: int, dur: int, end: int | None = None, ret: int = 0,
+              **kw) -> Call:
         c = Call(name=name, tid=tid, start=self.t, end=end if end is not None else self.t + dur,
                  corr=next(self.corr), **kw)
         self.s.add("CUPTI_ACTIVITY_KIND_RUNTIME", start=c.start, end=c.end, eventClass=0,
                    globalTid=tid, correlationId=c.corr, nameId=self.s.string(name),
-                   returnValue=0)
+                   returnValue=ret)
         self.calls.append(c)
         self.t = c.end
         return c
@@ -230,7 +235,7 @@ class Proc:
     def _covered(self, stream: int | None) -> frozenset:
         if stream is None:
             return frozenset(c for ids in self.issued.values() for c in ids)
-        return frozenset(self.issued.get(stream, ()))
+        return frozenset(self.issued.get(stream, ())) | frozenset(self.inherited.get(stream, ()))
 
     # -- GPU ------------------------------------------------------------------------------------
     def _gpu_slot(self, stream: int, lat: int, q: int, dur: int) -> tuple[int, int]:
@@ -328,6 +333,39 @@ class Proc:
         self._sync_row(call, stream=NO_ID, sync_type=1, event_id=ev.esid % 64, esid=ev.esid)
         return call
 
+    def stream_wait(self, tid: int, stream: int, ev: Event, dur: int) -> Call:
+        """``cudaStreamWaitEvent``: work queued on ``stream`` from now on runs after ``ev``,
+        so a wait on ``stream`` covers what ``ev`` covers (torch's ``wait_stream``)."""
+        call = self._call("cudaStreamWaitEvent_v3020", tid, dur)
+        self.inherited.setdefault(stream, set()).update(ev.covers)
+        self.gpu_free[stream] = max(self.gpu_free.get(stream, 0), ev.done)
+        # nsys 2025.3 writes syncType 2 for stream waits (and for stream syncs)
+        self._sync_row(call, stream=stream, sync_type=2, event_id=ev.esid % 64, esid=ev.esid)
+        return call
+
+    def poll(self, tid: int, ev: Event, gap: int, call_dur: int = 1_500,
+             min_queries: int = 3) -> Call | None:
+        """``while not event.query(): ...`` with ``gap`` between tries: the loop as one
+        blocking call (from the first try's start to the last one's end), or None when it
+        took fewer than ``min_queries`` tries (the analysis's default)."""
+        before = [c for c in self.calls if c.tid == tid]
+        prev = before[-1] if before else None
+        tries = []
+        while True:
+            done = self.t >= ev.done
+            tries.append(self._call("cudaEventQuery_v3020", tid, call_dur, ret=0 if done else NOT_READY))
+            if done:
+                break
+            self.t += gap
+        if len(tries) < min_queries:
+            return None
+        anchor = prev if prev is not None and prev.name.startswith("cudaEventRecord") else tries[0]
+        block = Call(name="cudaEventQuery (polling)", tid=tid, start=tries[0].start,
+                     end=tries[-1].end, corr=tries[0].corr, blocking=True, covers=ev.covers,
+                     anchor=anchor)
+        self.polls.append(block)
+        return block
+
     def _sync_row(self, call: Call, stream: int, sync_type: int, event_id: int, esid: int) -> None:
         inset = min(500, (call.end - call.start) // 4)
         self.s.add("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", start=call.start + inset,
@@ -382,7 +420,8 @@ def expected(proc: Proc) -> dict[int, Expected]:
     for stream, ls in by_stream.items():
         ls = sorted(ls, key=lambda l: l.api_start)
         for l, nxt in zip(ls, ls[1:] + [None]):
-            waits = [c for c in proc.calls if c.blocking and l.corr in c.covers and c.start < l.gpu_end]
+            waits = [c for c in proc.calls + proc.polls
+                     if c.blocking and l.corr in c.covers and c.start < l.gpu_end]
             block = min(waits, key=lambda c: c.start) if waits else None
             gap = idle = None
             if nxt is not None:
@@ -422,7 +461,14 @@ class Step:
     the next launch), ``nowait`` (healthy, and nothing ever waits on it), ``gpu_to_cpu`` (a
     DtoH readback of the output, then ``cudaStreamSynchronize``), ``cpu_to_gpu`` (a pageable
     HtoD upload, then ``cudaStreamSynchronize``) or ``other_stall`` (a bare stream or device
-    sync). The waiting calls run on ``wait_thread`` (0: the launching thread)."""
+    sync). The waiting calls run on ``wait_thread`` (0: the launching thread).
+
+    ``output_copy``: the output goes back vLLM-style on a side stream (record on the compute
+    stream, ``cudaStreamWaitEvent`` on the copy stream, a pinned DtoH copy, a completion
+    event there): ``healthy`` waits on that event a step later, ``gpu_to_cpu`` at once.
+    ``poll_gap_ns``: waits on events poll ``cudaEventQuery`` with this gap between tries
+    instead of calling ``cudaEventSynchronize`` (``gpu_to_cpu`` then reads back into pinned
+    memory, records an event and polls it)."""
 
     klass: str
     launch_ns: int = 8_000
@@ -440,9 +486,29 @@ class Step:
     device_sync: bool = False
     wait_thread: int = 0
     memset_node: bool = False
+    output_copy: bool = False
+    poll_gap_ns: int | None = None
 
 
 STALLS = ("gpu_to_cpu", "cpu_to_gpu", "other_stall")
+COPY_STREAM = 8
+
+
+def output_copy(p: Proc, tid: int, stream: int, st: Step) -> Event:
+    """vLLM's async output copy: the copy stream waits for the compute stream, copies the
+    sampled tokens to pinned memory and records its completion event."""
+    ready = p.record(tid, stream, st.call_ns)
+    p.stream_wait(tid, COPY_STREAM, ready, st.call_ns)
+    p.copy(tid, COPY_STREAM, DTOH, DEVICE, PINNED, 512, st.call_ns, st.copy_ns, st.lat_ns,
+           st.q_ns, st.ret_ns)
+    return p.record(tid, COPY_STREAM, st.call_ns)
+
+
+def wait_event(p: Proc, tid: int, ev: Event, st: Step) -> None:
+    if st.poll_gap_ns is None:
+        p.event_sync(tid, ev, st.call_ns, st.ret_ns)
+    else:
+        p.poll(tid, ev, st.poll_gap_ns)
 
 
 def decode_loop(proc: Proc, steps: list[Step], stream: int = 7, start: int = 1_000_000_000,
@@ -467,16 +533,27 @@ def decode_loop(proc: Proc, steps: list[Step], stream: int = 7, start: int = 1_0
         klass = None if k == len(steps) - 1 else ("healthy" if st.klass == "nowait" else st.klass)
         p.launch(launcher, stream, st.launch_ns, st.lat_ns, st.q_ns, list(st.nodes), planted=klass,
                  memset_node=st.memset_node)
-        ev = p.record(launcher, stream, st.call_ns) if st.klass == "healthy" else None
+        ev = None
+        if st.klass == "healthy":
+            ev = output_copy(p, launcher, stream, st) if st.output_copy else \
+                p.record(launcher, stream, st.call_ns)
         p.nvtx(launcher, "launch", t, p.t)
         if pending is not None:
             t = p.t
-            p.event_sync(pending[1], pending[0], st.call_ns, st.ret_ns)
+            wait_event(p, pending[1], pending[0], pending[2])
             p.nvtx(pending[1], "wait", t, p.t)
-        pending = (ev, wt) if ev is not None else None
+        pending = (ev, wt, st) if ev is not None else None
         p.work(st.window_ns)
         t = p.t
-        if st.klass == "gpu_to_cpu":
+        if st.klass == "gpu_to_cpu" and st.output_copy:
+            wait_event(p, wt, output_copy(p, wt, stream, st), st)
+            p.nvtx(wt, "sample", t, p.t)
+        elif st.klass == "gpu_to_cpu" and st.poll_gap_ns is not None:
+            p.copy(wt, stream, DTOH, DEVICE, PINNED, 4, st.call_ns, st.copy_ns, st.lat_ns, st.q_ns,
+                   st.ret_ns)
+            p.poll(wt, p.record(wt, stream, st.call_ns), st.poll_gap_ns)
+            p.nvtx(wt, "sample", t, p.t)
+        elif st.klass == "gpu_to_cpu":
             p.copy(wt, stream, DTOH, DEVICE, PAGEABLE if st.pageable_readback else PINNED, 4,
                    st.call_ns, st.copy_ns, st.lat_ns, st.q_ns, st.ret_ns)
             p.stream_sync(wt, stream, st.call_ns, st.ret_ns)
@@ -496,7 +573,7 @@ def decode_loop(proc: Proc, steps: list[Step], stream: int = 7, start: int = 1_0
         p.nvtx(launcher, f"step {k}", step_start, p.t)
     if pending is not None:
         t = p.t
-        p.event_sync(pending[1], pending[0], 4_000, 2_000)
+        wait_event(p, pending[1], pending[0], pending[2])
         p.nvtx(pending[1], "wait", t, p.t)
 
 
@@ -523,6 +600,20 @@ def unrelated_thread(proc: Proc, start: int, end: int, stream: int = 99, tid: in
         proc.stream_sync(g, stream, 2_000, 1_000)
         proc.nvtx(g, "background", t, proc.t)
         proc.t += rng.randrange(period // 2, period)
+
+
+def watchdog_thread(proc: Proc, seed: int = 0) -> None:
+    """NCCL's watchdog: a thread that only queries events, polling while each replay of the
+    decode loop runs (from just after its launch call to just after its GPU work ends), as
+    the watchdog does while a graph's collectives are outstanding. It waits for nothing the
+    engine needs, so it must never be paired with a launch."""
+    rng = random.Random(seed)
+    g = proc.thread(950, "pt_nccl_watchdg")
+    for launch in list(proc.launches):
+        proc.t = launch.api_end + rng.randrange(500, 3_000)
+        while proc.t < launch.gpu_end + 5_000:
+            proc._call("cudaEventQuery_v3020", g, 1_500, ret=NOT_READY)
+            proc.t += rng.randrange(500, 5_000)
 
 
 def unrelated_process(proc: Proc, start: int, end: int, stream: int = 7, seed: int = 0) -> None:

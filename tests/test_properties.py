@@ -31,6 +31,7 @@ Profiles (hypothesis settings, chosen with ``NSYSSCOPE_HYPOTHESIS=<name>``):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -87,6 +88,9 @@ def steps(draw, threads: int) -> synth.Step:
         device_sync=draw(st.booleans()),
         wait_thread=draw(st.integers(0, threads - 1)),
         memset_node=draw(st.booleans()),
+        output_copy=draw(st.booleans()),
+        # sync waits, a tight polling loop, or an asyncio loop that yields between tries
+        poll_gap_ns=draw(st.sampled_from([None, None, 1_000, 4_000, 40_000])),
     )
 
 
@@ -106,6 +110,7 @@ def build(threads: int, plan: list[synth.Step], extras: bool = False):
     if extras:
         t0, t1 = 1_000_000_000, max(l.gpu_end for l in main.launches)
         synth.unrelated_thread(s.process(MAIN_PID, device=1, corr_base=5_000_000), t0, t1)
+        synth.watchdog_thread(main)
         other = s.process(OTHER_PID, device=2, corr_base=9_000_000)
         synth.unrelated_process(other, t0, t1)
     return s, main
@@ -194,20 +199,20 @@ def test_unrelated_threads_streams_and_processes_change_nothing(loop):
     check_against_oracle(noisy, other)
 
 
-@pytest.mark.parametrize("same_device", [False, True], ids=["two_gpus", "both_device_0"])
-def test_two_ranks_with_the_same_correlation_ids_are_kept_apart(same_device):
+@examples(15)
+@given(loops(), st.booleans())
+def test_processes_with_the_same_ids_are_kept_apart(loop, same_device):
     """Correlation ids, stream ids and event sync ids restart in every process, and with
     ``CUDA_VISIBLE_DEVICES`` two processes on two GPUs both say device 0: nothing is joined
-    on any of them alone."""
-    plan = [synth.Step(k) for k in ("healthy", "gpu_to_cpu", "cpu_to_gpu", "nowait", "other_stall",
-                                    "healthy")]
+    on any of them alone. Two ranks run the same plan (so the same ids), the second one's
+    GPU 50 us behind and its replays shorter."""
+    threads, plan = loop
     s = synth.Synth()
     rank0 = s.process(MAIN_PID, device=0)
-    synth.decode_loop(rank0, plan)
-    # same corr ids, stream and event ids, its GPU 50 us behind
+    synth.decode_loop(rank0, plan, threads=threads)
     rank1 = s.process(OTHER_PID, device=0 if same_device else 1)
-    synth.decode_loop(rank1, [synth.Step(st.klass, nodes=(700_000, 650_000)) for st in plan],
-                      start=1_000_050_000)
+    synth.decode_loop(rank1, [dataclasses.replace(st, nodes=tuple(n - 100_000 for n in st.nodes))
+                              for st in plan], threads=threads, start=1_000_050_000)
     a = analyse(s)
     check_against_oracle(a, rank0)
     check_against_oracle(a, rank1)

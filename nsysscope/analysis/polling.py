@@ -4,7 +4,8 @@ nsys records each try as a short, non-blocking ``cudaEventQuery``/``cudaStreamQu
 driver ``cuEventQuery``/``cuStreamQuery``) call. On one thread, queries that follow each other
 with no other traced CUDA call in between and no more than ``poll_gap_us`` apart form one
 block, from the first query's start to the last one's end (the try that found the work
-done). A tight loop leaves a few microseconds between tries; an asyncio loop that yields
+done). Where the export has the calls' return codes, a try that succeeded ends its loop
+(the others return ``cudaErrorNotReady``), so two loops back to back stay two blocks. A tight loop leaves a few microseconds between tries; an asyncio loop that yields
 between tries, tens. A run needs ``poll_min_queries`` tries: one query that finds the work
 done is no wait at all.
 
@@ -28,6 +29,9 @@ import pandas as pd
 from ..trace.load import QUERY_APIS, RECORD_APIS, Trace
 from .config import AnalysisConfig
 
+#: ``cudaErrorNotReady`` / ``CUDA_ERROR_NOT_READY``: the query's work is still running
+NOT_READY = 600
+
 
 def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
     """One row per polling loop on an engine thread: ``tid, corr_id, name, start_ns, end_ns,
@@ -49,6 +53,9 @@ def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
     same_thread = np.r_[False, tid[1:] == tid[:-1]]
     gap = np.r_[np.inf, start[1:] - end[:-1]]
     continues = query & np.r_[False, query[:-1]] & same_thread & (gap <= cfg.poll_gap_us * 1e3)
+    status = calls["status"].to_numpy()
+    if (status[query] == NOT_READY).any():  # return codes recorded: a success ends a loop
+        continues &= np.r_[False, status[:-1] == NOT_READY]
     first = query & ~continues
     run = np.cumsum(first)
     rows = np.flatnonzero(query)

@@ -77,7 +77,7 @@ class Trace:
     and device ids mean something only together with it."""
 
     meta: TraceMeta
-    api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, name
+    api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, status (return code), name
     graph_work: pd.DataFrame  # proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops
     gpu_ops: pd.DataFrame  # eager GPU work: start_ns, end_ns, stream, device, corr_id, proc,
     #                        kind, copy_kind, src_kind, dst_kind, bytes
@@ -371,15 +371,16 @@ def _api(s: Schema) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "tid", "corr_id"]
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return pd.DataFrame({c: pd.Series(dtype=_INT) for c in cols + ["proc"]}
-                            | {"name": pd.Series(dtype=str)})
+                            | {"status": pd.Series(dtype="int32"), "name": pd.Series(dtype=str)})
     names = {i: api_base_name(v) for i, v in s.conn.execute(
         "SELECT id, value FROM StringIds WHERE value LIKE 'cu%' AND id IN "
         "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
     wanted = {i: n for i, n in names.items() if _wanted_api(n)}
     ids = ",".join(str(i) for i in wanted) or "NULL"
-    start, end, tid, corr, name_id = _read(
-        s.conn, "SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId "
-                f"FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiii")
+    ret = "IFNULL(returnValue, 0)" if "returnValue" in s.columns("CUPTI_ACTIVITY_KIND_RUNTIME") else "0"
+    start, end, tid, corr, name_id, status = _read(
+        s.conn, "SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, "
+                f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiiii")
     order = np.argsort(start, kind="stable")
     categories = sorted(set(wanted.values()))
     code_of = {i: categories.index(n) for i, n in wanted.items()}
@@ -389,6 +390,9 @@ def _api(s: Schema) -> pd.DataFrame:
         np.zeros(0, dtype=np.int64)
     df = _frame(cols, [start[order], end[order], tid[order], corr[order]])
     df["proc"] = process_of(df["tid"])
+    # the call's return code: a query that found its work unfinished returns
+    # cudaErrorNotReady (600), which is how a polling loop's last try is told apart
+    df["status"] = status[order].astype(np.int32)
     present = np.unique(name_codes)  # categories: the names present, sorted (as pd.Categorical)
     remap = np.full(len(categories), -1, dtype=np.int64)
     remap[present] = np.arange(len(present))
