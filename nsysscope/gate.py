@@ -694,4 +694,4 @@ def window_summary(analysis, start: int, stop: int) -> Summary:
     keep = np.zeros(len(launches), dtype=bool)
     keep[steady[start:stop]] = True
     launches["steady"] = keep
-    return summarize(analysis.trace, launches, analysis.config, analysis.summary.warmup_launches)
+    return summarize(analysis.trace, launches, analysis.config)[0]

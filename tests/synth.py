@@ -417,10 +417,13 @@ def expected(proc: Proc) -> dict[int, Expected]:
         per_tid.setdefault(c.tid, []).append(c)
     for tid, calls in per_tid.items():
         prev_call[tid] = {c.corr: p for p, c in zip(calls, calls[1:])}
+    # a thread that only ever queries (NCCL's watchdog) is not the engine waiting
+    polls = [b for b in proc.polls
+             if any(not c.name.startswith("cudaEventQuery") for c in per_tid.get(b.tid, ()))]
     for stream, ls in by_stream.items():
         ls = sorted(ls, key=lambda l: l.api_start)
         for l, nxt in zip(ls, ls[1:] + [None]):
-            waits = [c for c in proc.calls + proc.polls
+            waits = [c for c in proc.calls + polls
                      if c.blocking and l.corr in c.covers and c.start < l.gpu_end]
             block = min(waits, key=lambda c: c.start) if waits else None
             gap = idle = None

@@ -313,7 +313,7 @@ def test_resummarising_keeps_the_lines_and_adds_no_capture_hint(analysed):
     """Callers that summarise attributed launches again (the gate's windows) keep the lines."""
     from nsysscope.analysis import summarize
     a = analysed("case1_py")
-    s = summarize(a.trace, a.launches, a.config, a.summary.warmup_launches)
+    s, _ = summarize(a.trace, a.launches, a.config)
     assert s.sites[0].source == a.summary.sites[0].source
     assert s.notes == a.summary.notes == []
     assert "source_root" not in s.config  # a local path, not a setting to compare or publish

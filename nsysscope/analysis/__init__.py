@@ -13,10 +13,12 @@ from ..model import Distributions, Percentiles, Summary, TraceInfo
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from .blocks import block_table, copy_calls
+from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
-from .launches import device_busy_intervals, launch_table
+from .launches import launch_table
 from .nvtx import enclosing
 from .pairing import KLASSES, STALL_KLASSES, attach_blocks
+from .processes import process_table, totals, warmup_and_steady
 from .sites import stall_sites
 from .source_lines import attach_source_lines, stall_windows
 from .streams import coverage, stream_waits
@@ -36,6 +38,8 @@ class Analysis:
     launches: pd.DataFrame
     blocks: pd.DataFrame
     summary: Summary
+    #: one row per process that launched graphs (see :mod:`.processes`)
+    processes: pd.DataFrame
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
 
@@ -56,14 +60,14 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     reach = coverage(exact, stream_waits(trace))
     launches = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, trace.api, cfg, **trace.enums)
-    warm = cfg.warmup_for(len(launches))
-    launches["steady"] = (launches["launch"] >= warm) & (launches["klass"] != "last")
+    launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
+    launches = attach_waits(launches, collective_waits(trace.collectives))
     launches = _attribute(trace, launches)
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
     launches = attach_source_lines(launches, python_samples, cfg)
-    return Analysis(trace, cfg, launches, blocks,
-                    summarize(trace, launches, cfg, warm, python_samples), python_samples)
+    summary, processes = summarize(trace, launches, cfg, python_samples)
+    return Analysis(trace, cfg, launches, blocks, summary, processes, python_samples)
 
 
 def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
@@ -113,14 +117,17 @@ def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     return launches
 
 
-def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: int,
-              python_samples: PythonSamples | None = None) -> Summary:
+def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
+              python_samples: PythonSamples | None = None) -> tuple[Summary, pd.DataFrame]:
+    """The summary of the launches marked ``steady``, and the per-process table it totals."""
+    processes = process_table(trace, launches)
+    warm = int(launches["warmup"].sum())
     steady = launches[launches["steady"]]
     counts = steady["klass"].value_counts()
     classes = {k: int(counts.get(k, 0)) for k in KLASSES}
     stalls = {k: classes[k] for k in STALL_KLASSES}
     sites = stall_sites(launches)
-    busy, per_s = _busy_and_rate(trace, launches, steady)
+    busy, per_s = totals(processes)
     summary = Summary(
         trace=TraceInfo(path=trace.meta.path, nsys_version=trace.meta.nsys_version,
                         schema_version=trace.meta.schema_version, gpus=trace.meta.gpus,
@@ -134,19 +141,7 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig, warm: i
         sites=sites, notes=notes_for(trace, launches, python_samples, sites), config=cfg.to_dict(),
         distributions=_distributions(steady))
     ok, line = verdict_line(summary, cfg)
-    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
-
-
-def _busy_and_rate(trace: Trace, launches: pd.DataFrame, steady: pd.DataFrame):
-    work = steady.dropna(subset=["gpu_start_ns"])
-    if len(work) < 2:
-        return None, None
-    t0, t1 = work["gpu_start_ns"].min(), work["gpu_end_ns"].max()
-    busy = device_busy_intervals(trace, launches)
-    busy = busy[busy["device"] == work["device"].iloc[0]]
-    overlap = (np.minimum(busy["end_ns"], t1) - np.maximum(busy["start_ns"], t0)).clip(lower=0)
-    span = t1 - t0
-    return round(float(overlap.sum() / span), 4), round(float(len(work) / (span / 1e9)), 2)
+    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok}), processes
 
 
 def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
