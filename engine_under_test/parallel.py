@@ -31,7 +31,8 @@ from pathlib import Path
 # memory must not try it
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
-EXIT_TIMEOUT_S = 20.0
+EXIT_TIMEOUT_S = 20.0  # gathering the metrics and destroying the group
+TEARDOWN_TIMEOUT_S = 60.0  # then the interpreter's exit, with the profiler's flush
 INIT_TIMEOUT_S = 120.0  # collectives (and the rendezvous) give up after this
 _GRACE_S = 10.0  # after one rank fails, how long the others get before they are killed
 
@@ -152,7 +153,10 @@ class TensorParallel:
 
 
 def guard_exit(seconds: float = EXIT_TIMEOUT_S) -> None:
-    """From now on the process ends within ``seconds`` (+5 s), whatever hangs."""
+    """From now on the process ends within ``seconds`` (+5 s), whatever hangs. Calling it
+    again re-arms both timers (e.g. a longer one for the interpreter's own teardown, during
+    which a profiler such as nsys flushes its buffers)."""
+    faulthandler.cancel_dump_traceback_later()
     faulthandler.dump_traceback_later(seconds, exit=True)
     if hasattr(signal, "alarm"):
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
