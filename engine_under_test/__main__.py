@@ -203,7 +203,7 @@ def _run(a: argparse.Namespace, info) -> int:
         from .parallel import EXIT_TIMEOUT_S, TEARDOWN_TIMEOUT_S, guard_exit
         guard_exit(EXIT_TIMEOUT_S)  # a rank hung in destroy_process_group() must not stay
         ranks = tp.gather(mine)
-        tp.shutdown(backend.release_graphs)
+        tp.shutdown(engine.runner.release_graphs)
         guard_exit(TEARDOWN_TIMEOUT_S)
     metrics = dict(mode=cfg.mode, steps=result.steps, steps_per_s=round(result.steps_per_s, 2),
                    tokens_per_s=round(result.tokens_per_s, 1), gpu_busy=mine["gpu_busy"],

@@ -169,6 +169,11 @@ class ModelRunner:
     def close(self) -> None:
         self.waiter.close()
 
+    def release_graphs(self) -> None:
+        """Drop and reset every captured graph (before a TP process group is destroyed)."""
+        self.graphs.clear()
+        self.backend.release_graphs()
+
 
 @dataclass(frozen=True)
 class RunResult:
