@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     if info is not None and a.tp is not None and a.tp != info.world:
         p.error(f"--tp {a.tp} but WORLD_SIZE={info.world}")
     world = info.world if info else (a.tp or 1)
+    for opt, path in (("--torch-profile", a.torch_profile), ("--json", a.json)):
+        if path and not os.path.isdir(os.path.dirname(path) or "."):
+            p.error(f"{opt} {path}: no such directory")
     if a.readback_ranks and max(a.readback_ranks) >= world:
         p.error(f"--readback-ranks {','.join(map(str, a.readback_ranks))}: only {world} rank(s)")
     if info is None and world > 1:

@@ -84,7 +84,7 @@ def test_driver_runs_every_kind_and_survives_failures(tmp_path):
 def test_driver_timeout_kills_and_budget_skips(tmp_path):
     out = tmp_path / "out"
     proc = _drive(tmp_path, str(out), "slow:healthy:1000000::--tiny --batch 2", "sleep:10",
-                  "late:healthy:5", "--timeout", "3", "--budget", "46", timeout=90)
+                  "late:healthy:5", "--timeout", "3", "--budget", "42.5", timeout=90)
     assert proc.returncode == 1
     commands = (out / "commands.txt").read_text()
     assert "TIMED OUT after 3 s" in commands and "-- slow: FAILED rc=124" in commands

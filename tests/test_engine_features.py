@@ -278,18 +278,18 @@ def test_tp2_on_gloo_matches_tp1(tmp_path, capsys):
 # -- torch.profiler ----------------------------------------------------------------------------
 def test_torch_profile_writes_gzipped_kineto_trace(tmp_path, capsys):
     path = tmp_path / "run.pt.trace.json.gz"
-    assert main(["--tiny", "--device", "cpu", "--steps", "12", "--batch", "4",
+    assert main(["--tiny", "--device", "cpu", "--steps", "8", "--batch", "4",
                  "--output-copy", "--mode", "case1", "--torch-profile", str(path)]) == 0
     assert "steps/s=" in capsys.readouterr().out
     assert path.read_bytes()[:2] == b"\x1f\x8b"
     events = _kineto_events(path)
     cats = Counter(e.get("cat") for e in events)
-    assert cats["python_function"] > 100
+    assert cats["python_function"] > 100 and cats["cpu_op"] > 100
     ranges = [e for e in events if e.get("cat") == "user_annotation"]
     names = Counter(e["name"] for e in ranges)
-    assert all(names[f"step {k}"] == 1 for k in range(12))
+    assert all(names[f"step {k}"] == 1 for k in range(8))
     for phase in ("schedule", "prepare", "launch", "sample", "wait_prev", "post", "detokenize"):
-        assert names[phase] >= 11, phase
+        assert names[phase] >= 7, phase
     assert "capture_graphs" not in names  # profiled after the capture
     step0 = next(e for e in ranges if e["name"] == "step 0")
     sample0 = next(e for e in ranges if e["name"] == "sample")
@@ -323,6 +323,7 @@ def test_torch_profile_plain_json_and_rank_paths(tmp_path, capsys):
     (["--readback-ranks", "1"], "--readback-ranks 1: only 1 rank(s)"),
     (["--readback-ranks", "a"], "not a comma list"),
     (["--tiny", "--full-model"], "not allowed with"),
+    (["--torch-profile", "no/such/dir/t.json.gz"], "no such directory"),
 ])
 def test_cli_rejects_bad_numbers_in_one_line(args, message, capsys):
     with pytest.raises(SystemExit) as e:
