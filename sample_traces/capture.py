@@ -55,8 +55,8 @@ NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
 
 
 class Driver:
-    def __init__(self, out: Path, timeout: float, budget: float) -> None:
-        self.out, self.timeout, self.budget = out, timeout, budget
+    def __init__(self, out: Path, timeout: float, budget: float, dry_run: bool = False) -> None:
+        self.out, self.timeout, self.budget, self.dry_run = out, timeout, budget, dry_run
         self.t0 = time.monotonic()
         self.work = Path(tempfile.mkdtemp(prefix="capture-"))
         self.failed: list[str] = []
@@ -76,6 +76,9 @@ class Driver:
     def run(self, name: str, argv: list[str], env: dict | None = None) -> tuple[int, float]:
         """``argv`` under `timeout`; its output appended to capture.log, key lines noted."""
         limit = int(min(self.timeout, self.left() - 10))
+        if self.dry_run:
+            self.note(f"   (dry run: timeout {limit} s)")
+            return 0, 0.0
         t = time.monotonic()
         cmd = ["timeout", "-k", "20", str(limit), *argv]
         with open(self.out / "capture.log", "a") as log:
@@ -93,6 +96,8 @@ class Driver:
         return proc.returncode, wall
 
     def finish(self, name: str, rc: int, wall: float, files: list[Path]) -> None:
+        if self.dry_run:
+            return
         sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in files if p.exists())
         missing = [p.name for p in files if not p.exists()]
         ok = rc == 0 and not missing
@@ -163,7 +168,7 @@ class Driver:
     def sleep(self, spec: str) -> None:
         seconds = float(spec.split(":", 1)[1])
         self.note(f"== sleep {seconds:g} s")
-        time.sleep(max(0.0, min(seconds, self.left() - MIN_LEFT_S)))
+        time.sleep(0 if self.dry_run else max(0.0, min(seconds, self.left() - MIN_LEFT_S)))
 
     @staticmethod
     def check(spec: str) -> None:
@@ -241,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds for the whole command (540, or $CAPTURE_BUDGET)")
     p.add_argument("--pack", type=Path, metavar="DIR", default=os.environ.get("PACK_DIR") or None,
                    help="also pack OUTDIR into <= 8 tars of <= 15 MiB in DIR ($PACK_DIR)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the commands (and check the specs) without running them")
     p.add_argument("--no-environment", action="store_true",
                    help="skip environment.txt (its torch probe takes seconds; for tests)")
     a = p.parse_args(argv)
@@ -248,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         Driver.check(spec)
     a.outdir.mkdir(parents=True, exist_ok=True)
     out = a.outdir.resolve()
-    driver = Driver(out, a.timeout, a.budget)
-    if not a.no_environment:
+    driver = Driver(out, a.timeout, a.budget, a.dry_run)
+    if not (a.no_environment or a.dry_run):
         environment(out)
     for spec in a.specs:
         try:

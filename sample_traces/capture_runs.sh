@@ -10,6 +10,7 @@
 # 10 minutes; CAPTURE_BUDGET (default 540 s) skips what would not fit, so prefer two runs:
 #   capture_runs.sh OUT1 runs   and   capture_runs.sh OUT2 twins
 # Compare modes within one part (one machine, one run), never across runs.
+# CAPTURE_ARGS adds options of capture.py, e.g. CAPTURE_ARGS=--dry-run prints the commands only.
 set -uo pipefail
 out=${1:?usage: capture_runs.sh OUTDIR [all|runs|twins]}
 part=${2:-all}
@@ -26,7 +27,7 @@ if [ "$part" = all ] || [ "$part" = twins ]; then
           "nsys_twin_case2:case2:100" "nsys_twin_outcopy_case1:case1:100::--output-copy")
 fi
 [ ${#specs[@]} -gt 0 ] || { echo "capture_runs.sh: part must be all, runs or twins" >&2; exit 2; }
-python3 "$(dirname "$0")/capture.py" "$out" "${specs[@]}"
+python3 "$(dirname "$0")/capture.py" "$out" "${specs[@]}" ${CAPTURE_ARGS:-}
 rc=$?
 ls -la "$out"
 exit $rc

@@ -98,3 +98,33 @@ def test_driver_rejects_a_malformed_spec_before_running_anything(tmp_path):
         proc = _drive(tmp_path, str(tmp_path / "o"), "first:healthy:5", spec, timeout=60)
         assert proc.returncode != 0 and "malformed spec" in proc.stderr
         assert not (tmp_path / "o" / "commands.txt").exists()
+
+
+@pytest.mark.parametrize("script, names", [
+    ("capture_server.sh", ["tp2_healthy_200", "tp2_case1_200", "tp2_case1_rank0_200",
+                           "outcopy_healthy_200", "outcopy_case1_200", "outcopy_case1_every8_200",
+                           "twoproc_200", "poll_healthy_100", "poll_case1_100",
+                           "poll_async_case1_100"]),
+    ("capture_runs.sh", [*(f"run{i}" for i in range(1, 6)), "case1_200", "case2_200", "both_200",
+                         "kineto_healthy", "kineto_case1", "kineto_case2", "kineto_outcopy_case1",
+                         "nsys_twin_healthy", "nsys_twin_case1", "nsys_twin_case2",
+                         "nsys_twin_outcopy_case1"]),
+])
+def test_capture_scripts_list_the_planned_captures(tmp_path, script, names):
+    proc = subprocess.run(["bash", str(REPO / "sample_traces" / script), str(tmp_path / "o")],
+                          cwd=REPO, env=dict(os.environ, CAPTURE_ARGS="--dry-run"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = [line.split(":")[0][3:] for line in proc.stdout.splitlines()
+           if line.startswith("== ") and not line.startswith(("== sleep", "== done"))]
+    assert got == names
+    commands = {line.split(":")[0][3:]: line for line in proc.stdout.splitlines()
+                if line.startswith("== ")}
+    if script == "capture_runs.sh":  # each torch.profiler capture has an nsys twin
+        for mode in ("healthy", "case1", "case2", "outcopy_case1"):
+            kineto = commands[f"kineto_{mode}"].split("--torch-profile")[0].split(": ", 1)[1]
+            assert kineto.strip() in commands[f"nsys_twin_{mode}"]
+        assert proc.stdout.count("== sleep 5 s") == 4
+    else:
+        assert "CUDA_VISIBLE_DEVICES=0" in commands["twoproc_200"]
+        assert "CUDA_VISIBLE_DEVICES=1" in commands["twoproc_200"]
