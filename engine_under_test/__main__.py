@@ -17,7 +17,8 @@ import traceback
 
 from .config import MODE_ALIASES, MODES, WAITS, EngineConfig, ModelConfig
 
-# measured: the default model (6 layers, batch 128) decodes about 0.1 steps/s on a CPU
+# the default model (6 layers, batch 128) decodes about 0.1 steps/s on a 2-core CPU (1 layer:
+# 0.6 steps/s, with the float64 projections of the CPU backend)
 _CPU_S_PER_STEP = 10.0
 
 
@@ -104,11 +105,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _model_bytes(m: ModelConfig, batch: int, bytes_per: int = 4) -> int:
+def _model_bytes(m: ModelConfig, batch: int) -> int:
+    """CPU memory: float32 embedding and KV cache, float64 projections and LM head."""
     q, kv = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     layer = m.d_model * (q + 2 * kv) + q * m.d_model + 3 * m.d_model * m.ffn
     cache = 2 * batch * kv * m.max_seq
-    return bytes_per * (2 * m.vocab * m.d_model + m.n_layers * (layer + cache))
+    return 4 * (m.vocab * m.d_model + m.n_layers * cache) + 8 * (m.vocab * m.d_model
+                                                                 + m.n_layers * layer)
 
 
 def choose_model(a: argparse.Namespace, device: str, world: int, say) -> ModelConfig:
@@ -204,7 +207,9 @@ def _run(a: argparse.Namespace, info) -> int:
     ranks = [mine]
     if tp is not None:
         from .parallel import EXIT_TIMEOUT_S, TEARDOWN_TIMEOUT_S, guard_exit
-        guard_exit(EXIT_TIMEOUT_S)  # a rank hung in destroy_process_group() must not stay
+        # a rank hung in destroy_process_group() must not stay; with --torch-profile the
+        # gather also waits for the slowest rank's export
+        guard_exit(EXIT_TIMEOUT_S + (120 if a.torch_profile else 0))
         ranks = tp.gather(mine)
         tp.shutdown(engine.runner.release_graphs)
         guard_exit(TEARDOWN_TIMEOUT_S)
