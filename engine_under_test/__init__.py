@@ -4,6 +4,12 @@ It decodes a Llama-like model with CUDA graphs and an overlap scheduler (launch 
 wait only on step k-1, post-process k-1 and prepare k+1 while k runs). Its ``--mode`` plants
 the two bugs nsysscope must find: a GPU->CPU readback right after the launch (``case1``) and a
 pageable host->device copy at the launch (``case2``). The fixed code paths are the default.
+
+The mode names for what they do are ``readback-after-launch`` (= ``case1``) and
+``pageable-inputs`` (= ``case2``). ``--tp N`` runs a tensor-parallel engine (one process per
+GPU, NCCL all-reduces captured in the decode graphs), ``--output-copy`` copies the tokens back
+on a side stream (vLLM's async output copy), ``--wait poll|poll-async`` waits by querying
+events, and ``--torch-profile PATH`` writes a Kineto trace of the run.
 """
 
 from .config import EngineConfig, ModelConfig, MODES

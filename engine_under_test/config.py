@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MODES = ("healthy", "case1", "case2", "both")
+# names for what the planted bugs do; the short names stay the canonical ones (traces, metrics
+# and scripts use them)
+MODE_ALIASES = {"readback-after-launch": "case1", "pageable-inputs": "case2"}
+WAITS = ("sync", "poll", "poll-async")
+
+
+def canonical_mode(mode: str) -> str:
+    """``readback-after-launch`` -> ``case1``, ``pageable-inputs`` -> ``case2``; others as given."""
+    return MODE_ALIASES.get(mode, mode)
 
 
 @dataclass(frozen=True)
@@ -58,18 +67,37 @@ class EngineConfig:
     readback: str = "all"  # case 1 written as `.all()` or as `.tolist()`
     stall_every: int = 1  # case 1 only on every Nth step
     host_work_us: float = 0.0  # extra CPU work per step in `post`: a CPU-bound engine
+    # the device->host copy of each step's tokens on a side stream (vLLM's async output copy);
+    # case 1 then waits on this step's copy event right after the launch instead of `.all()`
+    output_copy: bool = False
+    wait: str = "sync"  # how the host waits on events: sync, poll or poll-async
+    # tensor parallel: this process's rank, and the ranks that plant case 1 (None: all)
+    rank: int = 0
+    readback_ranks: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", canonical_mode(self.mode))
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.readback not in ("all", "tolist"):
             raise ValueError(f"readback must be 'all' or 'tolist', not {self.readback!r}")
+        if self.wait not in WAITS:
+            raise ValueError(f"wait must be one of {', '.join(WAITS)}, not {self.wait!r}")
+
+    def _case1_at(self, step: int) -> bool:
+        if self.readback_ranks is not None and self.rank not in self.readback_ranks:
+            return False
+        return self.mode in ("case1", "both") and step % self.stall_every == 0
 
     def readback_at(self, step: int) -> str | None:
-        """case 1: how step ``step`` reads greedy-ness back from the GPU, or None (the fix)."""
-        if self.mode in ("case1", "both") and step % self.stall_every == 0:
-            return self.readback
-        return None
+        """case 1: how step ``step`` reads greedy-ness back from the GPU, or None (the fix).
+
+        With ``output_copy`` case 1 is the early wait on the copy event instead (None here)."""
+        return self.readback if self._case1_at(step) and not self.output_copy else None
+
+    def early_wait_at(self, step: int) -> bool:
+        """case 1 with ``output_copy``: wait on this step's copy event right after the launch."""
+        return self.output_copy and self._case1_at(step)
 
     @property
     def pageable_inputs(self) -> bool:

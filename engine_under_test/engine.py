@@ -1,27 +1,34 @@
-"""The overlap decode loop: launch step k, wait only on step k-1, post-process k-1 and
-prepare k+1 while step k runs on the GPU.
+"""The overlap decode loop, split the way sglang and vLLM split it.
+
+``ModelRunner`` owns the device (buffers, a CUDA graph per padded batch size, input staging and
+upload, the launch, device sampling, the tokens' copy to the host), ``OutputProcessor``
+(``output.py``) the host's use of the tokens (append, stop conditions, detokenize, streamed
+chunks). ``Engine.run`` is the overlap scheduler: launch step k, wait only on step k-1,
+post-process k-1 and prepare k+1 while k runs.
 
 Each iteration is one NVTX range ``step N`` holding the phases ``schedule``, ``prepare``,
 ``launch``, ``sample``, ``wait_prev``, ``post`` and ``detokenize``. With ``overlap=False`` the
 same loop waits on the step it just launched: the plain synchronous reference.
+NB: the sample traces' Python stacks pin two places in this file (tests/test_source_lines.py):
+case 2's copy in ``_launch`` stays on line 116, and ``_sample`` spans line 127.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .backend import Backend
+from .backend import Backend, Waiter
 from .config import EngineConfig, ModelConfig
 from .model import KVCache, Llama
+from .output import OutputProcessor
 from .sampler import finish_sampling, sample_device
 from .scheduler import Row, Scheduler
-from .tokenizer import EOS, Tokenizer
+from .tokenizer import Tokenizer
 from .workload import Request, Workload
 
 # rows of the int64 input block sent to the device each step
@@ -38,37 +45,23 @@ class _InFlight:
     rows: list[Row]
     tokens: torch.Tensor  # pinned host buffer the step's tokens are copied into
     done: object  # completion event of that copy
+    source: torch.Tensor | None = None  # device tokens a side-stream copy reads (kept alive)
 
 
-@dataclass(frozen=True)
-class RunResult:
-    steps: int
-    seconds: float
-    steps_per_s: float
-    tokens_per_s: float
-    gpu_busy: float | None
-    outputs: dict[int, list[int]]
-    finished: dict[int, str]
+class ModelRunner:
+    """The device side of a step: stage and upload inputs, replay the graph, sample, copy out.
+    ``tp`` (a ``parallel.TensorParallel``) shards the model; its all-reduces are captured into
+    each graph. ``--output-copy`` copies the tokens to the host on a side stream."""
 
-    @property
-    def digest(self) -> str:
-        """A short hash of every request's tokens: equal across modes with the same seed."""
-        h = hashlib.sha256()
-        for rid in sorted(self.outputs):
-            h.update(np.asarray([rid, *self.outputs[rid]], dtype=np.int64).tobytes())
-        return h.hexdigest()[:16]
-
-
-class Engine:
-    def __init__(self, model_cfg: ModelConfig, cfg: EngineConfig, backend: Backend) -> None:
+    def __init__(self, model_cfg: ModelConfig, cfg: EngineConfig, backend: Backend,
+                 batch_sizes: tuple[int, ...], tp=None) -> None:
         self.cfg, self.backend = cfg, backend
         dev, n = backend.device, cfg.max_batch
-        self.tokenizer = Tokenizer(model_cfg.vocab)
-        self.model = Llama(model_cfg, dev, backend.dtype, seed=cfg.seed)
-        self.cache = KVCache(model_cfg, n, dev, backend.dtype)
-        self.scheduler = Scheduler(n, cfg.graph_batch_sizes)
-        self.workload = Workload(cfg, self.tokenizer, model_cfg.max_seq)
-        # device-side graph inputs and outputs: fixed buffers, sliced per padded batch size
+        self.model = Llama(model_cfg, dev, backend.dtype, seed=cfg.seed,
+                           tp_rank=tp.rank if tp else 0, tp_size=tp.world if tp else 1,
+                           all_reduce=tp.all_reduce if tp else None)
+        self.cache = KVCache(self.model.local, n, dev, backend.dtype)  # this rank's KV heads
+        self.waiter = Waiter(cfg.wait)
         self.d_ints = torch.zeros((5, n), dtype=torch.int64, device=dev)
         self.d_floats = torch.ones((2, n), dtype=torch.float32, device=dev)
         self.d_last_token = torch.zeros(n, dtype=torch.int64, device=dev)
@@ -81,9 +74,17 @@ class Engine:
         self.h_floats = [backend.host_buffer((2, n), torch.float32) for _ in range(2)]
         self.h_tokens = [backend.host_buffer((n,), torch.int64) for _ in range(2)]
         self.copy_done = [backend.event() for _ in range(2)]
+        # case 1 read back without a sync call (--wait poll*): pinned flags and their event
+        self.h_flag = backend.host_buffer((), torch.bool)
+        self.h_flags = backend.host_buffer((n,), torch.bool)
+        self.flag_done = backend.event()
+        # --output-copy: the side stream, and the device tokens it reads, double-buffered: the
+        # host writes buffer k%2 again only after it has waited on step k's copy
+        self.compute_stream = backend.current_stream()
+        self.copy_stream = backend.stream() if cfg.output_copy else None
+        self.d_out = [torch.zeros(n, dtype=torch.int64, device=dev) for _ in range(2)]
         with backend.phase("capture_graphs"):
-            self.graphs = {bs: backend.capture(self._forward_fn(bs))
-                           for bs in self.scheduler.batch_sizes}
+            self.graphs = {bs: backend.capture(self._forward_fn(bs)) for bs in batch_sizes}
 
     def _forward_fn(self, bs: int):
         def forward() -> None:
@@ -97,8 +98,7 @@ class Engine:
             self.d_is_greedy[:bs].copy_(ints[_GREEDY] != 0)
         return forward
 
-    # -- phases -------------------------------------------------------------------------
-    def _prepare(self, rows: list[Row], bs: int) -> tuple[np.ndarray, np.ndarray]:
+    def prepare(self, rows: list[Row], bs: int) -> tuple[np.ndarray, np.ndarray]:
         ints = np.zeros((5, self.cfg.max_batch), dtype=np.int64)
         floats = np.ones((2, self.cfg.max_batch), dtype=np.float32)
         for row in rows:
@@ -125,51 +125,95 @@ class Engine:
 
     def _sample(self, k: int, rows: list[Row], bs: int) -> _InFlight:
         all_greedy = all(r.request.greedy for r in rows)
+        readback = self.cfg.readback_at(k)
+        if readback and self.cfg.wait != "sync":  # case 1 without a sync call: poll the copy
+            all_greedy, readback = self._read_flag_polled(bs, readback), None
         tokens = finish_sampling(self.d_greedy[:bs], self.d_sampled[:bs], self.d_is_greedy[:bs],
-                                 all_greedy, self.cfg.readback_at(k))
+                                 all_greedy, readback)
         self.d_last_token[:bs].copy_(tokens)
-        host = self.h_tokens[k % 2]
-        host[:bs].copy_(tokens, non_blocking=True)
-        self.copy_done[k % 2].record()
-        return _InFlight(k, rows, host, self.copy_done[k % 2])
+        host, done = self.h_tokens[k % 2], self.copy_done[k % 2]
+        if self.copy_stream is None:
+            host[:bs].copy_(tokens, non_blocking=True)
+            done.record()
+            return _InFlight(k, rows, host, done)
+        # vLLM's async output copy: the side stream waits for the compute stream (a
+        # cudaStreamWaitEvent), copies the tokens to pinned memory, records the copy's event
+        source = self.d_out[k % 2]
+        source[:bs].copy_(tokens)
+        self.copy_stream.wait_stream(self.compute_stream)
+        with self.backend.use_stream(self.copy_stream):
+            host[:bs].copy_(source[:bs], non_blocking=True)
+            done.record(self.copy_stream)
+        if self.cfg.early_wait_at(k):  # case 1 through the side stream: wait for it right now
+            self.waiter.wait(done)
+        return _InFlight(k, rows, host, done, source)
 
-    def _post(self, prev: _InFlight) -> list[tuple[Request, int]]:
-        """Append each row's token and apply the token stop conditions."""
-        if self.cfg.host_work_us:  # a CPU-bound engine's extra bookkeeping
-            until = time.perf_counter() + self.cfg.host_work_us / 1e6
-            while time.perf_counter() < until:
-                pass
-        tokens = prev.tokens.tolist()
-        emitted = []
-        for row in prev.rows:
-            req = row.request
-            if req.done or not row.emits:
-                continue
-            tok = tokens[row.slot]
-            req.output.append(tok)
-            emitted.append((req, tok))
-            if tok == EOS:
-                req.done, req.finish_reason = True, "eos"
-            elif len(req.output) >= req.max_new_tokens:
-                req.done, req.finish_reason = True, "length"
-        return emitted
+    # the loop's names for the two phases above (their own names stay, for the traces)
+    launch, sample = _launch, _sample
 
-    @staticmethod
-    def _detokenize(emitted: list[tuple[Request, int]]) -> None:
-        """Extend each request's text, apply stop strings, and build the chunk a server
-        would stream to its client."""
-        for req, tok in emitted:
-            seen = len(req.detok.text)
-            if req.detok.add(tok) and not req.done:
-                req.done, req.finish_reason = True, "stop_string"
-            chunk = json.dumps({"id": f"req-{req.rid}", "index": len(req.output) - 1,
-                                "token": tok, "delta": req.detok.text[seen:],
-                                "finish_reason": req.finish_reason or None})
-            req.streamed_bytes += len(chunk)
+    def _read_flag_polled(self, bs: int, how: str) -> bool:
+        """Case 1's readback with no sync call: copy the flag into pinned memory
+        (cudaMemcpyAsync DtoH), record an event, wait on it (polling), read the host value."""
+        if how == "all":
+            self.h_flag.copy_(self.d_is_greedy[:bs].all(), non_blocking=True)
+        else:
+            self.h_flags[:bs].copy_(self.d_is_greedy[:bs], non_blocking=True)
+        self.flag_done.record()
+        self.waiter.wait(self.flag_done)
+        return bool(self.h_flag) if how == "all" else all(self.h_flags[:bs].tolist())
 
-    # -- the loop -------------------------------------------------------------------------
+    def wait(self, step: _InFlight) -> None:
+        """Block the host until ``step``'s tokens are in host memory."""
+        self.waiter.wait(step.done)
+
+    def close(self) -> None:
+        self.waiter.close()
+
+    def release_graphs(self) -> None:
+        """Drop and reset every captured graph (before a TP process group is destroyed)."""
+        self.graphs.clear()
+        self.backend.release_graphs()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    steps: int
+    seconds: float
+    steps_per_s: float
+    tokens_per_s: float
+    gpu_busy: float | None
+    outputs: dict[int, list[int]]
+    finished: dict[int, str]
+
+    @property
+    def digest(self) -> str:
+        """A short hash of every request's tokens: equal across modes with the same seed."""
+        h = hashlib.sha256()
+        for rid in sorted(self.outputs):
+            h.update(np.asarray([rid, *self.outputs[rid]], dtype=np.int64).tobytes())
+        return h.hexdigest()[:16]
+
+
+class Engine:
+    """Scheduler, runner and output processor, driven by the overlap loop in ``run``."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: EngineConfig, backend: Backend,
+                 tp=None) -> None:
+        self.cfg, self.backend = cfg, backend
+        self.tokenizer = Tokenizer(model_cfg.vocab)
+        self.scheduler = Scheduler(cfg.max_batch, cfg.graph_batch_sizes)
+        self.workload = Workload(cfg, self.tokenizer, model_cfg.max_seq)
+        self.runner = ModelRunner(model_cfg, cfg, backend, self.scheduler.batch_sizes, tp)
+        self.output = OutputProcessor(cfg)
+
     def run(self) -> RunResult:
-        cfg, be = self.cfg, self.backend
+        try:
+            return self._run()
+        finally:
+            self.runner.close()
+
+    def _run(self) -> RunResult:
+        cfg, be, runner, output = self.cfg, self.backend, self.runner, self.output
         requests: dict[int, Request] = {}
         prev: _InFlight | None = None
         starts, ends = [], []
@@ -187,28 +231,28 @@ class Engine:
                     rows = self.scheduler.next_batch()
                     bs = self.scheduler.padded_size(rows)
                 with be.phase("prepare"):
-                    ints, floats = self._prepare(rows, bs)
+                    ints, floats = runner.prepare(rows, bs)
                 with be.phase("launch"):
                     start, end = be.event(timing=True), be.event(timing=True)
-                    self._launch(k, bs, ints, floats, start)
+                    runner.launch(k, bs, ints, floats, start)
                     end.record()
                     starts.append(start)
                     ends.append(end)
                 with be.phase("sample"):
-                    current = self._sample(k, rows, bs)
+                    current = runner.sample(k, rows, bs)
                 waited = prev if cfg.overlap else current
                 with be.phase("wait_prev"):
                     if waited is not None:
-                        waited.done.synchronize()
+                        runner.wait(waited)
                 if waited is not None:
                     with be.phase("post"):
-                        emitted = self._post(waited)
+                        emitted = output.post(waited)
                     with be.phase("detokenize"):
-                        self._detokenize(emitted)
+                        output.detokenize(emitted)
                 prev = current if cfg.overlap else None
         if prev is not None:
-            prev.done.synchronize()
-            self._detokenize(self._post(prev))
+            runner.wait(prev)
+            output.detokenize(output.post(prev))
         be.synchronize()
         seconds = time.perf_counter() - t_warm
         timed = max(cfg.steps - cfg.warmup_steps, 1)

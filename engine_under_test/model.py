@@ -5,14 +5,31 @@ with random weights drawn from a seeded generator. Slot ``i`` of the cache belon
 whichever request the scheduler put in batch row ``i``, so a decode step of padded batch
 ``bs`` reads the cache rows ``[:bs]`` as a view and every tensor shape is static, as a CUDA
 graph needs.
+
+Tensor parallel (Megatron-style): with ``tp_size > 1`` rank ``tp_rank`` keeps
+``n_heads/tp`` query heads, ``n_kv_heads/tp`` KV heads and ``ffn/tp`` of the MLP. QKV and
+gate/up are column-parallel (no communication), the attention output and down projections
+are row-parallel, each followed by an all-reduce of its partial sums; embedding and LM head are
+replicated. Every rank draws the FULL weights from the same seed, in the same order as a
+single process, and keeps its slice, so any ``tp`` computes the same function as ``tp=1``.
+
+``exact`` (default: on a CPU device) computes the projections and the LM head in float64 and
+rounds once to the model dtype, after the all-reduce: the sum over shards then rounds like the
+unsplit product (whatever the split or the thread count), so on a CPU ``tp=2`` emits exactly
+the tokens of ``tp=1``. On a GPU (bf16) the shards' sums round differently: close, not equal.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from .config import ModelConfig
+
+AllReduce = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -25,8 +42,20 @@ def _rotate(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(pairs * rot).flatten(-2).to(x.dtype)
 
 
+def shard_config(cfg: ModelConfig, tp_size: int) -> ModelConfig:
+    """The per-rank shapes: ``n_heads``, ``n_kv_heads`` and ``ffn`` divided by ``tp_size``."""
+    for name in ("n_heads", "n_kv_heads", "ffn"):
+        if getattr(cfg, name) % tp_size:
+            raise ValueError(f"tensor parallel {tp_size} does not divide {name}={getattr(cfg, name)}")
+    return dataclasses.replace(cfg, n_heads=cfg.n_heads // tp_size,
+                               n_kv_heads=cfg.n_kv_heads // tp_size, ffn=cfg.ffn // tp_size)
+
+
 class KVCache:
-    """Keys and values per layer and slot: ``[layers, 2, slots, kv_heads, max_seq, head_dim]``."""
+    """Keys and values per layer and slot: ``[layers, 2, slots, kv_heads, max_seq, head_dim]``.
+
+    Pass the rank's ``shard_config`` under tensor parallel: it holds only that rank's KV heads.
+    """
 
     def __init__(self, cfg: ModelConfig, slots: int, device: torch.device, dtype: torch.dtype):
         shape = (cfg.n_layers, 2, slots, cfg.n_kv_heads, cfg.max_seq, cfg.head_dim)
@@ -36,37 +65,79 @@ class KVCache:
 class Llama:
     """Weights and the decode step. Not an ``nn.Module``: there is nothing to train."""
 
-    def __init__(self, cfg: ModelConfig, device: torch.device, dtype: torch.dtype, seed: int):
-        self.cfg = cfg
+    def __init__(self, cfg: ModelConfig, device: torch.device, dtype: torch.dtype, seed: int,
+                 tp_rank: int = 0, tp_size: int = 1, all_reduce: AllReduce | None = None,
+                 exact: bool | None = None):
+        if tp_size > 1 and all_reduce is None:
+            raise ValueError("tensor parallel needs an all_reduce")
+        self.cfg, self.local = cfg, shard_config(cfg, tp_size)
+        self.tp_rank, self.tp_size, self._all_reduce = tp_rank, tp_size, all_reduce
+        self.exact = device.type == "cpu" if exact is None else exact
         gen = torch.Generator(device=device).manual_seed(seed)
 
         def w(*shape: int) -> torch.Tensor:
             return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
                     * cfg.init_std).to(dtype)
 
+        def cols(full: torch.Tensor, *widths: int) -> torch.Tensor:
+            """This rank's share of each consecutive column block of ``full``."""
+            if tp_size == 1:
+                return full
+            parts, start = [], 0
+            for width in widths:
+                part = width // tp_size
+                parts.append(full[:, start + tp_rank * part: start + (tp_rank + 1) * part])
+                start += width
+            return torch.cat(parts, dim=1)
+
+        def rows(full: torch.Tensor) -> torch.Tensor:
+            part = full.shape[0] // tp_size
+            return full if tp_size == 1 else full[tp_rank * part:(tp_rank + 1) * part].clone()
+
         q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         self.embed = w(cfg.vocab, cfg.d_model)
-        self.layers = [
-            dict(attn_norm=torch.ones(cfg.d_model, device=device, dtype=dtype),
-                 wqkv=w(cfg.d_model, q + 2 * kv), wo=w(q, cfg.d_model),
-                 mlp_norm=torch.ones(cfg.d_model, device=device, dtype=dtype),
-                 w_gate_up=w(cfg.d_model, 2 * cfg.ffn), w_down=w(cfg.ffn, cfg.d_model))
-            for _ in range(cfg.n_layers)
-        ]
+        self.layers = []
+        for _ in range(cfg.n_layers):  # the draws in the order of a single process
+            wqkv, wo = w(cfg.d_model, q + 2 * kv), w(q, cfg.d_model)
+            w_gate_up, w_down = w(cfg.d_model, 2 * cfg.ffn), w(cfg.ffn, cfg.d_model)
+            self.layers.append(dict(
+                attn_norm=torch.ones(cfg.d_model, device=device, dtype=dtype),
+                wqkv=cols(wqkv, q, kv, kv), wo=rows(wo),
+                mlp_norm=torch.ones(cfg.d_model, device=device, dtype=dtype),
+                w_gate_up=cols(w_gate_up, cfg.ffn, cfg.ffn), w_down=rows(w_down)))
+            del wqkv, wo, w_gate_up, w_down
         self.norm = torch.ones(cfg.d_model, device=device, dtype=dtype)
         self.lm_head = w(cfg.d_model, cfg.vocab)
+        if self.exact:  # the same values, held in float64 once instead of cast every step
+            for layer in self.layers:
+                for name in ("wqkv", "wo", "w_gate_up", "w_down"):
+                    layer[name] = layer[name].double()
+            self.lm_head = self.lm_head.double()
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device=device).float()
                                         / cfg.head_dim))
         angles = torch.outer(torch.arange(cfg.max_seq, device=device).float(), inv)
         self.rot = torch.polar(torch.ones_like(angles), angles)  # [T, D/2] complex
         self.t_range = torch.arange(cfg.max_seq, device=device)
 
+    def _column(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """A column-parallel projection: this rank's output columns, no communication."""
+        if self.exact:
+            return (x.double() @ weight).to(x.dtype)
+        return x @ weight
+
+    def _row(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """A row-parallel projection: partial sums over this rank's rows, all-reduced."""
+        out = x.double() @ weight if self.exact else x @ weight
+        if self.tp_size > 1:
+            out = self._all_reduce(out)  # type: ignore[misc]
+        return out.to(x.dtype)
+
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """One decode step: ``tokens/positions [B]`` -> logits ``[B, vocab]`` (float32).
 
         Writes this step's keys and values into slots ``[:B]`` at ``positions``.
         """
-        cfg = self.cfg
+        cfg = self.local  # this rank's heads and FFN width (all of them without TP)
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
         rot = self.rot[positions][:, None]
@@ -80,7 +151,7 @@ class Llama:
         h = self.embed[tokens]
         for i, layer in enumerate(self.layers):
             x = _rms_norm(h, layer["attn_norm"], cfg.norm_eps)
-            qkv = x @ layer["wqkv"]
+            qkv = self._column(x, layer["wqkv"])
             qk = _rotate(qkv[:, : q_dim + kv_dim].unflatten(-1, (-1, cfg.head_dim)), rot)
             q, k = qk[:, : cfg.n_heads], qk[:, cfg.n_heads:]
             v = qkv[:, q_dim + kv_dim:].unflatten(-1, (-1, cfg.head_dim))
@@ -90,8 +161,8 @@ class Llama:
             scores = torch.baddbmm(bias, qg, keys.flatten(0, 1).transpose(1, 2),
                                    alpha=cfg.head_dim ** -0.5)
             attn = torch.bmm(scores.softmax(-1), values.flatten(0, 1)).reshape(b, q_dim)
-            h = h + attn @ layer["wo"]
+            h = h + self._row(attn, layer["wo"])
             x = _rms_norm(h, layer["mlp_norm"], cfg.norm_eps)
-            gate, up = (x @ layer["w_gate_up"]).chunk(2, dim=-1)
-            h = h + (F.silu(gate) * up) @ layer["w_down"]
-        return (_rms_norm(h, self.norm, cfg.norm_eps) @ self.lm_head).float()
+            gate, up = self._column(x, layer["w_gate_up"]).chunk(2, dim=-1)
+            h = h + self._row(F.silu(gate) * up, layer["w_down"])
+        return self._column(_rms_norm(h, self.norm, cfg.norm_eps), self.lm_head).float()

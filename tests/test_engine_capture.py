@@ -1,0 +1,130 @@
+"""The capture driver (sample_traces/capture.py) on a CPU, with a stand-in for nsys.
+
+The stand-in runs the profiled command and writes a small file where nsys would export its
+SQLite, so every kind of spec (plain, pair, kineto, sleep), the budget, the per-capture
+timeout, the log files and the packing are exercised without a GPU.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+if not (shutil.which("xz") and shutil.which("timeout")):
+    pytest.skip("needs xz and timeout", allow_module_level=True)
+
+REPO = Path(__file__).resolve().parents[1]
+DRIVER = REPO / "sample_traces" / "capture.py"
+
+FAKE_NSYS = """#!/bin/bash
+out=$1; shift; [ "$1" = "--" ] && shift
+echo "fake nsys: NSYS_FLAGS=[$NSYS_FLAGS]"
+"$@" || exit $?
+printf 'SQLite format 3 (stand-in)' > "$out.sqlite"
+"""
+
+
+def _drive(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    fake = tmp_path / "fake-nsys-capture.sh"
+    fake.write_text(FAKE_NSYS)
+    fake.chmod(0o755)
+    env = dict(os.environ, NSYS_CAPTURE=str(fake), CAPTURE_PYTHON=sys.executable)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, str(DRIVER), *args, "--no-environment"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_driver_runs_every_kind_and_survives_failures(tmp_path):
+    out = tmp_path / "out"
+    proc = _drive(tmp_path, str(out),
+                  "bad:healthy:0",  # the engine rejects --steps 0: logged, the rest runs
+                  "a_case1:case1:6:aten:--batch 2 --tiny",
+                  "sleep:0.2",
+                  "pair:twoproc:4:--mode healthy --batch 2:--mode case1 --batch 2",
+                  "kineto:k_outcopy:case1:4:--output-copy --batch 2",
+                  "--pack", str(tmp_path / "packed"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # one capture failed
+    files = {p.name for p in out.iterdir()}
+    assert {"a_case1.sqlite.xz", "a_case1.json", "twoproc.sqlite.xz", "twoproc.gpu0.json",
+            "twoproc.gpu1.json", "k_outcopy.pt.trace.json.gz", "k_outcopy.json",
+            "commands.txt", "capture.log"} <= files
+    assert "bad.sqlite.xz" not in files
+    commands = (out / "commands.txt").read_text()
+    for name in ("a_case1", "twoproc", "k_outcopy"):
+        assert f"-- {name}: ok rc=0 wall=" in commands
+    assert "-- bad: FAILED rc=2" in commands and "must be >= 1" in commands
+    assert "failed or skipped: bad" in commands
+    assert "[nsys --pytorch=autograd-nvtx]" in commands
+    assert "mode=case1 steps=6" in commands  # the engine's result line
+    log = (out / "capture.log").read_text()
+    assert "NSYS_FLAGS=[--pytorch=autograd-nvtx]" in log and "total" in log
+    assert subprocess.run(["xz", "-dc", str(out / "a_case1.sqlite.xz")], capture_output=True
+                          ).stdout.startswith(b"SQLite format 3")
+    pair = [json.loads((out / f"twoproc.gpu{g}.json").read_text()) for g in (0, 1)]
+    assert [m["mode"] for m in pair] == ["healthy", "case1"]
+    with gzip.open(out / "k_outcopy.pt.trace.json.gz", "rt") as f:
+        assert any(e.get("name") == "step 3" for e in json.load(f)["traceEvents"])
+    assert json.loads((out / "k_outcopy.json").read_text())["output_copy"] is True
+    assert f"{out}:" in proc.stdout  # the listing at the end
+    tars = sorted((tmp_path / "packed").iterdir())
+    assert [t.name for t in tars] == ["out-part1.tar"]
+    with tarfile.open(tars[0]) as t:
+        assert {Path(n).name for n in t.getnames()} == files
+
+
+def test_driver_timeout_kills_and_budget_skips(tmp_path):
+    out = tmp_path / "out"
+    proc = _drive(tmp_path, str(out), "slow:healthy:1000000::--tiny --batch 2", "sleep:10",
+                  "late:healthy:5", "--timeout", "3", "--budget", "42.5", timeout=90)
+    assert proc.returncode == 1
+    commands = (out / "commands.txt").read_text()
+    assert "TIMED OUT after 3 s" in commands and "-- slow: FAILED rc=124" in commands
+    assert "-- late: SKIPPED (budget" in commands
+    assert "failed or skipped: slow, late" in commands
+    assert not (out / "late.json").exists()
+
+
+def test_driver_rejects_a_malformed_spec_before_running_anything(tmp_path):
+    for spec in ("x:healthy:5:--batch 2", "sleep:soon", "pair:p:5:--mode case1", "kineto:k:case1"):
+        proc = _drive(tmp_path, str(tmp_path / "o"), "first:healthy:5", spec, timeout=60)
+        assert proc.returncode != 0 and "malformed spec" in proc.stderr
+        assert not (tmp_path / "o" / "commands.txt").exists()
+
+
+@pytest.mark.parametrize("script, names", [
+    ("capture_server.sh", ["tp2_healthy_200", "tp2_case1_200", "tp2_case1_rank0_200",
+                           "outcopy_healthy_200", "outcopy_case1_200", "outcopy_case1_every8_200",
+                           "twoproc_200", "poll_healthy_100", "poll_case1_100",
+                           "poll_async_case1_100"]),
+    ("capture_runs.sh", [*(f"run{i}" for i in range(1, 6)), "case1_200", "case2_200", "both_200",
+                         "kineto_healthy", "kineto_case1", "kineto_case2", "kineto_outcopy_case1",
+                         "nsys_twin_healthy", "nsys_twin_case1", "nsys_twin_case2",
+                         "nsys_twin_outcopy_case1"]),
+])
+def test_capture_scripts_list_the_planned_captures(tmp_path, script, names):
+    proc = subprocess.run(["bash", str(REPO / "sample_traces" / script), str(tmp_path / "o")],
+                          cwd=REPO, env=dict(os.environ, CAPTURE_ARGS="--dry-run"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = [line.split(":")[0][3:] for line in proc.stdout.splitlines()
+           if line.startswith("== ") and not line.startswith(("== sleep", "== done"))]
+    assert got == names
+    commands = {line.split(":")[0][3:]: line for line in proc.stdout.splitlines()
+                if line.startswith("== ")}
+    if script == "capture_runs.sh":  # each torch.profiler capture has an nsys twin
+        for mode in ("healthy", "case1", "case2", "outcopy_case1"):
+            kineto = commands[f"kineto_{mode}"].split("--torch-profile")[0].split(": ", 1)[1]
+            assert kineto.strip() in commands[f"nsys_twin_{mode}"]
+        assert proc.stdout.count("== sleep 5 s") == 4
+    else:
+        assert "CUDA_VISIBLE_DEVICES=0" in commands["twoproc_200"]
+        assert "CUDA_VISIBLE_DEVICES=1" in commands["twoproc_200"]
