@@ -8,11 +8,12 @@ from the start, so it stays; new fields use fractions 0..1 and say ``_frac``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import registry
-from .schema import check_schema, extra_field, split_known, to_plain
+from .schema import Record, check_schema, extra_field, optional, to_plain
 
 GATE_SCHEMA = "nsysscope.gate/1"
 
@@ -21,7 +22,7 @@ PASS, FAIL, IMPROVED, NA = "pass", "fail", "improved", "n/a"
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Record):
     """One metric compared: a row of the side-by-side table."""
 
     name: str  # stable id: "stalls.gpu_to_cpu", "window_p50", ...
@@ -37,17 +38,11 @@ class Check:
     ci: tuple[float, float] | None = None  # 95 % bootstrap interval of ``change``
     detail: str = ""
     extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Check:
-        known, extra = split_known(cls, d)
-        ci = known.get("ci")
-        known["ci"] = tuple(ci) if ci else None
-        return cls(**known, extra=extra)
+    nested = {"ci": optional(tuple)}
 
 
 @dataclass(frozen=True)
-class SiteChange:
+class SiteChange(Record):
     """A stall site (class, phase, op, API chain) and how its count changed."""
 
     klass: str  # a LaunchClass value
@@ -69,14 +64,9 @@ class SiteChange:
         """What makes two findings' sites the same site."""
         return (self.klass, self.where, self.api_chain)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SiteChange:
-        known, extra = split_known(cls, d)
-        return cls(**known, extra=extra)
-
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Record):
     """A regression or an improvement, with where it is and what fixes it."""
 
     check: str
@@ -85,16 +75,11 @@ class Finding:
     sites: tuple[SiteChange, ...] = ()
     fix: str | None = None
     extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
-        known, extra = split_known(cls, d)
-        known["sites"] = tuple(SiteChange.from_dict(s) for s in known.get("sites", ()))
-        return cls(**known, extra=extra)
+    nested = {"sites": lambda sites: tuple(SiteChange.from_dict(x) for x in sites)}
 
 
 @dataclass(frozen=True)
-class Side:
+class Side(Record):
     """One side of the gate, as the result reports it."""
 
     label: str  # the path given to the gate, or the trace path in the summary
@@ -106,16 +91,11 @@ class Side:
     sampled: int  # per-launch values in the distributions
     verdict: str
     extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Side:
-        known, extra = split_known(cls, d)
-        known["gpus"] = tuple(known["gpus"])
-        return cls(**known, extra=extra)
+    nested = {"gpus": tuple}
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GateResult(Record):
     """Did the candidate lose CPU/GPU overlap the baseline had? (``passed``), and why."""
 
     passed: bool
@@ -129,6 +109,11 @@ class GateResult:
     thresholds: dict[str, Any] = field(default_factory=dict)
     schema: str = GATE_SCHEMA
     extra: dict[str, Any] = extra_field()
+    nested = {"baseline": Side.from_dict, "candidate": Side.from_dict,
+              "checks": lambda checks: tuple(Check.from_dict(c) for c in checks),
+              "regressions": lambda fs: tuple(Finding.from_dict(f) for f in fs),
+              "improvements": lambda fs: tuple(Finding.from_dict(f) for f in fs),
+              "notes": tuple, "thresholds": dict}
 
     @property
     def exit_code(self) -> int:
@@ -147,18 +132,8 @@ class GateResult:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GateResult:
+    def from_dict(cls, d: Mapping[str, Any]) -> GateResult:
         """Read a gate result back (``gate --format json``); :class:`NewerSchema` when a newer
         nsysscope wrote it."""
         check_schema(d, GATE_SCHEMA, "gate result")
-        known, extra = split_known(cls, d)
-        extra.pop("exit_code", None)  # derived from ``passed``
-        return cls(
-            passed=known["passed"], verdict=known["verdict"],
-            baseline=Side.from_dict(known["baseline"]),
-            candidate=Side.from_dict(known["candidate"]),
-            checks=tuple(Check.from_dict(c) for c in known["checks"]),
-            regressions=tuple(Finding.from_dict(f) for f in known["regressions"]),
-            improvements=tuple(Finding.from_dict(f) for f in known["improvements"]),
-            notes=tuple(known["notes"]), thresholds=dict(known.get("thresholds", {})),
-            schema=known["schema"], extra=extra)
+        return super().from_dict({k: v for k, v in d.items() if k != "exit_code"})

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self
 
 from ..errors import NewerSchema
 
@@ -65,6 +65,27 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]
     return obj
+
+
+class Record:
+    """Base of the result dataclasses: ``from_dict`` reads the fields this version knows (the
+    ``nested`` readers turn the ones that hold records or tuples back into them) and keeps the
+    others in ``extra``."""
+
+    nested: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        known, extra = split_known(cls, d)
+        for name, read in cls.nested.items():
+            if name in known:
+                known[name] = read(known[name])
+        return cls(**known, extra=extra)  # type: ignore[call-arg]
+
+
+def optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A nested reader for a field that may be empty (None stays None)."""
+    return lambda v: read(v) if v else None
 
 
 def extra_field() -> Any:

@@ -20,13 +20,14 @@ that rule say less than they should and stay, because the JSON is a public contr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import registry
-from .schema import check_schema, extra_field, split_known, to_plain
+from .schema import Record, check_schema, extra_field, optional, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -34,7 +35,7 @@ SCHEMA = "nsysscope.summary/1"
 
 
 @dataclass(frozen=True)
-class Percentiles:
+class Percentiles(Record):
     """p10, p50 and p90 of a per-launch time, in microseconds (None: no value)."""
 
     p10: float | None
@@ -51,14 +52,9 @@ class Percentiles:
         p10, p50, p90 = (round(float(x), 2) for x in np.percentile(v, [10, 50, 90]))
         return cls(p10, p50, p90)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Percentiles:
-        known, extra = split_known(cls, d)
-        return cls(**known, extra=extra)
-
 
 @dataclass(frozen=True)
-class SourceLine:
+class SourceLine(Record):
     """The Python line that caused a stall site (from nsys Python sampling)."""
 
     file: str
@@ -69,14 +65,9 @@ class SourceLine:
     text: str | None = None
     extra: dict[str, Any] = extra_field()
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SourceLine:
-        known, extra = split_known(cls, d)
-        return cls(**known, extra=extra)
-
 
 @dataclass(frozen=True)
-class StallSite:
+class StallSite(Record):
     """Stalls with the same class, phase, op and API chain: one thing to fix."""
 
     klass: str  # a LaunchClass value
@@ -93,6 +84,7 @@ class StallSite:
     fix: str
     source: SourceLine | None = None
     extra: dict[str, Any] = extra_field()
+    nested = {"source": optional(SourceLine.from_dict)}
 
     @property
     def where(self) -> str:
@@ -106,16 +98,9 @@ class StallSite:
             parts.append(self.op)
         return ", ".join(parts) or self.nvtx_path or "(no NVTX range)"
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StallSite:
-        known, extra = split_known(cls, d)
-        src = known.get("source")
-        known["source"] = SourceLine.from_dict(src) if src else None
-        return cls(**known, extra=extra)
-
 
 @dataclass(frozen=True)
-class TraceInfo:
+class TraceInfo(Record):
     """Which trace a result is about: its path as given, and what captured it."""
 
     path: str
@@ -124,16 +109,11 @@ class TraceInfo:
     gpus: tuple[str, ...]
     graph_trace: str
     extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TraceInfo:
-        known, extra = split_known(cls, d)
-        known["gpus"] = tuple(known.get("gpus", ()))
-        return cls(**known, extra=extra)
+    nested = {"gpus": tuple}
 
 
 @dataclass(frozen=True)
-class Distributions:
+class Distributions(Record):
     """Per-launch steady-state values the gate compares (sampled when the trace is large)."""
 
     window_us: list[float | None]  # the effective overlap window of each launch
@@ -142,14 +122,9 @@ class Distributions:
     sampled_from: int  # steady launches the values were sampled from
     extra: dict[str, Any] = extra_field()
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Distributions:
-        known, extra = split_known(cls, d)
-        return cls(**known, extra=extra)
-
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(Record):
     """The steady-state summary of one trace (warm-up and the last launch excluded)."""
 
     trace: TraceInfo
@@ -172,6 +147,10 @@ class Summary:
     distributions: Distributions | None = None
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
+    nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
+              "gpu_gap_us": Percentiles.from_dict,
+              "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
+              "distributions": optional(Distributions.from_dict)}
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)
@@ -187,15 +166,8 @@ class Summary:
         return json.dumps(self.to_dict(with_distributions), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Summary:
+    def from_dict(cls, d: Mapping[str, Any]) -> Summary:
         """Read a summary back. ValueError or KeyError when ``d`` is not one,
         :class:`~nsysscope.errors.NewerSchema` when a newer nsysscope wrote it."""
         check_schema(d, SCHEMA, "summary")
-        known, extra = split_known(cls, d)
-        known["trace"] = TraceInfo.from_dict(known["trace"])
-        known["window_us"] = Percentiles.from_dict(known["window_us"])
-        known["gpu_gap_us"] = Percentiles.from_dict(known["gpu_gap_us"])
-        known["sites"] = [StallSite.from_dict(s) for s in known["sites"]]
-        dist = known.get("distributions")
-        known["distributions"] = Distributions.from_dict(dist) if dist else None
-        return cls(**known, extra=extra)
+        return super().from_dict(d)

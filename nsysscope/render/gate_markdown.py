@@ -7,7 +7,7 @@ from ..model import FAIL, IMPROVED, NA, Finding, GateResult
 from ..util.units import us
 from .base import cell as _cell
 from .gate_text import cells as text_cells
-from .gate_text import ci, side_line
+from .gate_text import ci, same_as, side_line
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
         NA: "\u2796 n/a"}
@@ -21,8 +21,7 @@ def _findings(title: str, findings: tuple[Finding, ...]) -> list[str]:
         f = item.finding
         out.append(f"- **{_cell(f.message)}**")
         if item.only_repeats:
-            out.append(f"  - same site{'s' if len(f.sites) > 1 else ''}"
-                       f"{' and fix' if f.fix else ''} as above")
+            out.append(f"  - {same_as(item)} as above")
             continue
         for s in f.sites:
             line = f"  - `{s.klass}` at {_cell(s.where)}: {s.baseline_count} \u2192 " \

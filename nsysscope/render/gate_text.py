@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..gate import arrange
+from ..gate import ListedFinding, arrange
 from ..model import FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.units import us
 
@@ -73,6 +73,12 @@ def site_lines(f: Finding, indent: str = "     ") -> list[str]:
     return out
 
 
+def same_as(item: ListedFinding) -> str:
+    """What a finding whose every site an earlier one showed says instead of the sites."""
+    f = item.finding
+    return f"same site{'s' if len(f.sites) > 1 else ''}{' and fix' if f.fix else ''}"
+
+
 def findings_lines(findings: tuple[Finding, ...]) -> list[str]:
     """Numbered findings; sites and fixes already shown under an earlier one are referred to."""
     out: list[str] = []
@@ -80,8 +86,7 @@ def findings_lines(findings: tuple[Finding, ...]) -> list[str]:
         f = item.finding
         out.append(f"  {item.number}. {f.message}")
         if item.only_repeats:
-            out.append(f"     same site{'s' if len(f.sites) > 1 else ''}"
-                       f"{' and fix' if f.fix else ''} as {item.repeats[0]}.")
+            out.append(f"     {same_as(item)} as {item.repeats[0]}.")
             continue
         out += site_lines(f)
         if f.fix:

@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ...model import LaunchClass
 from ...util.version import __version__
 from ..palette import class_color
 
@@ -96,7 +97,7 @@ def figure(make: Callable[[], Any], alt: str, caption: str = "") -> str:
 
 
 def chip(klass: str) -> str:
-    light = " light" if klass in ("cpu_to_gpu",) else ""
+    light = " light" if klass == LaunchClass.CPU_TO_GPU else ""
     return (f'<span class="chip{light}" style="background:{class_color(klass)}">'
             f"{escape(klass)}</span>")
 
