@@ -55,7 +55,7 @@ def read_floor(db: str) -> dict:
             if not chunk:
                 break
             n = len(chunk)
-            for c, col in zip(cols, zip(*chunk)):
+            for c, col in zip(cols, zip(*chunk, strict=True), strict=True):
                 arr = np.array(col, dtype=object) if c in TEXT else np.fromiter(col, np.int64, n)
                 values += arr.size
             rows += n

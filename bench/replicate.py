@@ -123,7 +123,8 @@ def _plan(conn: sqlite3.Connection) -> dict:
                 if hi is not None:
                     maxima[space] = max(maxima.get(space, 0), int(hi))
     if "ANALYSIS_DETAILS" in tables:
-        lo, hi = conn.execute("SELECT MIN(startTime), MAX(stopTime) FROM s.ANALYSIS_DETAILS").fetchone()
+        lo, hi = conn.execute(
+            "SELECT MIN(startTime), MAX(stopTime) FROM s.ANALYSIS_DETAILS").fetchone()
         if lo is not None:
             t_min, t_max = min(t_min, lo), max(t_max, hi)
     if t_min is math.inf:
@@ -179,7 +180,8 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute("PRAGMA temp_store=MEMORY")
         conn.execute("PRAGMA cache_size=-262144")
-        conn.execute(f"ATTACH DATABASE 'file:{plain.resolve().as_posix()}?mode=ro&immutable=1' AS s")
+        uri = f"file:{plain.resolve().as_posix()}?mode=ro&immutable=1"
+        conn.execute(f"ATTACH DATABASE '{uri}' AS s")
         per_copy = graph_launches(conn, "s")
         if k is None:
             if not launches or not per_copy:
@@ -189,7 +191,7 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
         conn.execute("CREATE TEMP TABLE reps (k INTEGER PRIMARY KEY)")
         conn.executemany("INSERT INTO reps VALUES (?)", [(i,) for i in range(k)])
         conn.execute("BEGIN")
-        for name, sql in conn.execute(
+        for _name, sql in conn.execute(
                 "SELECT name, sql FROM s.sqlite_master WHERE type='table' AND sql IS NOT NULL "
                 "ORDER BY rowid").fetchall():
             conn.execute(sql)
@@ -211,7 +213,7 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
             stretch = (k - 1) * plan["dt"]
             conn.execute(f"UPDATE main.ANALYSIS_DETAILS SET stopTime = stopTime + {stretch}, "
                          f"duration = duration + {stretch}")
-        for name, sql in conn.execute(
+        for _name, sql in conn.execute(
                 "SELECT name, sql FROM s.sqlite_master WHERE type='index' AND sql IS NOT NULL"
         ).fetchall():
             conn.execute(sql)

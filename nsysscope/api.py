@@ -1,19 +1,29 @@
 """The notebook-friendly front door: ``t = nsysscope.open("trace.sqlite")``.
 
 It calls exactly what the CLI calls (load, analyze, render); it only keeps the results around
-and shows them as DataFrames and rich HTML.
+and shows them as DataFrames and rich HTML. Importing it imports :mod:`nsysscope.render`,
+which registers the renderers that ``_repr_html_`` finds.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from . import render  # noqa: F401 - registers the renderers
 from .analysis import Analysis, AnalysisConfig, analyze
-from .model import Summary
-from .trace import load
+from .gate import compare
+from .model import GateResult, StallSite, Summary, registry
+from .trace import Trace, load
+
+if TYPE_CHECKING:
+    from .render.plots import TracePlots
+
+__all__ = ["Analysis", "AnalysisConfig", "GateResult", "OpenTrace", "StallSite", "Summary",
+           "Trace", "analyze", "compare", "load", "open"]
 
 
 class OpenTrace:
@@ -43,19 +53,19 @@ class OpenTrace:
         return self.analysis.summary
 
     @cached_property
-    def plot(self):
+    def plot(self) -> TracePlots:
         """Plots of this trace: ``t.plot.timeline(...)``, ``t.plot.distributions()``."""
-        from .plot import TracePlots
+        from .render.plots import TracePlots  # matplotlib only when a plot is asked for
         return TracePlots(self.analysis)
 
     def __repr__(self) -> str:
         return f"<nsysscope trace {self.path.name}: {self.analysis.summary.verdict}>"
 
-    def _repr_html_(self) -> str:
-        from .render import html
-        return html.summary_fragment(self.analysis.summary)
+    def _repr_html_(self) -> str | None:
+        return registry.render_fragment("summary", self.analysis.summary)
 
 
-def open(path: str | Path, config: AnalysisConfig | None = None, nsys: str | None = None) -> OpenTrace:  # noqa: A001
+def open(path: str | Path, config: AnalysisConfig | None = None,  # noqa: A001
+         nsys: str | None = None) -> OpenTrace:
     """Load and analyse a trace (.sqlite, .sqlite.xz/.gz or .nsys-rep)."""
     return OpenTrace(path, config, nsys)

@@ -62,3 +62,10 @@ class ProfilerLostData(NsysscopeError):
     """The export says the profiler dropped events; an analysis would mislead."""
 
     exit_code = 7
+
+
+class NewerSchema(UnreadableInput):
+    """A result file (summary, gate result) written by a newer nsysscope: its schema's major
+    version is higher than this one reads."""
+
+    exit_code = 2

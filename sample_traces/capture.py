@@ -103,13 +103,15 @@ class Driver:
         ok = rc == 0 and not missing
         if not ok:
             self.failed.append(name)
-        self.note(f"-- {name}: {'ok' if ok else 'FAILED'} rc={rc} wall={wall:.1f} s"
-                  f"{'; ' + sizes if sizes else ''}{'; missing ' + ', '.join(missing) if missing else ''}")
+        extra = ("; " + sizes if sizes else "") + \
+            ("; missing " + ", ".join(missing) if missing else "")
+        self.note(f"-- {name}: {'ok' if ok else 'FAILED'} rc={rc} wall={wall:.1f} s{extra}")
 
     def skip_if_late(self, name: str) -> bool:
         if self.left() < MIN_LEFT_S:
             self.failed.append(name)
-            self.note(f"-- {name}: SKIPPED (budget: {self.left():.0f} s left of {self.budget:.0f} s)")
+            self.note(f"-- {name}: SKIPPED (budget: {self.left():.0f} s left "
+                      f"of {self.budget:.0f} s)")
             return True
         return False
 
@@ -148,7 +150,7 @@ class Driver:
         metrics = [self.out / f"{name}.gpu{g}.json" for g in (0, 1)]
         cmds = [f"CUDA_VISIBLE_DEVICES={g} " + shlex.join(
             [*ENGINE, "--steps", steps, *shlex.split(a), "--json", str(m)])
-            for g, (a, m) in enumerate(zip((args0, args1), metrics))]
+            for g, (a, m) in enumerate(zip((args0, args1), metrics, strict=True))]
         script = (f"{cmds[0]} & p0=$!; {cmds[1]} & p1=$!; "
                   "wait $p0; r0=$?; wait $p1; r1=$?; exit $(( r0 > r1 ? r0 : r1 ))")
         self.nsys(name, ["bash", "-c", script], metrics=metrics)
@@ -238,7 +240,8 @@ def pack(out: Path, dest: Path, limit: int = PACK_LIMIT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("outdir", type=Path)
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--timeout", type=float, default=180, help="seconds per capture (180)")
@@ -267,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             driver.failed.append(spec)
             driver.note(f"-- {spec}: FAILED in the driver: {e!r}")
     elapsed = time.monotonic() - driver.t0
-    driver.note(f"== done in {elapsed:.0f} s; "
-                f"{'failed or skipped: ' + ', '.join(driver.failed) if driver.failed else 'all ok'}")
+    result = "failed or skipped: " + ", ".join(driver.failed) if driver.failed else "all ok"
+    driver.note(f"== done in {elapsed:.0f} s; {result}")
     text = listing(out)
     print(text, flush=True)
     with open(out / "capture.log", "a") as f:

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -108,7 +108,7 @@ class SpyBackend(CpuBackend):
         return _Event()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _run(items: tuple):
     backend = SpyBackend()
     result = Engine(MODEL, EngineConfig(**{**BASE, **dict(items)}), backend).run()
@@ -220,8 +220,8 @@ def test_shards_are_slices_of_the_full_weights():
             assert torch.equal(s["wqkv"], want)
             f = MODEL.ffn // 2
             g = layer["w_gate_up"]
-            assert torch.equal(s["w_gate_up"], torch.cat([g[:, r * f:(r + 1) * f],
-                                                          g[:, MODEL.ffn + r * f:MODEL.ffn + (r + 1) * f]], 1))
+            up = g[:, MODEL.ffn + r * f:MODEL.ffn + (r + 1) * f]
+            assert torch.equal(s["w_gate_up"], torch.cat([g[:, r * f:(r + 1) * f], up], 1))
         assert torch.equal(torch.cat([a["wo"], b["wo"]]), layer["wo"])
         assert torch.equal(torch.cat([a["w_down"], b["w_down"]]), layer["w_down"])
     assert all(torch.equal(s.lm_head, full.lm_head) and torch.equal(s.embed, full.embed)

@@ -24,9 +24,11 @@ class AnalysisConfig:
     #: GPU work it waited on; this much slack is allowed when matching by timing alone
     timing_slack_us: float = 50.0
     #: polling: queries (``cudaEventQuery``...) on one thread at most this far apart, with no
-    #: other CUDA call between them, are one wait. Tight loops leave a few us between tries
-    #: and asyncio loops that yield between tries tens of us (see analysis/polling.py)
-    poll_gap_us: float = 200.0
+    #: other CUDA call between them, are one wait. On the H200 captures a tight
+    #: ``while not e.query()`` loop leaves 0.5-1.6 us between tries (p10-p99) and an asyncio
+    #: loop that yields between tries 3.4-12 us; 100 us is 8x the largest, and small enough
+    #: that a host doing real work between tries is not called waiting (analysis/polling.py)
+    poll_gap_us: float = 100.0
     #: polling: a loop needs this many tries to count as a wait (one query that finds the
     #: work done waited for nothing)
     poll_min_queries: int = 3

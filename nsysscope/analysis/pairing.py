@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.load import process_of
+from ..trace.load import RECORD_APIS, process_of
 from .config import AnalysisConfig
 
 KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall", "launch_bound", "healthy", "last",
@@ -149,15 +149,22 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
             "dst_kind": "cause_dst_kind", "bytes": "cause_bytes", "start_ns": "cause_start_ns",
             "tid": "cause_tid"}
     calls = api.sort_values(["tid", "start_ns"], kind="stable")
-    prev_corr = pd.Series(calls.groupby("tid")["corr_id"].shift(1).to_numpy(),
-                          index=pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]]))
+    key = pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]])
+    prev_corr = pd.Series(calls.groupby("tid")["corr_id"].shift(1).to_numpy(), index=key)
     prev_corr = prev_corr[~prev_corr.index.duplicated()]
+    is_record = pd.Series(calls["name"].isin(RECORD_APIS).to_numpy(), index=key)
+    is_record = is_record[~is_record.index.duplicated()]
     b = blocks.set_index("block")
     paired = df.index[df["block"] >= 0]
     blk = b.loc[df.loc[paired, "block"]]
     own_copy = blk["copy_kind"].to_numpy() >= 0
-    before = prev_corr.reindex(pd.MultiIndex.from_arrays(
-        [blk["anchor_tid"], blk["anchor_corr"]])).to_numpy()
+    tids = blk["anchor_tid"].to_numpy()
+    before = prev_corr.reindex(pd.MultiIndex.from_arrays([tids, blk["anchor_corr"]])).to_numpy()
+    # a wait on the event just recorded (no sync records to name it): the copy precedes the
+    # record, as for an exact event wait
+    at = pd.MultiIndex.from_arrays([tids, np.nan_to_num(before, nan=-1).astype(np.int64)])
+    step_back = is_record.reindex(at).fillna(False).to_numpy(dtype=bool)
+    before = np.where(step_back, prev_corr.reindex(at).to_numpy(), before)
     cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
     c = copies.drop_duplicates(["tid", "corr_id"]).set_index(["tid", "corr_id"])
     found = pd.DataFrame({"tid": blk["anchor_tid"].to_numpy(), "corr": cause_corr},

@@ -1,11 +1,58 @@
-"""Renderers: one module per output format, each a pure function of a
-:class:`~nsysscope.model.Summary` (or of a gate result) to text."""
+"""Renderers: every output format, each a pure function of a result to text (or bytes).
+
+Importing this package registers each renderer in :mod:`nsysscope.model.registry` under its
+kind and format, which is how ``report``, ``gate``, many-trace reports and notebooks
+(``_repr_html_``) find them:
+
+=========  =========================================  ==========================
+kind       draws                                      formats
+=========  =========================================  ==========================
+report     one trace's Summary (an Analysis for the   text, json, markdown, html
+           HTML page's timelines)
+gate       a GateResult (``baseline=``/``candidate=``  text, json, markdown,
+           context for the HTML figure)               junit, html
+batch      a BatchResult (many traces)                text, json, markdown
+notebook   Jupyter blocks                             summary, gate
+=========  =========================================  ==========================
+
+Figures are in :mod:`.plots`, the colours in :mod:`.palette`; times are formatted by
+:mod:`nsysscope.util.units`.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..model import registry
+from . import batch, gate_json, gate_junit, gate_markdown, gate_text, markdown, text
 from . import json_ as json
-from . import markdown, text
+from .base import register
+from .html import gate_fragment, gate_page, report_page, summary_fragment
 
-REPORT_FORMATS = ("text", "json", "markdown", "html")
+register("report", "text", ".txt", text.render)
+register("report", "json", ".json", json.render)
+register("report", "markdown", ".md", markdown.render)
+register("report", "html", ".html", report_page)
+register("gate", "text", ".txt", gate_text.render)
+register("gate", "json", ".json", gate_json.render)
+register("gate", "markdown", ".md", gate_markdown.render)
+register("gate", "junit", ".xml", gate_junit.render)
+register("gate", "html", ".html", gate_page)
+register("batch", "text", ".txt", batch.render_text)
+register("batch", "json", ".json", batch.render_json)
+register("batch", "markdown", ".md", batch.render_markdown)
+register("notebook", "summary", ".html", summary_fragment)
+register("notebook", "gate", ".html", gate_fragment)
 
-__all__ = ["json", "markdown", "text", "REPORT_FORMATS"]
+REPORT_FORMATS = registry.names("report")
+GATE_FORMATS = registry.names("gate")
+BATCH_FORMATS = registry.names("batch")
+
+
+def render(kind: str, fmt: str, result: Any, **context: Any) -> str | bytes:
+    """``result`` drawn by the ``kind`` renderer for format ``fmt`` (see the table above)."""
+    return registry.render(kind, fmt, result, **context)
+
+
+__all__ = ["BATCH_FORMATS", "GATE_FORMATS", "REPORT_FORMATS", "json", "markdown", "render",
+           "text"]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..gate import GateResult
+from ..model import GateResult
 
 
 def render(r: GateResult) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..gate import FAIL, IMPROVED, NA, GateResult
+from ..model import FAIL, IMPROVED, NA, GateResult
 from .gate_text import cells, side_line, site_lines
 
 SUITE = "nsysscope.gate"

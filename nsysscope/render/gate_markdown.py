@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-from ..gate import FAIL, IMPROVED, NA, Finding, GateResult
-from .gate_text import ci, side_line, site_key
+from ..gate import arrange
+from ..model import FAIL, IMPROVED, NA, Finding, GateResult
+from ..util.units import us
+from .base import cell as _cell
 from .gate_text import cells as text_cells
-from .units import us
+from .gate_text import ci, same_as, side_line
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
         NA: "\u2796 n/a"}
-
-
-def _cell(v: object) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
 
 
 def _findings(title: str, findings: tuple[Finding, ...]) -> list[str]:
     if not findings:
         return []
     out = ["", f"### {title}", ""]
-    shown: set[tuple] = set()
-    for f in findings:
+    for item in arrange(findings):
+        f = item.finding
         out.append(f"- **{_cell(f.message)}**")
-        keys = [site_key(s) for s in f.sites]
-        if keys and all(k in shown for k in keys):
-            out.append(f"  - same site{'s' if len(keys) > 1 else ''}"
-                       f"{' and fix' if f.fix else ''} as above")
+        if item.only_repeats:
+            out.append(f"  - {same_as(item)} as above")
             continue
-        shown.update(keys)
         for s in f.sites:
             line = f"  - `{s.klass}` at {_cell(s.where)}: {s.baseline_count} \u2192 " \
                    f"{s.candidate_count} launches, {us(s.lost_us)} GPU idle"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import textwrap
 
-from ..gate import FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
-from .units import us
+from ..gate import ListedFinding, arrange
+from ..model import FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
+from ..util.units import us
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
 RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a"}
@@ -57,10 +58,6 @@ def side_line(s: Side) -> str:
             f"{s.launches} launches)")
 
 
-def site_key(s) -> tuple:
-    return (s.klass, s.where, s.api_chain)
-
-
 def site_lines(f: Finding, indent: str = "     ") -> list[str]:
     out = []
     for s in f.sites:
@@ -76,20 +73,22 @@ def site_lines(f: Finding, indent: str = "     ") -> list[str]:
     return out
 
 
+def same_as(item: ListedFinding) -> str:
+    """What a finding whose every site an earlier one showed says instead of the sites."""
+    f = item.finding
+    return f"same site{'s' if len(f.sites) > 1 else ''}{' and fix' if f.fix else ''}"
+
+
 def findings_lines(findings: tuple[Finding, ...]) -> list[str]:
     """Numbered findings; sites and fixes already shown under an earlier one are referred to."""
     out: list[str] = []
-    shown: dict[tuple, int] = {}
-    for i, f in enumerate(findings, 1):
-        out.append(f"  {i}. {f.message}")
-        keys = [site_key(s) for s in f.sites]
-        if keys and all(k in shown for k in keys):
-            out.append(f"     same site{'s' if len(keys) > 1 else ''}{' and fix' if f.fix else ''} "
-                       f"as {shown[keys[0]]}.")
+    for item in arrange(findings):
+        f = item.finding
+        out.append(f"  {item.number}. {f.message}")
+        if item.only_repeats:
+            out.append(f"     {same_as(item)} as {item.repeats[0]}.")
             continue
         out += site_lines(f)
-        for k in keys:
-            shown.setdefault(k, i)
         if f.fix:
             out += textwrap.wrap(f.fix, width=96, initial_indent="     fix: ",
                                  subsequent_indent="          ")
@@ -103,7 +102,8 @@ def render(r: GateResult) -> str:
     rows = [COLUMNS] + [cells(c) for c in r.checks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     for i, row in enumerate(rows):
-        out.append("  " + "  ".join(f"{v:<{w}}" for v, w in zip(row, widths)).rstrip())
+        out.append("  " + "  ".join(f"{v:<{w}}" for v, w in zip(row, widths, strict=True)
+                                    ).rstrip())
         if i == 0:
             out.append("  " + "  ".join("-" * w for w in widths))
     for title, findings in (("Regressions", r.regressions), ("Improvements", r.improvements)):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
-from ..model import Summary
-from .units import pct, triple, us
+from ..model import LaunchClass, Summary
+from ..util.units import pct, triple, us
+from .base import as_summary
 
 
 def header(s: Summary) -> str:
@@ -20,11 +22,12 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
     if s.steps_per_s is not None:
         rate += f"  (NVTX steps/s {s.steps_per_s:.1f})"
     return [
-        ("graph launches", f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches})"),
-        ("stalls gpu_to_cpu (case 1)", str(s.stalls.get("gpu_to_cpu", 0))),
-        ("stalls cpu_to_gpu (case 2)", str(s.stalls.get("cpu_to_gpu", 0))),
-        ("stalls other", str(s.stalls.get("other_stall", 0))),
-        ("launch-bound gaps", str(s.classes.get("launch_bound", 0))),
+        ("graph launches",
+         f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches})"),
+        ("stalls gpu_to_cpu (case 1)", str(s.stalls.get(LaunchClass.GPU_TO_CPU, 0))),
+        ("stalls cpu_to_gpu (case 2)", str(s.stalls.get(LaunchClass.CPU_TO_GPU, 0))),
+        ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
+        ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
         ("host never waited", str(s.no_wait)),
         ("overlap window p10/p50/p90", triple(s.window_us)),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
@@ -33,7 +36,8 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
     ]
 
 
-def render(s: Summary) -> str:
+def render(result: Any) -> str:
+    s = as_summary(result)
     out = [f"nsysscope report: {header(s)}", "", s.verdict, "",
            "Steady state (warm-up excluded)"]
     rows = metrics_rows(s)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NotAnNsysExport
-from ..progress import progress
+from ..util.progress import progress
 from .schema import Schema, api_base_name, connect_readonly
 from .sources import resolve
 

@@ -13,7 +13,8 @@ untouched:
   ``NAME=VALUE\\0`` block), then any other copy of a value of 8 bytes or more; UUIDs (GPU,
   session) become ``00000000-0000-0000-0000-000000000000``;
 * LZ4 blocks (each preceded by its compressed and decompressed sizes as varints, which the
-  decode must match exactly): the literal bytes that decode to protobuf string payloads of the machine's process list
+  decode must match exactly): the literal bytes that decode to protobuf string payloads of
+  the machine's process list
   (command lines, paths, process names) and to environment values. Bytes that LZ4 copies
   from earlier output follow their source.
 
@@ -167,7 +168,7 @@ def redact(raw: bytes) -> bytes:
         _, out, spans = lz4_decode(raw, s, e)
         ranges = list(proto_strings(bytes(out)))
         text = bytes(out)
-        for name, value in pairs.items():
+        for name in pairs:
             for m in re.finditer(re.escape(name + b"=") + rb"[\x20-\x7e]*", text):
                 ranges.append((m.start() + len(name) + 1, m.end()))
         hit = bytearray(len(out))
@@ -187,18 +188,22 @@ def check(raw: bytes, red: bytes) -> list[bytes]:
     for s, e in find_blocks(raw):
         _, a, sa = lz4_decode(raw, s, e)
         _, b, sb = lz4_decode(red, s, e)
-        assert [x[:2] for x in sa] == [x[:2] for x in sb] and len(a) == len(b), "LZ4 structure changed"
+        assert [x[:2] for x in sa] == [x[:2] for x in sb] and len(a) == len(b), \
+            "LZ4 structure changed"
         left += [m for m in MARKERS if m in bytes(b)]
     return left
 
 
 if __name__ == "__main__":
     src, dst = sys.argv[1], sys.argv[2]
-    raw = open(src, "rb").read()
+    with open(src, "rb") as f:
+        raw = f.read()
     red = redact(raw)
     left = check(raw, red)
     if left:
         sys.exit(f"still readable: {left}")
-    open(dst, "wb").write(red)
-    print(f"{dst}: {sum(a != b for a, b in zip(raw, red))} of {len(raw)} bytes redacted, "
-          f"LZ4 blocks {find_blocks(raw)}", file=sys.stderr)
+    with open(dst, "wb") as f:
+        f.write(red)
+    changed = sum(a != b for a, b in zip(raw, red, strict=True))
+    print(f"{dst}: {changed} of {len(raw)} bytes redacted, LZ4 blocks {find_blocks(raw)}",
+          file=sys.stderr)

@@ -1,0 +1,60 @@
+"""All traces of a batch together: summed counts, exact percentiles, the trace that stalls most."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..model import Aggregate, LaunchClass, TraceResult
+from ..util.units import ms
+
+
+def _p50(arrays: list[np.ndarray]) -> float | None:
+    v = np.concatenate(arrays) if arrays else np.empty(0)
+    v = v[~np.isnan(v)]
+    return round(float(np.percentile(v, 50)), 2) if len(v) else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return round(float(np.mean(v)), 4) if v else None
+
+
+def aggregate(results: list[TraceResult]) -> Aggregate:
+    ok = [r for r in results if r.summary is not None]
+    summaries = [r.summary for r in ok if r.summary is not None]
+    stalls: dict[str, int] = {}
+    for s in summaries:
+        for k, v in s.stalls.items():
+            stalls[k] = stalls.get(k, 0) + v
+    steady = sum(s.steady_launches for s in summaries)
+    worst = max(ok, key=lambda r: (r.stall_share, r.lost_us), default=None)
+    if worst is not None and worst.stalled == 0 and worst.lost_us == 0:
+        worst = None
+    agg = Aggregate(
+        traces=len(results), analysed=len(ok), failed=len(results) - len(ok),
+        launches=sum(s.launches for s in summaries), steady_launches=steady,
+        stalls=stalls, stall_share=round(sum(stalls.values()) / steady, 4) if steady else 0.0,
+        lost_us=round(sum(r.lost_us for r in ok), 1),
+        window_p50_us=_p50([r.window_values_us for r in ok]),
+        gpu_idle_p50_us=_p50([r.gpu_idle_values_us for r in ok]),
+        gpu_busy_mean=_mean([s.gpu_busy for s in summaries]),
+        launches_per_s_mean=_mean([s.launches_per_s for s in summaries]), worst=worst)
+    agg.worst_line = worst_line(agg)
+    return agg
+
+
+def worst_line(agg: Aggregate) -> str:
+    """One sentence on the trace that stalls most (or that none does)."""
+    w = agg.worst
+    if w is None or w.summary is None:
+        return "No trace stalls in steady state." if agg.analysed else \
+            "No trace could be analysed."
+    who = f"rank {w.rank} ({Path(w.path).name})" if w.rank is not None else Path(w.path).name
+    s = w.summary
+    kind = max(s.stalls, key=lambda k: s.stalls[k]) if w.stalled else LaunchClass.LAUNCH_BOUND
+    top = next((x for x in s.sites if x.klass == kind), None)
+    where = f" at {top.where}" if top else ""
+    return (f"{who} stalls most: {w.stalled}/{s.steady_launches} steady launches "
+            f"({w.stall_share:.1%}, {kind}{where}), {ms(w.lost_us)} GPU idle after stalls.")

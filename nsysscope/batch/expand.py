@@ -1,0 +1,77 @@
+"""Which trace files a command line names: files as given, folders' trace files, globs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import UnreadableInput
+
+#: what a trace file's name ends with
+TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep")
+_CACHE_SUFFIX = ".nsysscope-cache.sqlite"
+_RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
+_GLOB = re.compile(r"[*?\[]")
+
+
+# -- which files ---------------------------------------------------------------------------------
+
+def is_trace_name(name: str) -> bool:
+    n = name.lower()
+    return n.endswith(TRACE_SUFFIXES) and not n.endswith(_CACHE_SUFFIX)
+
+
+def names_many(spec: str) -> bool:
+    """Whether one command-line argument stands for several traces: a folder or a glob."""
+    p = Path(spec)
+    return p.is_dir() or (bool(_GLOB.search(spec)) and not p.exists())
+
+
+def expand(specs: Iterable[str | Path]) -> list[Path]:
+    """Trace files named by ``specs``: files as given, folders' trace files (not recursive,
+    sorted), and glob patterns (``**`` recurses). Duplicates are dropped; a folder or glob
+    with no trace in it is an error."""
+    out: list[Path] = []
+    seen: set[str] = set()
+
+    def add(p: Path) -> None:
+        key = os.path.abspath(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+
+    for spec in map(str, specs):
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and is_trace_name(q.name))
+            if not found:
+                raise UnreadableInput(f"{spec}: no trace files in this folder "
+                                      f"({', '.join(TRACE_SUFFIXES)})")
+            for q in _natural(found):
+                add(q)
+        elif _GLOB.search(spec) and not p.exists():
+            found = [Path(q) for q in glob.glob(spec, recursive=True)]
+            found = [q for q in found if q.is_file() and is_trace_name(q.name)]
+            if not found:
+                raise UnreadableInput(f"{spec}: no trace file matches")
+            for q in _natural(found):
+                add(q)
+        else:
+            add(p)  # a missing or unreadable file gets its error row from the worker
+    return out
+
+
+def _natural(paths: Iterable[Path]) -> list[Path]:
+    """rank2 before rank10."""
+    def key(p: Path) -> list[int | str]:
+        return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", str(p))]
+    return sorted(paths, key=key)
+
+
+def rank_of(path: str | Path) -> int | None:
+    """The rank a trace's file name names (``rank3``, ``gpu_3``, ``proc-3``...), if any."""
+    matches = list(_RANK.finditer(Path(path).name))
+    return int(matches[-1].group(1)) if matches else None

@@ -1,0 +1,149 @@
+"""Analyse many traces: in local worker processes, or on a Dask distributed cluster.
+
+Each worker runs exactly what ``nsysscope report TRACE`` runs (:func:`nsysscope.load` then
+:func:`nsysscope.analyze`) and sends back a :class:`~nsysscope.model.TraceResult`: the summary
+plus the steady-state per-launch overlap windows and GPU idle gaps, so the aggregate
+percentiles are exact over all launches of all traces. A trace that cannot be analysed gets
+its error in its result; the others are still analysed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis import AnalysisConfig, analyze
+from ..errors import NsysscopeError, UnreadableInput
+from ..model import BatchResult, TraceResult
+from ..trace import load
+from ..trace.load import cpu_count
+from ..util.progress import progress
+from .aggregate import aggregate
+from .expand import expand, rank_of
+
+
+def analyze_one(path: str, config: AnalysisConfig | None = None,
+                nsys: str | None = None) -> TraceResult:
+    """Load and analyse one trace; never raises for a bad trace (the error goes in the
+    result). Runs in a worker process or on a Dask worker."""
+    t0 = time.perf_counter()
+    result = TraceResult(path=str(path), rank=rank_of(path))
+    try:
+        a = analyze(load(path, nsys=nsys), config)
+    except NsysscopeError as e:
+        result.error, result.exit_code = str(e), e.exit_code
+    except Exception as e:  # noqa: BLE001 - one broken trace must not sink the others
+        result.error, result.exit_code = f"internal error: {type(e).__name__}: {e}", 70
+    else:
+        steady = a.launches[a.launches["steady"]]
+        result.summary = a.summary
+        result.window_values_us = (steady["window_ns"].to_numpy(dtype=np.float64) / 1e3
+                                   ).astype(np.float32)
+        result.gpu_idle_values_us = (steady["gpu_idle_ns"].to_numpy(dtype=np.float64) / 1e3
+                                     ).astype(np.float32)
+        stalled = steady[steady["stall"]]
+        result.lost_us = float(stalled["gpu_idle_ns"].clip(lower=0).sum() / 1e3)
+    result.seconds = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _init_worker(threads: int) -> None:
+    os.environ["NSYSSCOPE_THREADS"] = str(threads)
+    os.environ["NSYSSCOPE_PROGRESS"] = "0"
+
+
+def workers_for(paths: list[Path], jobs: int | None) -> int:
+    """Local worker processes for ``paths``: ``jobs`` (default one per CPU), at most one per
+    trace."""
+    return max(1, min(jobs or cpu_count(), len(paths)))
+
+
+def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig | None = None,
+              nsys: str | None = None) -> list[TraceResult]:
+    """Analyse ``paths`` in ``jobs`` worker processes (default: one per CPU, at most one per
+    trace). ``jobs=1`` runs them one after the other in this process."""
+    cpus = cpu_count()
+    jobs = workers_for(paths, jobs)
+    results: dict[int, TraceResult] = {}
+    with progress("analysing traces", total=len(paths)) as bar:
+        if jobs == 1:
+            for i, p in enumerate(paths):
+                results[i] = analyze_one(str(p), config, nsys)
+                bar.advance()
+        else:
+            import multiprocessing as mp
+            method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+            ctx = mp.get_context(method)
+            if method == "forkserver":
+                ctx.set_forkserver_preload(["nsysscope.batch", "nsysscope.analysis",
+                                            "nsysscope.trace"])
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(max(1, cpus // jobs),)) as pool:
+                futures = {pool.submit(analyze_one, str(p), config, nsys): i
+                           for i, p in enumerate(paths)}
+                for f in as_completed(futures):
+                    results[futures[f]] = f.result()
+                    bar.advance()
+    return [results[i] for i in range(len(paths))]
+
+
+def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = None,
+             nsys: str | None = None, client: Any = None) -> list[TraceResult]:
+    """Analyse ``paths`` on the Dask distributed cluster at ``address`` (the workers must
+    see the same files). ``client``: an existing ``dask.distributed.Client`` instead."""
+    try:
+        from dask.distributed import Client
+        from dask.distributed import as_completed as dask_completed
+    except ImportError as e:
+        raise UnreadableInput(f"--scheduler needs dask.distributed ({e}): "
+                              "pip install 'nsysscope[dask]'") from None
+    own = client is None
+    if own:
+        try:
+            client = Client(address, timeout="30s")
+        except (OSError, TimeoutError) as e:
+            raise UnreadableInput(f"--scheduler {address}: cannot reach the Dask scheduler "
+                                  f"({e})") from None
+    try:
+        names = [os.path.abspath(p) for p in paths]  # not resolved: a symlink's name is its rank
+        futures = client.map(analyze_one, names, config=config, nsys=nsys, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: dict[int, TraceResult] = {}
+        with progress(f"analysing traces on {address}", total=len(paths)) as bar:
+            for f in dask_completed(futures):
+                r = f.result()
+                r.path = str(paths[index[f.key]])
+                r.rank = rank_of(r.path)
+                results[index[f.key]] = r
+                bar.advance()
+        return [results[i] for i in range(len(paths))]
+    finally:
+        if own:
+            client.close()
+
+
+def run_batch(specs: Iterable[str], jobs: int | None = None, scheduler: str | None = None,
+              config: AnalysisConfig | None = None, nsys: str | None = None,
+              timed: bool = False) -> BatchResult:
+    """Expand ``specs`` (files, folders, globs), analyse every trace and aggregate them.
+    ``timed`` keeps the wall times in what renderers write (off: the same traces give the
+    same output)."""
+    paths = expand(specs)
+    if not paths:
+        raise UnreadableInput("no traces given")
+    t0 = time.perf_counter()
+    if scheduler:
+        results = run_dask(paths, scheduler, config, nsys)
+        workers = 1
+    else:
+        results = run_local(paths, jobs, config, nsys)
+        workers = workers_for(paths, jobs)
+    return BatchResult(traces=results, aggregate=aggregate(results), workers=workers,
+                       scheduler=scheduler, seconds=round(time.perf_counter() - t0, 1),
+                       timed=timed)

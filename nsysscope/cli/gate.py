@@ -1,0 +1,103 @@
+"""``nsysscope summarize`` and ``nsysscope gate``: the CI regression gate's commands.
+
+Thin: the comparison is :func:`nsysscope.gate.compare`, the output a registered ``gate``
+renderer. Exit codes: 0 pass, 1 regression, 2 unusable input or usage, 4 not comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import click
+
+from .. import render
+from ..analysis import analyze
+from ..gate import GateThresholds, compare, load_thresholds, read_side
+from ..trace import load
+from .options import analysis_options, config_from, write_output
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# option name, field, type, help (the default is shown from GateThresholds)
+_THRESHOLD_OPTIONS = (
+    ("--stall-pp", "stall_pp", float, "A stall class's share of steady launches may grow by this "
+                                      "many percentage points"),
+    ("--stall-min-launches", "stall_min_launches", int, "... and fails only when it also grows "
+                                                         "by at least this many launches"),
+    ("--window-pct", "window_pct", float, "The median overlap window may shrink by this %"),
+    ("--window-us", "window_us", float, "... and fails only when it also shrinks by this many us"),
+    ("--gap-pct", "gap_pct", float, "The median GPU idle gap may grow by this %"),
+    ("--gap-us", "gap_us", float, "... and fails only when it also grows by this many us"),
+    ("--idle-pp", "idle_pp", float, "The GPU idle fraction may grow by this many points"),
+    ("--rate-pct", "rate_pct", float, "The launch rate (steps/s) may drop by this %"),
+    ("--alpha", "alpha", float, "One-sided significance level of the rank and proportion tests"),
+    ("--pause-quantile", "pause_quantile", float, "GPU idle gaps above this quantile are host "
+                                                  "pauses, left out of the rate and idle fraction"),
+)
+
+
+def _threshold_options(f: F) -> F:
+    defaults = GateThresholds()
+    for opt, name, typ, text in reversed(_THRESHOLD_OPTIONS):
+        f = click.option(opt, name, type=typ, default=None,
+                         help=f"{text} [default: {getattr(defaults, name):g}; "
+                              f"pyproject key {opt[2:]}]")(f)
+    return f
+
+
+@click.command("summarize")
+@click.argument("trace", type=click.Path(readable=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE.json",
+              help="Write the summary here instead of stdout.")
+@analysis_options
+def summarize_command(trace: str, output: str | None, warmup: int | None,
+                      launch_bound_us: float, nsys: str | None) -> int:
+    """Write TRACE's steady-state summary as JSON, with its per-launch distributions: a
+    small baseline that 'nsysscope gate' reads in place of the trace (the same JSON as
+    'report --format json')."""
+    s = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us)).summary
+    text = render.render("report", "json", s)
+    write_output(text, output)
+    if output:
+        size = len(text.encode() if isinstance(text, str) else text)
+        click.echo(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
+                   f"{size / 1024:.0f} KB): {s.verdict}", err=True)
+    return 0
+
+
+@click.command("gate")
+@click.argument("baseline", type=click.Path(readable=False, path_type=str))
+@click.argument("candidate", type=click.Path(readable=False, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(render.GATE_FORMATS), default="text",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the report here; the verdict line still goes to stdout.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
+              help="TOML file whose [tool.nsysscope.gate] table sets thresholds (default: the "
+                   "first pyproject.toml from the current folder upwards).")
+@_threshold_options
+@analysis_options
+def gate_command(baseline: str, candidate: str, fmt: str, output: str | None,
+                 config_file: str | None, warmup: int | None, launch_bound_us: float,
+                 nsys: str | None, **limits: Any) -> int:
+    """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
+
+    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep) or a summary JSON from
+    'nsysscope summarize' or 'nsysscope report --format json'. Compares steady-state
+    per-launch distributions with a noise model (README, "Regression gate"): stall shares per
+    class, the overlap window, the GPU idle gap and fraction, and the launch rate. Exit codes:
+    0 pass, 1 regression, 2 unusable input, 4 not comparable.
+    """
+    overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
+    thresholds, source = load_thresholds(config_file, overrides)
+    cfg = config_from(warmup, launch_bound_us)
+    base, cand = (read_side(x, cfg, nsys) for x in (baseline, candidate))
+    result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
+    if source is not None:
+        result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
+    write_output(render.render("gate", fmt, result, baseline=base, candidate=cand), output)
+    if output:
+        click.echo(f"nsysscope gate: {result.verdict}")
+    return result.exit_code

@@ -1,0 +1,143 @@
+"""The gate itself: :func:`compare` two summaries into a :class:`~nsysscope.model.GateResult`,
+and reading each side (a trace, a summary file, an analysis)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis import Analysis, AnalysisConfig, analyze, summarize
+from ..errors import NsysscopeError, UnreadableInput
+from ..model import GateResult, Side, Summary
+from ..trace import load
+from .checks import check_comparable, run_checks
+from .findings import finding, verdict
+from .thresholds import GateThresholds
+
+
+def compare(baseline: Any, candidate: Any,
+            thresholds: GateThresholds | dict[str, Any] | None = None, *,
+            baseline_label: str | None = None, candidate_label: str | None = None,
+            config: AnalysisConfig | None = None, nsys: str | None = None) -> GateResult:
+    """Gate ``candidate`` against ``baseline``.
+
+    Each side is a :class:`Summary` (pure comparison), or anything :func:`summary_of` reads: a
+    trace path, a summary JSON path, an :class:`~nsysscope.OpenTrace` or an
+    :class:`~nsysscope.Analysis` (``config`` and ``nsys`` apply when a trace is analysed).
+    """
+    if not isinstance(baseline, Summary):
+        baseline_label = baseline_label or _label(baseline)
+        baseline = summary_of(baseline, config=config, nsys=nsys)
+    if not isinstance(candidate, Summary):
+        candidate_label = candidate_label or _label(candidate)
+        candidate = summary_of(candidate, config=config, nsys=nsys)
+    if thresholds is None:
+        t = GateThresholds()
+    elif isinstance(thresholds, dict):
+        t = GateThresholds.from_dict(thresholds)
+    else:
+        t = thresholds
+    base, cand = baseline, candidate
+    notes = check_comparable(base, cand)
+    checks, more = run_checks(base, cand, t)
+    notes += more
+    regressions = tuple(finding(c, base, cand, t) for c in checks if c.status == "fail")
+    improvements = tuple(finding(c, base, cand, t) for c in checks if c.status == "improved")
+    passed = not regressions
+    return GateResult(passed=passed, verdict=verdict(passed, checks, regressions, improvements),
+                      baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
+                      checks=tuple(checks), regressions=regressions, improvements=improvements,
+                      notes=tuple(notes), thresholds=t.to_dict())
+
+
+def _side(s: Summary, label: str | None) -> Side:
+    d = s.distributions
+    return Side(label=label or s.trace.path, trace=s.trace.path, nsys_version=s.trace.nsys_version,
+                gpus=tuple(s.trace.gpus), launches=s.launches, steady_launches=s.steady_launches,
+                sampled=len(d.window_us) if d else 0, verdict=s.verdict)
+
+
+def _label(x: Any) -> str | None:
+    if isinstance(x, (str, Path)):
+        return str(x)
+    path = getattr(x, "path", None)
+    return str(path) if path is not None else None
+
+
+# -- reading each side -----------------------------------------------------------------------
+
+def is_summary_file(path: str | Path) -> bool:
+    """True for a JSON file (``summarize`` or ``report --format json`` output); traces are
+    SQLite or compressed."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        return True
+    try:
+        with p.open("rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{")
+
+
+def read_summary(path: str | Path) -> Summary:
+    """A :class:`Summary` from ``nsysscope summarize`` (or ``report --format json``) output,
+    or :class:`UnreadableInput`."""
+    p = Path(path)
+    if not p.exists():
+        raise UnreadableInput(f"{p}: no such file")
+    if p.is_dir():
+        raise UnreadableInput(f"{p}: is a directory, not a summary file")
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise UnreadableInput(f"{p}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise UnreadableInput(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise UnreadableInput(f"{p}: not an nsysscope summary (a JSON object is expected)")
+    try:
+        return Summary.from_dict(d)
+    except NsysscopeError as e:  # a newer schema
+        raise type(e)(f"{p}: {e}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UnreadableInput(f"{p}: not an nsysscope summary ({e})") from None
+
+
+def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = None) -> Summary:
+    """The :class:`Summary` of a Summary, Analysis, OpenTrace, summary JSON or trace path."""
+    if isinstance(x, Summary):
+        return x
+    summary = getattr(x, "summary", None)  # Analysis (attribute) or OpenTrace (method)
+    if summary is not None:
+        return summary() if callable(summary) else summary  # type: ignore[no-any-return]
+    if isinstance(x, (str, Path)):
+        if is_summary_file(x):
+            return read_summary(x)
+        return analyze(load(x, nsys=nsys), config).summary
+    raise TypeError(f"cannot gate a {type(x).__name__}: give a trace path, a summary JSON path, "
+                    "a Summary, an Analysis or an OpenTrace")
+
+
+def read_side(x: str, config: AnalysisConfig | None = None,
+              nsys: str | None = None) -> Summary | Analysis:
+    """One side as the gate command reads it: a summary file as its Summary, a trace analysed
+    once (an HTML page draws its figures from the analysis)."""
+    if is_summary_file(x):
+        return read_summary(x)
+    return analyze(load(x, nsys=nsys), config)
+
+
+def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
+    """The summary of steady launches ``[start, stop)`` (positions among the steady launches)
+    of an :class:`~nsysscope.Analysis`, built exactly as the full summary is. Used to measure
+    the gate's false-alarm rate on windows of one healthy capture."""
+    launches = analysis.launches.copy()
+    steady = np.flatnonzero(launches["steady"].to_numpy())
+    keep = np.zeros(len(launches), dtype=bool)
+    keep[steady[start:stop]] = True
+    launches["steady"] = keep
+    return summarize(analysis.trace, launches, analysis.config)[0]

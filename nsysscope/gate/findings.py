@@ -1,0 +1,144 @@
+"""What the failing (or improved) checks mean: the sites that changed, the message, the verdict.
+
+:func:`arrange` is the one place that decides which findings repeat an earlier finding's site,
+for every renderer that lists findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import FAIL, FIXES, NA, Check, Finding, SiteChange, StallSite, Summary
+from ..util.units import us
+from .thresholds import GateThresholds
+
+
+def _site_key(s: StallSite) -> tuple[str, str, str, str]:
+    return (s.klass, s.phase or "", s.op or "", s.api_chain or "")
+
+
+def _source(s: StallSite) -> str | None:
+    if not s.source:
+        return None
+    return f"{s.source.file}:{s.source.line} ({s.source.function})"
+
+
+def _site_change(s: StallSite, base_count: int, cand_count: int) -> SiteChange:
+    return SiteChange(klass=s.klass, where=s.where, phase=s.phase, op=s.op, api_chain=s.api_chain,
+                      nvtx_path=s.nvtx_path, source=_source(s),
+                      source_text=s.source.text.strip() if s.source and s.source.text else None,
+                      baseline_count=base_count, candidate_count=cand_count, lost_us=s.lost_us,
+                      fix=s.fix or FIXES.get(s.klass, ""))
+
+
+def changed_sites(base: Summary, cand: Summary, klass: str | None, min_change: float,
+                  grown: bool, top: int = 3) -> list[SiteChange]:
+    """Stall sites (of ``klass``, or of any class) whose count changed in one direction.
+
+    ``grown``: candidate sites with more launches than the baseline's share predicts (a
+    regression's sites); else baseline sites the candidate has fewer of (an improvement's).
+    The biggest one, and the others that changed by at least ``min_change`` launches."""
+    side, other = (cand, base) if grown else (base, cand)
+    scale = side.steady_launches / other.steady_launches
+    counts = {_site_key(s): s.count for s in other.sites}
+    out: list[SiteChange] = []
+    for s in side.sites:  # already most GPU time lost first
+        if klass and s.klass != klass:
+            continue
+        o = counts.get(_site_key(s), 0)
+        change = s.count - o * scale
+        if change > 0 and (not out or change >= min_change):
+            out.append(_site_change(s, o, s.count) if grown else _site_change(s, s.count, o))
+    return out[:top]
+
+
+def message(c: Check) -> str:
+    """A finding's first line: the metric's change."""
+    assert c.baseline is not None and c.candidate is not None and c.change is not None
+    if c.unit == "%":
+        base = f"{c.label}: {c.baseline:.1f}% -> {c.candidate:.1f}% ({c.change:+.1f} pp)"
+        return base + (f", {c.detail}" if c.name.startswith("stalls.") else "")
+    if c.unit == "us":
+        return (f"{c.label}: {us(c.baseline)} -> {us(c.candidate)} "
+                f"({'+' if c.change >= 0 else '-'}{us(abs(c.change))}, {c.change_pct:+.1f}%)")
+    return f"{c.label}: {c.baseline:.1f} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
+
+
+def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Finding:
+    """The regression (a failed check) or improvement, with its sites and fix."""
+    regression = c.status == FAIL
+    klass = c.name.split(".", 1)[1] if c.name.startswith("stalls.") else None
+    sites = changed_sites(base, cand, klass, t.stall_min_launches, grown=regression)
+    fix = None
+    if regression:
+        fix = FIXES.get(klass) if klass else (sites[0].fix if sites else None)
+    msg = message(c)
+    if sites:
+        msg += f"; at {sites[0].where}" + (f" ({sites[0].api_chain})" if sites[0].api_chain else "")
+    elif regression and not klass:
+        msg += "; no stall site grew: the per-step host or GPU work itself changed"
+    return Finding(check=c.name, kind="regression" if regression else "improvement",
+                   message=msg, sites=tuple(sites), fix=fix)
+
+
+def verdict(passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],
+            improvements: Sequence[Finding]) -> str:
+    """The one line that says what the gate decided."""
+    tested = sum(c.status != NA for c in checks)
+    by_name = {c.name: c for c in checks}
+    if passed:
+        line = f"PASS: no overlap regression ({tested} checks)"
+        if improvements:
+            line += "; improved: " + "; ".join(_short(by_name[f.check], f) for f in improvements)
+        return line
+    return (f"REGRESSION: {len(regressions)} of {tested} checks fail: "
+            + "; ".join(_short(by_name[f.check], f) for f in regressions))
+
+
+def _short(c: Check, f: Finding) -> str:
+    """One clause of the verdict line."""
+    if c.name.startswith("stalls."):
+        where = f" at {f.sites[0].where}" if f.sites else ""
+        return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%{where}"
+    if c.unit == "%":
+        return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%"
+    if c.unit == "us":
+        return f"{c.label} {us(c.baseline)} -> {us(c.candidate)} ({c.change_pct:+.0f}%)"
+    return f"{c.label} {c.baseline:.1f} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
+
+
+# -- listing findings ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ListedFinding:
+    """A finding as a list shows it: numbered from 1, with what an earlier one already showed."""
+
+    number: int
+    finding: Finding
+    new_sites: tuple[SiteChange, ...]  # sites no earlier finding showed
+    repeats: tuple[int, ...]  # the earlier findings that showed this one's other sites
+    fix_shown_in: int | None  # the earlier finding that showed the same fix
+
+    @property
+    def only_repeats(self) -> bool:
+        """Every site of this finding was shown under an earlier one."""
+        return bool(self.finding.sites) and not self.new_sites
+
+
+def arrange(findings: Sequence[Finding]) -> list[ListedFinding]:
+    """Number ``findings`` and mark which of their sites and fixes an earlier one showed."""
+    first_site: dict[tuple[str, str, str], int] = {}
+    first_fix: dict[str, int] = {}
+    out = []
+    for i, f in enumerate(findings, 1):
+        new = tuple(s for s in f.sites if s.key not in first_site)
+        repeats = tuple(dict.fromkeys(first_site[s.key] for s in f.sites
+                                      if s.key in first_site))
+        for s in new:
+            first_site.setdefault(s.key, i)
+        fix_shown_in = first_fix.get(f.fix) if f.fix else None
+        if f.fix and fix_shown_in is None:
+            first_fix[f.fix] = i
+        out.append(ListedFinding(i, f, new, repeats, fix_shown_in))
+    return out

@@ -1,0 +1,32 @@
+"""Every result type nsysscope produces, and the registry renderers are found through.
+
+The bottom layer above :mod:`nsysscope.errors` and :mod:`nsysscope.util`: plain frozen
+dataclasses (stdlib and numpy only) with versioned ``to_dict``/``from_dict``
+(:mod:`.schema`). ``summary`` is one trace's result, ``gate`` a comparison of two, ``batch``
+many traces at once; ``classes`` holds the :class:`LaunchClass` enum.
+"""
+
+from . import registry
+from .batch import BATCH_SCHEMA, Aggregate, BatchResult, TraceResult
+from .classes import FIXES, GATED_CLASSES, LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
+from .gate import (
+    FAIL,
+    GATE_SCHEMA,
+    IMPROVED,
+    NA,
+    PASS,
+    Check,
+    Finding,
+    GateResult,
+    Side,
+    SiteChange,
+)
+from .registry import Renderer
+from .summary import SCHEMA, Distributions, Percentiles, SourceLine, StallSite, Summary, TraceInfo
+
+__all__ = [
+    "BATCH_SCHEMA", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA", "IMPROVED", "LAUNCH_CLASSES",
+    "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Check",
+    "Distributions", "Finding", "GateResult", "LaunchClass", "Percentiles", "Renderer", "Side",
+    "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult", "registry",
+]

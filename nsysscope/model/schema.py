@@ -1,0 +1,93 @@
+"""Versioned serialisation shared by every result type.
+
+A result's JSON carries ``"schema": "nsysscope.<kind>/<major>[.<minor>]"``. Readers accept
+their own major version (any minor) and refuse a newer major with :class:`NewerSchema`; a
+minor version only adds keys. Keys a reader does not know are kept in the object's ``extra``
+mapping and written back by ``to_dict``, so reading and writing a file from a newer minor
+version loses nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self
+
+from ..errors import NewerSchema
+
+
+def major_of(schema: str) -> int | None:
+    """The major version of ``nsysscope.kind/3.1`` (3), or None when it has none."""
+    version = schema.split("/", 1)[1] if "/" in schema else ""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def check_schema(d: Mapping[str, Any], current: str, what: str) -> str:
+    """The schema string of ``d``, checked against ``current`` (``nsysscope.summary/1``).
+
+    Raises ValueError when ``d`` is not this kind of result, :class:`NewerSchema` when its
+    major version is newer than ``current``'s."""
+    kind = current.split("/", 1)[0] + "/"
+    schema = d.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(kind):
+        raise ValueError(f"not an nsysscope {what} (missing 'schema')")
+    mine, theirs = major_of(current), major_of(schema)
+    if theirs is not None and mine is not None and theirs > mine:
+        raise NewerSchema(f"{what} schema {schema} is newer than this nsysscope reads "
+                          f"({current}); upgrade nsysscope")
+    return schema
+
+
+def split_known(cls: type, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``d``'s keys that are fields of the dataclass ``cls``, and the others (kept as
+    ``extra``)."""
+    names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    known = {k: v for k, v in d.items() if k in names}
+    extra = {k: v for k, v in d.items() if k not in names}
+    return known, extra
+
+
+def to_plain(obj: Any) -> Any:
+    """``obj`` as JSON-ready values: dataclasses become dicts in field order, followed by their
+    ``extra`` keys; tuples become lists, enum members their values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+               if f.name != "extra"}
+        for k, v in getattr(obj, "extra", {}).items():
+            out.setdefault(k, v)
+        return out
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {to_plain(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    return obj
+
+
+class Record:
+    """Base of the result dataclasses: ``from_dict`` reads the fields this version knows (the
+    ``nested`` readers turn the ones that hold records or tuples back into them) and keeps the
+    others in ``extra``."""
+
+    nested: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        known, extra = split_known(cls, d)
+        for name, read in cls.nested.items():
+            if name in known:
+                known[name] = read(known[name])
+        return cls(**known, extra=extra)  # type: ignore[call-arg]
+
+
+def optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A nested reader for a field that may be empty (None stays None)."""
+    return lambda v: read(v) if v else None
+
+
+def extra_field() -> Any:
+    """The ``extra`` field of a result type: unknown keys from a newer minor version."""
+    return dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)

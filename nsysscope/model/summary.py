@@ -1,0 +1,173 @@
+"""The summary of one analysed trace: what ``report`` prints and ``summarize`` writes.
+
+Everything here is a frozen dataclass of plain values, so ``to_dict()`` is JSON and
+``from_dict()`` reads it back: ``nsysscope summarize`` and ``report --format json`` write a
+:class:`Summary`, the gate reads two, and every renderer formats one.
+
+Units are in the names: ``*_us`` microseconds, ``*_ns`` nanoseconds. Three names from before
+that rule say less than they should and stay, because the JSON is a public contract:
+
+* ``Summary.gpu_gap_us`` holds the percentiles of each steady launch's **GPU idle gap**: the
+  time from the end of its replay on the GPU to the start of the next replay on that stream
+  (the analysis column ``gpu_idle_ns``, in microseconds). It is not the analysis column
+  ``gpu_gap_ns``.
+* ``gpu_busy`` and ``StallSite.share`` are fractions 0..1 (new names say ``_frac``); percent
+  appears only when a renderer shows them.
+* ``window_us`` is the percentiles of the effective overlap window in a :class:`Summary`, the
+  per-launch values in :class:`Distributions`, and a threshold in the gate's settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import registry
+from .schema import Record, check_schema, extra_field, optional, to_plain
+
+#: bump the major version when a field changes meaning (readers refuse a newer major), the
+#: minor version when fields are added
+SCHEMA = "nsysscope.summary/1"
+
+
+@dataclass(frozen=True)
+class Percentiles(Record):
+    """p10, p50 and p90 of a per-launch time, in microseconds (None: no value)."""
+
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    extra: dict[str, Any] = extra_field()
+
+    @classmethod
+    def of(cls, values_us: Any) -> Percentiles:
+        v = np.asarray(values_us, dtype=float)
+        v = v[~np.isnan(v)]
+        if not len(v):
+            return cls(None, None, None)
+        p10, p50, p90 = (round(float(x), 2) for x in np.percentile(v, [10, 50, 90]))
+        return cls(p10, p50, p90)
+
+
+@dataclass(frozen=True)
+class SourceLine(Record):
+    """The Python line that caused a stall site (from nsys Python sampling)."""
+
+    file: str
+    line: int
+    function: str
+    samples: int
+    agreement: float  # fraction 0..1 of the samples inside the site's blocks that name this line
+    text: str | None = None
+    extra: dict[str, Any] = extra_field()
+
+
+@dataclass(frozen=True)
+class StallSite(Record):
+    """Stalls with the same class, phase, op and API chain: one thing to fix."""
+
+    klass: str  # a LaunchClass value
+    count: int
+    lost_us: float  # GPU idle time after these launches
+    share: float  # fraction 0..1 of all steady-state stalls
+    phase: str | None
+    op: str | None
+    api_chain: str
+    nvtx_path: str
+    thread: str
+    mean_block_us: float
+    example_launch: int
+    fix: str
+    source: SourceLine | None = None
+    extra: dict[str, Any] = extra_field()
+    nested = {"source": optional(SourceLine.from_dict)}
+
+    @property
+    def where(self) -> str:
+        """Where to look, most specific first: the source line, else phase and op."""
+        parts = []
+        if self.source:
+            parts.append(f"{self.source.file}:{self.source.line}")
+        if self.phase:
+            parts.append(f"phase '{self.phase}'")
+        if self.op:
+            parts.append(self.op)
+        return ", ".join(parts) or self.nvtx_path or "(no NVTX range)"
+
+
+@dataclass(frozen=True)
+class TraceInfo(Record):
+    """Which trace a result is about: its path as given, and what captured it."""
+
+    path: str
+    nsys_version: str
+    schema_version: str
+    gpus: tuple[str, ...]
+    graph_trace: str
+    extra: dict[str, Any] = extra_field()
+    nested = {"gpus": tuple}
+
+
+@dataclass(frozen=True)
+class Distributions(Record):
+    """Per-launch steady-state values the gate compares (sampled when the trace is large)."""
+
+    window_us: list[float | None]  # the effective overlap window of each launch
+    gpu_idle_us: list[float | None]  # the GPU idle gap after each launch's replay
+    klass: list[str]  # each launch's LaunchClass value
+    sampled_from: int  # steady launches the values were sampled from
+    extra: dict[str, Any] = extra_field()
+
+
+@dataclass(frozen=True)
+class Summary(Record):
+    """The steady-state summary of one trace (warm-up and the last launch excluded)."""
+
+    trace: TraceInfo
+    verdict: str
+    overlap_ok: bool
+    launches: int
+    steady_launches: int
+    warmup_launches: int
+    stalls: dict[str, int]  # steady state, per stall class
+    classes: dict[str, int]  # steady state, every class
+    no_wait: int  # steady launches the host never had to wait for
+    window_us: Percentiles  # the effective overlap window
+    gpu_gap_us: Percentiles  # the GPU idle gap after each replay (see the module docstring)
+    gpu_busy: float | None  # fraction 0..1 of the steady span the GPU was busy
+    launches_per_s: float | None
+    steps_per_s: float | None  # NVTX "step N" ranges per second, when the trace has them
+    sites: list[StallSite]
+    notes: list[str]
+    config: dict[str, Any]
+    distributions: Distributions | None = None
+    schema: str = SCHEMA
+    extra: dict[str, Any] = extra_field()
+    nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
+              "gpu_gap_us": Percentiles.from_dict,
+              "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
+              "distributions": optional(Distributions.from_dict)}
+
+    def _repr_html_(self) -> str | None:
+        return registry.render_fragment("summary", self)
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self, with_distributions: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = to_plain(self)
+        if not with_distributions:
+            d.pop("distributions")
+        return d
+
+    def to_json(self, with_distributions: bool = False, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(with_distributions), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Summary:
+        """Read a summary back. ValueError or KeyError when ``d`` is not one,
+        :class:`~nsysscope.errors.NewerSchema` when a newer nsysscope wrote it."""
+        check_schema(d, SCHEMA, "summary")
+        return super().from_dict(d)

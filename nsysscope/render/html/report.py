@@ -1,0 +1,127 @@
+"""One analysed trace as a self-contained HTML page (``nsysscope report --format html``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from ...model import StallSite, Summary
+from ...util.units import us
+from ..base import as_summary
+from ..palette import class_color
+from ..text import header, metrics_rows
+from .page import TIMELINE_HELP, chip, figure, name, notes, page
+
+
+def verdict(s: Summary) -> str:
+    cls = "ok" if s.overlap_ok else "bad"
+    return f'<div class="verdict {cls}">{escape(s.verdict)}</div>'
+
+
+def _metrics_table(s: Summary) -> str:
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
+                   for k, v in metrics_rows(s))
+    return f"<table>{rows}</table>"
+
+
+def _site_card(i: int, site: StallSite) -> str:
+    head = (f"<h3>#{i} {chip(site.klass)} {site.count} launch{'es' if site.count != 1 else ''}, "
+            f"{escape(us(site.lost_us))} GPU idle")
+    if site.share:
+        head += f" ({site.share:.0%} of the stalls)"
+    head += f" &mdash; {escape(site.where)}</h3>"
+    rows = []
+    if site.source:
+        src = site.source
+        text = f" <code>{escape(src.text.strip())}</code>" if src.text else ""
+        rows.append(("source line", f"<code>{escape(src.file)}:{src.line}</code> in "
+                     f"<code>{escape(src.function)}</code>{text} ({src.samples} Python samples, "
+                     f"{src.agreement:.0%} of those inside the blocks)"))
+    if site.api_chain:
+        rows.append(("API chain", f"<code>{escape(site.api_chain)}</code> "
+                                  f"(mean block {escape(us(site.mean_block_us))})"))
+    rows.append(("NVTX", f"<code>{escape(site.nvtx_path or '-')}</code>"))
+    rows.append(("thread", escape(site.thread)))
+    rows.append(("example", f"launch {site.example_launch} "
+                            f"(<code>t.launches.loc[{site.example_launch}]</code> in a notebook)"))
+    rows.append(("fix", f"<strong>{escape(site.fix)}</strong>"))
+    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+    return (f'<div class="site" style="border-left-color:{class_color(site.klass)}">{head}'
+            f"<dl>{dl}</dl></div>")
+
+
+def _sites(s: Summary) -> str:
+    if not s.sites:
+        return '<p class="note">No stall sites and no launch-bound gaps in the steady state.</p>'
+    return "".join(_site_card(i, site) for i, site in enumerate(s.sites, 1))
+
+
+def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
+    """The whole report of one trace as one self-contained HTML page.
+
+    ``result``: an Analysis (or an OpenTrace), which gives the timelines and per-launch
+    figures too, or a Summary, which gives the distributions only."""
+    analysis = getattr(result, "analysis", result)
+    s = as_summary(analysis)
+    file = name(s.trace.path)
+    parts = [f"<h1>nsysscope report: {escape(file)}</h1>",
+             f'<div class="sub">{escape(header(s))}</div>', verdict(s),
+             "<h2>Summary (steady state, warm-up excluded)</h2>", _metrics_table(s),
+             "<h2>Top stall sites (and launch-bound gaps), most GPU idle time first</h2>",
+             _sites(s)]
+    if not isinstance(analysis, Summary):  # an Analysis: its launches give the timelines
+        parts += _figures(analysis)
+    else:
+        parts += ['<p class="note">No timelines: this page was drawn from a summary, which keeps '
+                  "the per-launch distributions but no timeline.</p>", "<h2>Distributions</h2>",
+                  _distributions(lambda: _plots().distributions_figure(s, name=file))]
+    parts.append("<h2>Notes</h2>")
+    parts.append(notes(s.notes))
+    cfg = ", ".join(f"{k}={v}" for k, v in s.config.items())
+    parts.append(f'<p class="note">Analysis settings: <code>{escape(cfg)}</code></p>')
+    return page(f"nsysscope: {file}", "\n".join(parts), header(s), timestamp)
+
+
+def _plots() -> Any:
+    from .. import plots  # matplotlib only when a page with figures is asked for
+    return plots
+
+
+def _distributions(make: Any) -> str:
+    return figure(make, "CDFs of the overlap window and GPU idle gap per class",
+                  "Per steady-state launch: the overlap window (how long the host worked ahead "
+                  "before waiting on the launch) and the GPU idle gap after its replay, one "
+                  "curve per class; each curve ends at that class's share of the launches. A "
+                  "healthy engine has windows of about a step and gaps of tens of microseconds.")
+
+
+def _figures(analysis: Any) -> list[str]:
+    plots = _plots().TracePlots(analysis)
+    launches = analysis.launches
+    has_stall = bool(launches["stall"].any()) if len(launches) else False
+    worst_title = "Timeline: the worst stall" if has_stall else \
+        "Timeline: the longest GPU gap (this trace has no stalls)"
+    return [f"<h2>{worst_title}</h2>",
+            _timeline(plots, "worst", TIMELINE_HELP),
+            "<h2>Timeline: a typical step</h2>",
+            _timeline(plots, "typical", "The launch whose GPU idle gap is the median of the "
+                                        "steady state, drawn like the one above."),
+            "<h2>Distributions</h2>",
+            _distributions(plots.distributions),
+            figure(plots.series, "per-launch series over the capture",
+                   "The same values per launch over time: warm-up (shaded), intermittent "
+                   "stalls and the steady state. Long captures are thinned, with a binned "
+                   "median and min-max band so no outlier is hidden.")]
+
+
+def _timeline(plots: Any, which: str, help_html: str) -> str:
+    """The timeline of the ``which`` launch; its one-line story goes in the alt text too."""
+    alt = f"timeline of the {which} launch"
+    try:
+        focus = _plots().pick_launch(plots.analysis.launches, which)
+        if focus is not None:
+            alt += ": " + plots.caption(focus)
+    except Exception:  # noqa: BLE001 - the figure itself reports the error
+        pass
+    return figure(lambda: plots.timeline(which=which), alt, help_html)

@@ -1,0 +1,125 @@
+"""Baseline next to candidate: both traces' distributions on shared axes, each class's share,
+and, when both are analyses, a timeline of each on one time scale (the gate page's figure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from ...analysis import Analysis
+from ...model import LaunchClass, Summary
+from ...util.units import us_figure as fmt_us
+from .distributions import cdf, dist_data
+from .style import CLASS_COLORS, OKABE_ITO, NsysscopeFigure, class_order, us_axis_formatter, use_log
+from .timeline import draw_timeline
+from .views import TraceViews
+
+
+def _name_of(source: Any, default: str) -> str:
+    summary = getattr(source, "summary", source)
+    if callable(summary):
+        summary = summary()
+    path = getattr(getattr(summary, "trace", None), "path", None)
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1] if path else default
+
+
+def _summary_of(source: Any) -> Summary | None:
+    s = getattr(source, "summary", source)
+    if callable(s):
+        s = s()
+    return s if isinstance(s, Summary) else None
+
+
+def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timelines: bool = True,
+                   which: tuple[str, str] = ("typical", "worst")) -> Figure:
+    """Baseline ``a`` next to candidate ``b`` (each an Analysis, an OpenTrace or a Summary
+    with ``distributions``): CDFs of both traces' overlap windows and GPU gaps on shared
+    axes, the share of steady launches per class, and, when both are analyses, a timeline
+    of each on the same time scale (by default the baseline's typical launch above the
+    candidate's worst stall; ``which`` picks)."""
+    a = getattr(a, "analysis", a)
+    b = getattr(b, "analysis", b)
+    labels = labels or (f"baseline: {_name_of(a, 'a')}", f"candidate: {_name_of(b, 'b')}")
+    da, db = dist_data(a), dist_data(b)
+    both_traces = timelines and isinstance(a, Analysis) and isinstance(b, Analysis)
+    sa, sb = _summary_of(a), _summary_of(b)
+    head = 0.45 if (sa and sb) else 0.1  # inches for the verdict lines on top
+    height = (10.8 if both_traces else 4.6) + head
+    fig = NsysscopeFigure(figsize=(14, height))
+    if both_traces:
+        gs = fig.add_gridspec(3, 3, height_ratios=[1.15, 1.45, 1.45])
+        top = [fig.add_subplot(gs[0, i]) for i in range(3)]
+    else:
+        top = list(fig.subplots(1, 3))
+    styles = [dict(color="#555555", ls="--"), dict(color=OKABE_ITO["blue"], ls="-")]
+    for ax, col, title in ((top[0], "window_us", "Overlap window (longer is better)"),
+                           (top[1], "gpu_idle_us", "GPU idle gap (shorter is better)")):
+        allv = np.concatenate([da[col].to_numpy(dtype=float), db[col].to_numpy(dtype=float)])
+        log = use_log(allv)
+        for d, lab, st in ((da, labels[0], styles[0]), (db, labels[1], styles[1])):
+            v = d[col].to_numpy(dtype=float)
+            v = v[np.isfinite(v)]
+            if len(v):
+                cdf(ax, v, log, lw=2, label=f"{lab.split(':')[0]}: p50 {fmt_us(np.median(v))}, "
+                                             f"p90 {fmt_us(np.percentile(v, 90))}", **st)
+        if log:
+            ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(us_axis_formatter())
+        ax.set_ylim(0, 1.02)
+        ax.set_title(title, loc="left", fontsize=10)
+        ax.set_ylabel("fraction of steady launches ≤ x", fontsize=8.5)
+        ax.grid(True, color="#E5E5E5", lw=0.6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+    # class shares: baseline hatched and pale, candidate solid
+    ax = top[2]
+    klasses = class_order(list(da["klass"]) + list(db["klass"])) or [LaunchClass.HEALTHY]
+    pos = np.arange(len(klasses))
+    for i, d in enumerate((da, db)):
+        n = max(len(d), 1)
+        share = np.array([(d["klass"] == k).sum() / n for k in klasses])
+        yy = pos + (i - 0.5) * 0.4
+        ax.barh(yy, share, height=0.38, color=[CLASS_COLORS[k] for k in klasses],
+                alpha=0.4 if i == 0 else 1.0, edgecolor="black", linewidth=0.6,
+                hatch="//" if i == 0 else None)
+        for p_, s_ in zip(yy, share, strict=True):
+            ax.text(s_ + 0.01, p_, f"{s_:.0%}" if s_ >= 0.005 else "0", va="center", fontsize=7)
+    ax.set_yticks(pos)
+    ax.set_yticklabels(klasses, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0%}" if v <= 1 else ""))
+    ax.set_title("Share of steady launches per class", loc="left", fontsize=10)
+    ax.legend(handles=[Patch(facecolor="#DDDDDD", edgecolor="black", hatch="//",
+                             label=f"{labels[0].split(':')[0]} (upper bar, hatched)"),
+                       Patch(facecolor="#555555", edgecolor="black",
+                             label=f"{labels[1].split(':')[0]} (lower bar)")],
+              fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+    ax.grid(True, axis="x", color="#E5E5E5", lw=0.6)
+    bottom = 0.0
+    if both_traces:
+        pa, pb = TraceViews(a), TraceViews(b)
+        wa, wb = pa.window_for(which=which[0]), pb.window_for(which=which[1])
+        width = max(wa[1] - wa[0], wb[1] - wb[0]) * 1.03
+        legend: dict = {}
+        for row, (p, w, lab) in enumerate(((pa, wa, labels[0]), (pb, wb, labels[1]))):
+            axt = fig.add_subplot(gs[1 + row, :])
+            t0 = w[0] - 0.015 * width
+            info = draw_timeline(p, axt, t0, t0 + width, w[2])
+            legend.update(info["legend"])
+            klass = p.analysis.launches.loc[w[2], "klass"]
+            axt.set_title(f"{lab} - {w[3]} (launch {w[2]}, {klass}); "
+                          "both timelines on the same time scale", loc="left", fontsize=10)
+        fig.legend(handles=list(legend.values()), loc="lower center", ncol=4, fontsize=7.5,
+                   frameon=False)
+        bottom = (0.22 * -(-len(legend) // 4) + 0.05) / height
+    if sa and sb:
+        fig.suptitle(f"{labels[0]}: {sa.verdict}\n{labels[1]}: {sb.verdict}", x=0.01, y=0.995,
+                     ha="left", va="top", fontsize=9.5)
+    fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout makes room for the suptitle
+    return fig
+

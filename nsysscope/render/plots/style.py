@@ -1,0 +1,100 @@
+"""What every figure shares: the figure class, labels and colours per class, axis helpers.
+
+Figures are built without pyplot (no global state; a notebook shows the returned figure once,
+a script saves it). Times on the axes are microseconds or milliseconds, whichever reads better.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from ...model import LaunchClass
+from ...util.units import axis_us
+from ..palette import CLASS_COLORS, OKABE_ITO
+
+__all__ = ["CLASS_COLORS", "OKABE_ITO", "NsysscopeFigure"]
+
+
+class NsysscopeFigure(Figure):
+    """A plain :class:`~matplotlib.figure.Figure` that also shows itself in Jupyter when
+    pyplot (and so the inline backend's formatters) was never imported."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=90, facecolor="white")
+        return buf.getvalue()
+
+
+CLASS_LABELS = {
+    LaunchClass.HEALTHY: "healthy",
+    LaunchClass.GPU_TO_CPU: "gpu_to_cpu stall (readback)",
+    LaunchClass.CPU_TO_GPU: "cpu_to_gpu stall (pageable upload)",
+    LaunchClass.OTHER_STALL: "other stall",
+    LaunchClass.LAUNCH_BOUND: "launch-bound gap",
+    LaunchClass.LAST: "last launch",
+    LaunchClass.NO_GPU_WORK: "no GPU work",
+}
+BLOCK_LABELS = {
+    LaunchClass.HEALTHY: "wait, GPU still busy after it",
+    LaunchClass.GPU_TO_CPU: "wait: gpu_to_cpu stall",
+    LaunchClass.CPU_TO_GPU: "wait: cpu_to_gpu stall",
+    LaunchClass.OTHER_STALL: "wait: other stall",
+}
+STALLS = (LaunchClass.GPU_TO_CPU, LaunchClass.CPU_TO_GPU, LaunchClass.OTHER_STALL)
+#: the order classes are listed in legends and bar charts
+SHOWN_ORDER = (*STALLS, LaunchClass.LAUNCH_BOUND, LaunchClass.HEALTHY)
+GRAPH_COLOR = OKABE_ITO["blue"]
+EAGER_COLOR = OKABE_ITO["sky_blue"]
+COPY_CALL_COLOR = OKABE_ITO["sky_blue"]
+OTHER_CALL_COLOR = "#C8C8C8"
+UNPAIRED_WAIT_COLOR = "#7F7F7F"
+NVTX_COLORS = ("#E4E4E4", "#F1F1F1")
+IDLE_COLOR = "#7F7F7F"
+GRID_COLOR = "#E5E5E5"
+
+
+def class_order(klasses: Iterable[str]) -> list[str]:
+    """The stall classes, launch-bound and healthy among ``klasses``, in legend order."""
+    present = set(klasses)
+    return [str(k) for k in SHOWN_ORDER if k in present]
+
+
+def us_axis_formatter() -> FuncFormatter:
+    return FuncFormatter(lambda v, _pos: axis_us(v))
+
+
+def use_log(values: np.ndarray) -> bool:
+    """Log scale when the values span more than about a decade and a half."""
+    v = values[np.isfinite(values) & (values > 0)]
+    return len(v) > 1 and v.max() / max(v.min(), 1.0) > 30
+
+
+def fig_ax(ax: Any, figsize: tuple[float, float]) -> tuple[Figure, Any, bool]:
+    """``ax``'s figure and ``ax``, or a new figure with one axes (and True: it is ours)."""
+    if ax is not None:
+        return ax.figure, ax, False
+    fig = NsysscopeFigure(figsize=figsize)
+    return fig, fig.add_subplot(1, 1, 1), True
+
+
+def axes_width_chars(ax: Any) -> float:
+    """About how many 7.5 pt characters fit across the axes."""
+    fig = ax.figure
+    w_in = fig.get_figwidth() * ax.get_position().width
+    return float(max(20.0, w_in * 72 / (7.5 * 0.6)))
+
+
+def ranges(ids: Sequence[int]) -> str:
+    """``3-7`` for a run of ids, else the first eight."""
+    ids = sorted(set(int(i) for i in ids))
+    if not ids:
+        return "(none)"
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
+        return f"{ids[0]}-{ids[-1]}"
+    return ", ".join(map(str, ids[:8])) + ("..." if len(ids) > 8 else "")

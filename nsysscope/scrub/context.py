@@ -1,0 +1,318 @@
+"""Opening an export to scrub, and what it says about itself: its text columns, the
+``StringIds`` references, the working directory, the user and host names, the GPU UUIDs.
+
+:func:`_context` reads all of that once; the scan (:mod:`.scan`) and the writer
+(:mod:`.write`) work from it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .policy import (
+    _ENV_VAR,
+    _GENERIC_HOSTS,
+    _GENERIC_USERS,
+    _HOME_NAME,
+    _JSON_IDS,
+    _KEEP_PATH_PREFIXES,
+    _PATH,
+    _SITE,
+    _STDLIB,
+    _UUID,
+    _ZERO_UUID,
+    HOST_PLACEHOLDER,
+    USER_PLACEHOLDER,
+    ScrubError,
+    _word,
+)
+
+# --------------------------------------------------------------------------------------------
+# opening
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise ScrubError(f"{path}: no such file")
+    if not path.is_file():
+        raise ScrubError(f"{path}: not a file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise ScrubError(f"{path}: cannot read it ({e.strerror})") from None
+    if head != b"SQLite format 3\x00":
+        raise ScrubError(f"{path}: not an SQLite file (an nsys export is made with "
+                         "'nsys export --type sqlite REPORT.nsys-rep')")
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    _check_nsys(conn, path)
+    return conn
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name")]
+
+
+def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        tables = set(_tables(conn))
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise ScrubError(f"{path}: not a readable SQLite file ({e})") from None
+    missing = {"META_DATA_EXPORT", "StringIds"} - tables
+    if missing:
+        conn.close()
+        raise ScrubError(f"{path}: SQLite, but not an nsys export "
+                         f"(no {', '.join(sorted(missing))} table)")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------------------------
+# what the file says about itself
+
+
+@dataclass
+class _Context:
+    tables: list[str]
+    text_columns: dict[str, list[str]]
+    string_refs: list[tuple[str, str]]  # (table, column) that REFERENCES StringIds(id)
+    referenced_ids: set[int]
+    working_dir: str | None
+    working_dir_from: str
+    users: set[str]
+    hosts: set[str]
+    gpu_uuids: dict[str, str]
+    word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(default_factory=list)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    return [(r[1], (r[2] or "").upper()) for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+
+
+def _string_ref_columns(conn: sqlite3.Connection, tables: list[str]) -> list[tuple[str, str]]:
+    refs = []
+    known = {("NVTX_EVENTS", "jsonTextId")}
+    for t in tables:
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name=?", (t,)).fetchone()[0] or ""
+        for line in sql.splitlines():
+            m = re.match(r"\s*(\w+)\s+.*REFERENCES\s+StringIds\s*\(\s*id\s*\)", line)
+            if m:
+                refs.append((t, m.group(1)))
+        cols = {c for c, _ in _columns(conn, t)}
+        refs.extend((kt, kc) for kt, kc in known if kt == t and kc in cols and (kt, kc) not in refs)
+    return refs
+
+
+def _referenced_ids(conn: sqlite3.Connection, refs: list[tuple[str, str]],
+                    tables: list[str]) -> set[int]:
+    ids: set[int] = set()
+    for t, c in refs:
+        ids.update(r[0] for r in conn.execute(
+            f"SELECT DISTINCT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
+    if "NVTX_EVENTS" in tables and "jsonText" in {c for c, _ in _columns(conn, "NVTX_EVENTS")}:
+        for (j,) in conn.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL"):
+            ids.update(int(x) for x in _JSON_IDS.findall(j))
+    return ids
+
+
+def _meta(conn: sqlite3.Connection, table: str, tables: list[str]) -> list[tuple[str, str]]:
+    if table not in tables:
+        return []
+    return [(n, v) for n, v in conn.execute(f"SELECT name, value FROM {_q(table)}")
+            if isinstance(v, str)]
+
+
+def _project_sources(paths: set[str]) -> set[str]:
+    """Absolute ``.py`` paths of the program itself (not libraries, not nsys)."""
+    return {p for p in paths if p.endswith(".py") and not _SITE.search(p) and not _STDLIB.search(p)
+            and not p.startswith(_KEEP_PATH_PREFIXES)}
+
+
+def _derive_root(sources: set[str], hints: list[str]) -> str | None:
+    for h in hints:
+        roots = Counter()
+        for p in sources:
+            i = p.find(f"/{h}/")
+            if i > 0:
+                roots[p[:i]] += 1
+            elif p.endswith(f"/{h}.py"):
+                roots[p[: -len(h) - 4]] += 1
+        if roots:
+            return roots.most_common(1)[0][0]
+    if not sources:
+        return None
+    d = os.path.commonpath(sorted(sources))
+    if d in sources:
+        d = os.path.dirname(d)
+    while d not in ("/", "") and f"{d}/__init__.py" in sources:
+        d = os.path.dirname(d)
+    return d if d not in ("/", "") else None
+
+
+Meta = list[tuple[str, str]]
+
+
+def _context(conn: sqlite3.Connection) -> _Context:
+    """Everything the scan needs to know about the export, read once."""
+    tables = _tables(conn)
+    refs = _string_ref_columns(conn, tables)
+    capture = _meta(conn, "META_DATA_CAPTURE", tables)
+    export = _meta(conn, "META_DATA_EXPORT", tables)
+    sysenv = _sysenv(conn, tables)
+    env = _recorded_env(capture, sysenv)
+    paths = _absolute_paths(conn, capture)
+    sources = _project_sources(paths)
+    working_dir, source = _working_dir(capture, env, sources, _hints(capture))
+    users, hosts = _users_and_hosts(capture + export, sysenv, env, paths)
+    ctx = _Context(tables, _text_columns(conn, tables), refs,
+                   _referenced_ids(conn, refs, tables), working_dir, source, users, hosts,
+                   _gpu_uuids(conn, tables, sysenv))
+    ctx.word_patterns = _word_patterns(users, hosts)
+    return ctx
+
+
+def _text_columns(conn: sqlite3.Connection, tables: list[str]) -> dict[str, list[str]]:
+    out = {}
+    for t in tables:
+        if t.startswith("ENUM_"):
+            continue
+        cols = [c for c, ty in _columns(conn, t)
+                if ty in ("TEXT", "") or "CHAR" in ty or "CLOB" in ty]
+        if cols:
+            out[t] = cols
+    return out
+
+
+def _sysenv(conn: sqlite3.Connection, tables: list[str]) -> Meta:
+    if "TARGET_INFO_SYSTEM_ENV" not in tables:
+        return []
+    return [(n, v) for n, v in conn.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
+            if isinstance(v, str)]
+
+
+def _recorded_env(capture: Meta, sysenv: Meta) -> dict[str, str]:
+    """Environment variables as recorded, for PWD / USER / HOME / HOSTNAME."""
+    env: dict[str, str] = {}
+    for n, v in capture:
+        if n.endswith("ENVIRONMENT_VARIABLE") and (m := _ENV_VAR.match(v)):
+            env.setdefault(m.group(1), v[m.end():].strip('"'))
+    for n, v in sysenv:
+        if n == "DeviceEnvironment":
+            for part in v.split(";"):
+                if m := _ENV_VAR.match(part):
+                    env.setdefault(m.group(1), part[m.end():])
+    return env
+
+
+def _absolute_paths(conn: sqlite3.Connection, capture: Meta) -> set[str]:
+    """Every absolute path in the strings, to find the program's sources."""
+    paths: set[str] = set()
+    for (v,) in conn.execute("SELECT value FROM StringIds WHERE value LIKE '%/%'"):
+        if "\x00" not in v:
+            paths.update(_PATH.findall(v))
+    for _, v in capture:
+        paths.update(_PATH.findall(v))
+    return paths
+
+
+def _hints(capture: Meta) -> list[str]:
+    """The program's package or script names, from its command line."""
+    hints = []
+    args = [(n, v) for n, v in capture if re.match(r"PROCESS_\d+:ARGUMENT_\d+$", n)]
+    args.sort(key=lambda nv: (nv[0].split(":")[0], int(nv[0].rsplit("_", 1)[1])))
+    for (_, a), (_, b) in zip(args, args[1:], strict=False):
+        if a == "-m" and b:
+            hints.append(b.split(".")[0])
+    for _, a in args:
+        if a.endswith(".py") and not a.startswith("/"):
+            hints.append(a.split("/")[0] if "/" in a else a[:-3])
+    return hints
+
+
+def _working_dir(capture: Meta, env: dict[str, str], sources: set[str],
+                 hints: list[str]) -> tuple[str | None, str]:
+    """The profiled program's working directory, and where it was read from."""
+    candidates = [(v.rstrip("/"), f"META_DATA_CAPTURE {n}") for n, v in capture
+                  if re.match(r"PROCESS_\d+:WORKING_DIR$", n)]
+    if "PWD" in env:
+        candidates.append((env["PWD"].rstrip("/"), "PWD in the recorded environment"))
+    for cand, where in candidates:
+        if not cand.startswith("/") or cand.count("/") < 1 or cand in ("", "/"):
+            continue
+        if not sources or any(p.startswith(cand + "/") for p in sources):
+            return cand, where
+    derived = _derive_root(sources, hints) if sources else None
+    if derived:
+        named = hints and any(f"/{hints[0]}/" in p or p.endswith(f"/{hints[0]}.py")
+                              for p in sources)
+        return derived, (f"prefix of the sources of '{hints[0]}'" if named
+                         else "common directory of the program's .py sources")
+    return None, "none: no absolute working directory or program sources found"
+
+
+def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
+                     paths: set[str]) -> tuple[set[str], set[str]]:
+    users: set[str] = set()
+    hosts: set[str] = set()
+    for n, v in meta:
+        if n.endswith("USER_NAME") or n == "EXPORT_USER":
+            users.add(v)
+        elif n in ("EXPORT_HOST", "DEVICE_DISPLAY_NAME"):
+            hosts.add(v)
+    for n, v in sysenv:
+        if n in ("Hostname", "HostName"):
+            hosts.add(v)
+    for k in ("USER", "LOGNAME", "USERNAME"):
+        if k in env:
+            users.add(env[k])
+    if "HOSTNAME" in env:
+        hosts.add(env["HOSTNAME"])
+    for p in list(paths) + [env.get("HOME", "")]:
+        if m := _HOME_NAME.match(p):
+            users.add(m.group(1))
+    users -= {USER_PLACEHOLDER, ""}
+    hosts -= _GENERIC_HOSTS
+    for h in list(hosts):
+        if "." in h and not re.fullmatch(r"[\d.]+", h):
+            hosts.add(h.split(".")[0])
+    return users, hosts
+
+
+def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dict[str, str]:
+    """Each GPU UUID and its replacement, ``...-00000000000N`` by rank in the file."""
+    found: dict[str, str] = {}
+    if "TARGET_INFO_GPU" in tables and \
+            "uuid" in {c for c, _ in _columns(conn, "TARGET_INFO_GPU")}:
+        for (u,) in conn.execute("SELECT uuid FROM TARGET_INFO_GPU ORDER BY rowid"):
+            if isinstance(u, str) and _UUID.fullmatch(u.removeprefix("GPU-")):
+                found.setdefault(u.removeprefix("GPU-").lower(), "")
+    for n, v in sysenv:
+        if n == "GpuInfo":
+            for u in re.findall(r'"Uuid"\s*:\s*"(?:GPU-)?([0-9a-fA-F-]{36})"', v):
+                found.setdefault(u.lower(), "")
+    zero = _ZERO_UUID.format(0)[:-12]
+    return {u: _ZERO_UUID.format(i)
+            for i, u in enumerate(u for u in found if not u.startswith(zero))}
+
+
+def _word_patterns(users: set[str],
+                   hosts: set[str]) -> list[tuple[re.Pattern[str], str, str, str]]:
+    """User and host names to replace wherever they recur as a whole word."""
+    out = []
+    for name in sorted(users, key=len, reverse=True):
+        if name not in _GENERIC_USERS and len(name) >= 2:
+            out.append((_word(name), USER_PLACEHOLDER, "user", name))
+    for name in sorted(hosts, key=len, reverse=True):
+        if len(name) >= 2:
+            out.append((_word(name), HOST_PLACEHOLDER, "host", name))
+    return out

@@ -1,0 +1,237 @@
+"""The scrub policy: what in an nsys SQLite export identifies a machine or a person, and what
+it becomes; the analysis keeps everything it reads.
+
+Why: an ``nsys export --type sqlite`` file carries much more than the trace. nsys records the
+profiled process's whole environment (``META_DATA_CAPTURE`` rows ``PROCESS_n:ENVIRONMENT_VARIABLE``,
+``TARGET_INFO_SYSTEM_ENV`` row ``DeviceEnvironment`` and one NUL-separated ``NAME=value`` blob in
+``StringIds`` per process it saw start), the host and user names (``EXPORT_HOST``,
+``EXPORT_USER``, ``DEVICE_DISPLAY_NAME``, ``PROCESS_n:USER_NAME``, ``Hostname``), the GPU's
+hardware UUID, and absolute paths everywhere: the export's own input/output paths
+(``META_DATA_EXPORT`` ``EXPORT_PARAM_*_PATH*``), the working directory and arguments of the
+command, the Python source files of the Python sampler (``StringIds``, referenced by id from the
+JSON payloads in ``NVTX_EVENTS.jsonText``), the nsys install and session directories
+(``TARGET_INFO_SYSTEM_ENV``, ``DIAGNOSTIC_EVENT``, ``ANALYSIS_FILE``, ``ProcessStreams``).
+Sample traces that go into a repository, a bug report or a CI artefact must not carry those.
+
+What: :func:`find_leaks` lists what would leak, :func:`scrub` writes a cleaned copy.
+
+Policy (what counts as a leak, and what it becomes):
+
+``env``
+    Environment variables: NUL-separated ``NAME=value`` dumps anywhere, a lone variable whose
+    name is a well-known one (``PATH``, ``HOME``, ``USER``...) or looks like a secret
+    (``*TOKEN*``, ``*SECRET*``, ``*API_KEY*``...), ``PROCESS_n:ENVIRONMENT_VARIABLE`` rows,
+    ``DeviceEnvironment`` rows (``;``-separated) and any table whose name says ``ENVIRONMENT``.
+    Rows are deleted; a ``StringIds`` row that something still references keeps its id and gets
+    the value ``<env>``.
+``abs_path``
+    Every absolute path (``/x/y...``, two components or more, or ``/root``) is machine specific,
+    except the kernel's virtual file systems ``/dev``, ``/proc``, ``/sys`` and NVIDIA's own
+    build-farm paths compiled into nsys (``/dvs/p4/...``), which are the same everywhere.
+    A path under the profiled program's working directory becomes relative to it
+    (``/tmp/tmp.abc/proj/engine_under_test/sampler.py`` -> ``engine_under_test/sampler.py``; the
+    working directory itself becomes ``.``); a path inside a ``site-packages``/``dist-packages``
+    directory becomes ``<site-packages>/torch/cuda/graphs.py``; a path inside a Python standard
+    library directory (``.../lib/python3.12/...``) becomes ``<stdlib>/threading.py``; any other
+    absolute path becomes ``<path>/<basename>``. Relative paths are kept as they are.
+    The working directory is read from the data: ``PROCESS_n:WORKING_DIR`` in
+    ``META_DATA_CAPTURE`` (or ``PWD`` in the recorded environment) when it is absolute and holds
+    the program's own sources; otherwise it is derived from the source paths: the prefix in
+    front of the package named by ``python -m PKG`` (or the script's first directory), else the
+    common directory of the program's ``.py`` files, walked up while it has an ``__init__.py``.
+``user`` / ``host``
+    The values of the user and host fields become ``user`` / ``host``. User names also come
+    from ``USER``/``LOGNAME``/``HOME`` and ``/home/NAME/`` paths. Wherever a user or host name
+    recurs in any other string as a whole word it is replaced too (``root`` and names shorter
+    than 2 characters are only replaced in their own fields: they are not identifying, or too
+    ambiguous to search for).
+``machine_id``
+    GPU UUIDs (``TARGET_INFO_GPU.uuid`` and the ``Uuid`` in ``GpuInfo``) become
+    ``00000000-0000-0000-0000-00000000000N``, N the GPU's rank in the file, so GPUs stay distinct.
+``timezone``
+    A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
+    ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.
+
+Kept on purpose: every timestamp, id and number; API names (``cudaGraphLaunch_v10000``); kernel
+and NVTX names (unless ``drop_kernel_names``/``drop_nvtx_text``); memcpy kinds and all ``ENUM_*``
+tables; the Python-sampling JSON payloads (they reference ``StringIds`` ids for ``File`` and
+``Function``, so rewriting those strings rewrites their paths); process and thread names (comm
+names such as ``python3`` or ``kworker/3:1``; they are scrubbed only for paths, user and host);
+the program's captured stdout (scrubbed like any string); the session UUID (random per capture).
+Row counts of all trace tables are unchanged; only ``META_DATA_CAPTURE``,
+``TARGET_INFO_SYSTEM_ENV``, ``StringIds`` and environment tables lose rows (the drop options may
+add ``StringIds`` rows, when a name they replace is shared with something they keep).
+
+The library never prints and never modifies its input unless asked (``in_place``); the output is
+written to a temporary file next to the destination, fsynced and renamed over it, so a failure
+never leaves a partial file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+from ..errors import NsysscopeError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: placeholders written by :func:`scrub`; they are not leaks
+USER_PLACEHOLDER = "user"
+HOST_PLACEHOLDER = "host"
+ENV_PLACEHOLDER = "<env>"
+_ZERO_UUID = "00000000-0000-0000-0000-{:012d}"
+
+
+class ScrubError(NsysscopeError):
+    """The input cannot be scrubbed: missing, not SQLite, or not an nsys export."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Leak:
+    """One thing in an export that identifies a machine or a person.
+
+    ``key`` is the ``StringIds`` id, the ``name`` of a ``META_DATA_*``/``TARGET_INFO_SYSTEM_ENV``
+    row, or the rowid elsewhere. ``excerpt`` is redacted: it says what the leak is without
+    repeating it (``HOME=…``, ``/home/…/sampler.py``, ``a…``).
+    """
+
+    table: str
+    column: str
+    key: int | str
+    kind: str
+    excerpt: str
+
+
+@dataclass(frozen=True)
+class ScrubResult:
+    """What :func:`scrub` did. ``remaining`` is empty when the output is clean."""
+
+    src: Path
+    dst: Path
+    working_dir: str | None
+    working_dir_from: str
+    leaks_found: int
+    kinds: dict[str, int]
+    rows_deleted: dict[str, int]
+    cells_rewritten: int
+    kernel_names_dropped: int = 0
+    nvtx_texts_dropped: int = 0
+    remaining: tuple[Leak, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------------------------
+# patterns
+
+# an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', ':', '>'), so
+# 'kworker/3:1', 'steps/s', URLs and our own '<path>/x' placeholders are not matched
+_PATH = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
+_KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
+_SITE = re.compile(r"/(?:site|dist)-packages/(.*)$")
+_STDLIB = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
+_ENV_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+_UPPER_ENV_VAR = re.compile(r"^([A-Z_][A-Z0-9_]*)=")
+_KNOWN_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "USERNAME", "PWD", "OLDPWD", "HOSTNAME", "SHELL", "MAIL",
+    "TERM", "LANG", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+    "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "TMPDIR", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK",
+    "SSH_CLIENT", "SSH_CONNECTION", "DISPLAY", "CUDA_VISIBLE_DEVICES"})
+_SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
+_HOME_NAME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
+_GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
+_GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
+
+_DELETE = object()  # sentinel: the row goes
+
+
+def _env_names(value: str, semicolons: bool = False) -> list[str]:
+    """The variable names if ``value`` is an environment dump or a sensitive variable, else [].
+
+    A dump is NUL-separated ``NAME=value`` items (how nsys stores a process's environment), or
+    ``;``-separated ones where the caller knows the field holds an environment
+    (``DeviceEnvironment``): ``bs=8;seq=128`` in an NVTX range is not an environment.
+    """
+    if "=" not in value:
+        return []
+    if "\x00" in value:
+        parts = value.split("\x00")
+    elif semicolons and ";" in value:
+        parts = value.split(";")
+    else:
+        parts = [value]
+    parts = [p for p in parts if p]
+    names = [m.group(1) for p in parts if (m := _ENV_VAR.match(p))]
+    if len(parts) > 1 and len(names) >= 2 and len(names) * 2 >= len(parts):
+        return names
+    if len(parts) == 1 and (m := (_ENV_VAR if semicolons else _UPPER_ENV_VAR).match(parts[0])):
+        name = m.group(1)
+        if semicolons or name in _KNOWN_ENV or _SECRETISH.search(name):
+            return [name]
+    return []
+
+
+def rewrite_path(path: str, working_dir: str | None) -> str:
+    """The scrubbed form of one absolute ``path`` (see the module docstring)."""
+    if path.startswith(_KEEP_PATH_PREFIXES):
+        return path
+    if working_dir:
+        if path.rstrip("/") == working_dir:
+            return "."
+        if path.startswith(working_dir + "/"):
+            rest = path[len(working_dir) + 1:]
+            if not _SITE.search("/" + rest):
+                return rest
+    if m := _SITE.search(path):
+        return "<site-packages>/" + m.group(1)
+    if m := _STDLIB.search(path):
+        return "<stdlib>/" + m.group(1)
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    return f"<path>/{base}" if base else "<path>"
+
+
+def _is_leaky_path(path: str) -> bool:
+    """Two components or more (``/opt/x``), or ``/root``; not ``/dev``, ``/proc``, ``/sys``,
+    ``/dvs/p4``."""
+    if path.startswith(_KEEP_PATH_PREFIXES):
+        return False
+    parts = [p for p in path.split("/") if p]
+    return len(parts) >= 2 or parts == ["root"]
+
+
+def _redact_path(path: str) -> str:
+    parts = [p for p in path.split("/") if p]
+    if len(parts) <= 1:
+        return "/" + (parts[0] if parts else "")
+    if len(parts) == 2 and parts[0] not in ("home", "Users"):
+        return f"/{parts[0]}/…"
+    return f"/{parts[0]}/…/{parts[-1]}"
+
+
+def _redact_name(name: str) -> str:
+    return (name[:1] + "…") if name else "''"
+
+
+def _word(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(name) + r"(?![A-Za-z0-9_\-])")
+
+
+def _field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:
+    """Field-level replacement for user/host/working-dir/timezone fields: (kind, new value)."""
+    if table in ("META_DATA_CAPTURE", "META_DATA_EXPORT"):
+        if (name.endswith("USER_NAME") or name == "EXPORT_USER") and \
+                value not in ("", USER_PLACEHOLDER):
+            return "user", USER_PLACEHOLDER
+        if name in ("EXPORT_HOST", "DEVICE_DISPLAY_NAME") and value not in _GENERIC_HOSTS:
+            return "host", HOST_PLACEHOLDER
+    if table == "TARGET_INFO_SYSTEM_ENV" and name in ("Hostname", "HostName") and \
+            value not in _GENERIC_HOSTS:
+        return "host", HOST_PLACEHOLDER
+    return None
+

@@ -1,0 +1,195 @@
+"""The scan: one pass over every text cell that both :func:`find_leaks` and the writer use.
+
+Each finding says where a leak is, what kind it is (policy in :mod:`.policy`), and what the
+cell becomes (or that the row goes).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .context import _columns, _connect_ro, _Context, _context, _q
+from .policy import (
+    _DELETE,
+    _ENV_VAR,
+    _PATH,
+    _UUID,
+    ENV_PLACEHOLDER,
+    Leak,
+    PathLike,
+    _env_names,
+    _field_rule,
+    _is_leaky_path,
+    _redact_name,
+    _redact_path,
+    rewrite_path,
+)
+
+_META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_SYSTEM_ENV"})
+
+
+@dataclass
+class _Finding:
+    table: str
+    column: str
+    rowid: int
+    key: int | str
+    kinds: list[tuple[str, str]]  # (kind, excerpt)
+    new: object  # new cell value, or _DELETE for the row
+
+
+def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> str:
+    """``value`` with paths, user/host names and GPU UUIDs scrubbed; appends what it found."""
+    new = value
+    if ctx.gpu_uuids and "-" in new:
+        def uuid_sub(m: re.Match[str]) -> str:
+            rep = ctx.gpu_uuids.get(m.group(0).lower())
+            if rep is None:
+                return m.group(0)
+            kinds.append(("machine_id", m.group(0)[:4] + "…"))
+            return rep
+        new = _UUID.sub(uuid_sub, new)
+    if "/" in new:
+        def path_sub(m: re.Match[str]) -> str:
+            p = m.group(0)
+            if not _is_leaky_path(p):
+                return p
+            rep = rewrite_path(p, ctx.working_dir)
+            if rep != p:
+                kinds.append(("abs_path", _redact_path(p)))
+            return rep
+        new = _PATH.sub(path_sub, new)
+    for pat, rep, kind, name in ctx.word_patterns:
+        new, n = pat.subn(rep, new)
+        if n:
+            kinds.append((kind, _redact_name(name)))
+    return new
+
+
+def _scan(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+    for table, cols in ctx.text_columns.items():
+        yield from _scan_table(conn, ctx, table, cols)
+    yield from _scan_timezone(conn, ctx)
+
+
+def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
+                cols: list[str]) -> Iterator[_Finding]:
+    whole_env = "ENVIRONMENT" in table.upper() and table not in _META_TABLES
+    has_name = table in _META_TABLES
+    sel = ", ".join(_q(c) for c in cols)
+    namecol = ", name" if has_name else ""
+    for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {_q(table)}"):
+        rowid = row[0]
+        name = row[1] if has_name else None
+        values = row[2:] if has_name else row[1:]
+        key: int | str = name if has_name else rowid
+        if whole_env:
+            yield _Finding(table, cols[0], rowid, key, [("env", f"{table} row")], _DELETE)
+            continue
+        if has_name:
+            env_row = _env_row(table, rowid, name, cols, values)
+            if env_row is not None:
+                yield env_row
+                continue
+        for col, value in zip(cols, values, strict=True):
+            if not isinstance(value, str) or not value or (has_name and col == "name"):
+                continue
+            found = _scan_cell(ctx, table, col, rowid, key, name, value)
+            if found is not None:
+                yield found
+
+
+def _env_row(table: str, rowid: int, name: str, cols: list[str],
+             values: tuple[object, ...]) -> _Finding | None:
+    """A ``META_DATA_*`` row that records an environment variable: it goes."""
+    v = next((x for c, x in zip(cols, values, strict=True) if c == "value"), "")
+    if not (name.endswith("ENVIRONMENT_VARIABLE")
+            or ("environment" in name.lower() and _env_names(str(v or ""), semicolons=True))):
+        return None
+    var = _ENV_VAR.match(str(v or ""))
+    label = f"{var.group(1)}=…" if var else f"{name} …"
+    return _Finding(table, "value", rowid, name, [("env", label)], _DELETE)
+
+
+def _scan_cell(ctx: _Context, table: str, col: str, rowid: int, key: int | str,
+               name: str | None, value: str) -> _Finding | None:
+    """One text cell: an environment dump, a user/host field, or paths, names, UUIDs."""
+    has_name = name is not None
+    names = _env_names(value) if "=" in value else []
+    if names:
+        if value == ENV_PLACEHOLDER:
+            return None
+        excerpt = f"{names[0]}=…" + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+        if table == "StringIds":
+            new: object = ENV_PLACEHOLDER if rowid in ctx.referenced_ids else _DELETE
+        elif has_name:
+            new = _DELETE
+        else:
+            new = ENV_PLACEHOLDER
+        return _Finding(table, col, rowid, key, [("env", excerpt)], new)
+    kinds: list[tuple[str, str]] = []
+    new_value = value
+    if name is not None and col == "value":
+        rule = _field_rule(table, name, value)
+        if rule:
+            kinds.append((rule[0], _redact_name(value)))
+            new_value = rule[1]
+    if new_value is value and ("/" in value or ctx.word_patterns or ctx.gpu_uuids):
+        new_value = _rewrite_text(value, ctx, kinds)
+    if kinds and new_value != value:
+        return _Finding(table, col, rowid, key, kinds, new_value)
+    return None
+
+
+def _scan_timezone(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+    if "TARGET_INFO_SESSION_START_TIME" in ctx.tables:
+        cols = {c for c, _ in _columns(conn, "TARGET_INFO_SESSION_START_TIME")}
+        if {"utcTime", "localTime"} <= cols:
+            for rowid, utc, local in conn.execute(
+                    "SELECT rowid, utcTime, localTime FROM TARGET_INFO_SESSION_START_TIME"):
+                if isinstance(local, str) and isinstance(utc, str) and local != utc:
+                    yield _Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
+                                   [("timezone", "local time ≠ UTC")], utc)
+    if "META_DATA_EXPORT" in ctx.tables:
+        meta = {n: (r, v) for r, n, v in
+                conn.execute("SELECT rowid, name, value FROM META_DATA_EXPORT")}
+        if "EXPORT_TIME_LOCAL" in meta:
+            rowid, local = meta["EXPORT_TIME_LOCAL"]
+            m = re.match(r"^(\S+) ([+-]\d{4})\b", local or "")
+            if m and m.group(2) not in ("+0000", "-0000"):
+                utc = meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1]
+                yield _Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
+                               [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC")
+
+
+def _leaks(findings: list[_Finding]) -> list[Leak]:
+    out = []
+    for f in findings:
+        seen = set()
+        for kind, excerpt in f.kinds:
+            if (kind, excerpt) in seen:
+                continue
+            seen.add((kind, excerpt))
+            out.append(Leak(f.table, f.column, f.key, kind, excerpt))
+    return out
+
+
+def find_leaks(path: PathLike) -> list[Leak]:
+    """List what in the export at ``path`` identifies a machine or a person (see
+    :mod:`.policy`).
+
+    One :class:`Leak` per cell and kind of leak (a cell holding two different paths gives two).
+    An empty list means the file is clean by this policy. Raises :class:`ScrubError` when
+    ``path`` is not an nsys SQLite export.
+    """
+    path = Path(path)
+    conn = _connect_ro(path)
+    try:
+        ctx = _context(conn)
+        return _leaks(list(_scan(conn, ctx)))
+    finally:
+        conn.close()

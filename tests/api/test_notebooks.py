@@ -1,0 +1,44 @@
+"""Every notebook in notebooks/ runs top to bottom, and is committed with its outputs stripped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+
+
+def test_there_is_a_notebook():
+    assert any(p.name == "explore_overlap.ipynb" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, \
+                f"{path.name}: strip the outputs before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.slow  # starts a kernel and runs every cell
+def test_notebook_runs_top_to_bottom(path):
+    nb = nbformat.read(path, as_version=4)
+    # run in the notebook's own folder, as Jupyter does; the kernel inherits NSYSSCOPE_CACHE
+    # (conftest), so the samples decompressed for the other tests are reused
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    if path.name == "explore_overlap.ipynb":
+        images = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert len(images) >= 6, "the timelines, distributions and comparison did not show"
+        html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
+        assert "nsysscope-summary" in html  # the rich summary of an opened trace

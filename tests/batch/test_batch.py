@@ -1,0 +1,104 @@
+"""Many traces at once (``nsysscope report DIR``): expansion, ranks, worker processes, Dask,
+and the output being the same bytes for the same traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from nsysscope import batch
+from nsysscope.cli import cli
+
+pytestmark = pytest.mark.slow  # worker processes and a Dask cluster
+
+
+@pytest.fixture(scope="module")
+def ranks(sample_path, tmp_path_factory):
+    """A folder of three 'ranks': rank1 has the case-1 readback stall."""
+    d = tmp_path_factory.mktemp("ranks")
+    for i, name in enumerate(("healthy", "case1", "case2")):
+        (d / f"rank{i}.sqlite.xz").symlink_to(sample_path(name))
+    return d
+
+
+def test_expand_and_rank(ranks, tmp_path):
+    files = batch.expand([str(ranks)])
+    assert [p.name for p in files] == ["rank0.sqlite.xz", "rank1.sqlite.xz", "rank2.sqlite.xz"]
+    assert batch.expand([str(ranks / "rank*.sqlite.xz"), str(ranks / "rank1.sqlite.xz")]) == files
+    assert [batch.rank_of(p) for p in files] == [0, 1, 2]
+    assert batch.rank_of("trace_gpu-7.sqlite") == 7 and batch.rank_of("trace.sqlite") is None
+    assert batch.names_many(str(ranks)) and batch.names_many(str(ranks / "*.xz"))
+    assert not batch.names_many(str(files[0]))
+    (tmp_path / "empty").mkdir()
+    from nsysscope.errors import UnreadableInput
+    with pytest.raises(UnreadableInput):
+        batch.expand([str(tmp_path / "empty")])
+
+
+def test_parallel_report_over_ranks(ranks, analysed):
+    results = batch.run_local(batch.expand([str(ranks)]), jobs=2)
+    assert [r.rank for r in results] == [0, 1, 2]
+    for r, name in zip(results, ("healthy", "case1", "case2"), strict=False):
+        assert r.ok, r.error
+        assert r.summary.classes == analysed(name).summary.classes
+        assert r.summary.verdict == analysed(name).summary.verdict
+    agg = batch.aggregate(results)
+    assert agg.worst.rank == 1
+    assert agg.launches == sum(len(analysed(n).launches) for n in ("healthy", "case1", "case2"))
+    assert "rank 1 (rank1.sqlite.xz) stalls most" in agg.worst_line
+
+
+def test_cli_report_of_a_folder(ranks, tmp_path):
+    (ranks.parent / "broken").mkdir(exist_ok=True)
+    bad = ranks.parent / "broken" / "rank9.sqlite"
+    bad.write_bytes(b"not sqlite")
+    res = CliRunner().invoke(cli, ["report", str(ranks), str(bad), "-j", "2"])
+    assert res.exit_code == 2, res.output  # every trace reported; the broken one's code
+    out = res.output
+    assert "rank1.sqlite.xz" in out and "rank 1 (rank1.sqlite.xz) stalls most" in out
+    assert "error:" in out and "3 of 4 traces" in out
+    res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert [t["rank"] for t in d["traces"]] == [0, 1, 2]
+    assert d["aggregate"]["worst"]["rank"] == 1
+    res = CliRunner().invoke(cli, ["report", str(ranks), "--per-launch", str(tmp_path / "x.csv")])
+    assert res.exit_code == 2
+
+
+def test_dask_local_cluster(ranks):
+    distributed = pytest.importorskip("dask.distributed")
+    paths = batch.expand([str(ranks)])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        results = batch.run_dask(paths, cluster.scheduler_address)
+    local = batch.run_local(paths, jobs=1)
+    assert [r.rank for r in results] == [0, 1, 2]
+    assert [r.summary.classes for r in results] == [r.summary.classes for r in local]
+    assert batch.aggregate(results).worst.rank == 1
+
+
+def test_output_is_the_same_bytes_for_the_same_traces(ranks):
+    """No wall times unless asked for: two runs of the same traces write the same bytes."""
+    runs = [CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--format", fmt])
+            for fmt in ("text", "json", "text", "json")]
+    assert all(r.exit_code == 0 for r in runs), runs[0].output
+    assert runs[0].output == runs[2].output and runs[1].output == runs[3].output
+    assert runs[0].output.splitlines()[0] == "nsysscope report: 3 traces"
+    assert all(t["seconds"] is None for t in json.loads(runs[1].output)["traces"])
+    timed = CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--timings", "--format",
+                                     "json"])
+    assert all(t["seconds"] > 0 for t in json.loads(timed.output)["traces"])
+    text = CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--timings"]).output
+    assert text.splitlines()[0].startswith("nsysscope report: 3 traces, ")
+
+
+def test_batch_json_round_trips(ranks):
+    from nsysscope.model import BatchResult
+    d = json.loads(CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--format",
+                                            "json"]).output)
+    back = BatchResult.from_dict(d)
+    assert back.to_dict() == d
+    assert back.aggregate.worst is not None and back.aggregate.worst.rank == 1

@@ -1,0 +1,440 @@
+"""The bad-input matrix: every kind of bad trace gets one line on stderr, its own exit code, no
+traceback, and the input is left as it was (bytes, mode and mtime).
+
+Each case runs ``python -m nsysscope report INPUT`` in a subprocess, as a user would; the
+cases run in parallel (one session fixture starts them all) to keep the file fast. The exact
+messages are the ones the README's Troubleshooting section lists.
+
+Inputs made from real exports: the case1 H200 sample (schema 3.20.3), cut short, with tables
+dropped, extra tables and columns added, or graph replays deleted; and the shared 3.7.2
+fixtures (a CPU-only trace, and one where nsys 2023.4 lost the GPU data of a CUDA 13 run).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import random
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import synth  # tests/ is on sys.path (pytest rootdir-relative import)
+
+ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
+CASE1_STEADY = 293  # steady launches of the case1 sample (300 launches, 6 warm-up, 1 last)
+NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+          "--inh-caps", "-dac_override,-dac_read_search", "--"]
+
+
+def report(path, *args: str, env: dict | None = None, wrap: list[str] = (), cwd=None,
+           timeout: int = 120) -> subprocess.CompletedProcess:
+    """``nsysscope report PATH ARGS`` in a subprocess."""
+    e = dict(os.environ)
+    e.update(env or {})
+    e = {k: v for k, v in e.items() if v is not None}
+    e.pop("NSYSSCOPE_DEBUG", None)
+    return subprocess.run([*wrap, sys.executable, "-m", "nsysscope", "report", str(path), *args],
+                          capture_output=True, text=True, env=e, cwd=cwd, timeout=timeout)
+
+
+def fingerprint(p: Path):
+    """What must not change about an input: its bytes, mode and mtime (or its absence)."""
+    if not p.exists() and not p.is_symlink():
+        return None
+    st = p.lstat()
+    digest = hashlib.sha256(p.read_bytes()).hexdigest() if stat.S_ISREG(st.st_mode) and \
+        os.access(p, os.R_OK) and st.st_mode & 0o444 else None
+    return (st.st_size, st.st_mtime_ns, st.st_mode, digest)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, message: str) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert proc.stderr == f"nsysscope: error: {message}\n", proc.stderr
+    assert proc.stdout == ""
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def case1_sqlite(sample_path) -> Path:
+    """The case1 sample, decompressed once (read-only: tests copy it before changing it)."""
+    from nsysscope.trace import resolve
+    return resolve(sample_path("case1"))
+
+
+def copy_of(src: Path, dst: Path, sql: str = "") -> Path:
+    shutil.copyfile(src, dst)
+    if sql:
+        with sqlite3.connect(dst) as c:
+            c.executescript(sql)
+        c.close()
+    return dst
+
+
+GRAPH_LAUNCHES = ("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON "
+                  "s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%' ORDER BY r.start")
+
+
+def delete_graph_work(corrs_sql: str) -> str:
+    return "".join(f"DELETE FROM {t} WHERE graphNodeId IS NOT NULL AND correlationId IN "
+                   f"({corrs_sql});" for t in ("CUPTI_ACTIVITY_KIND_KERNEL",
+                                               "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                               "CUPTI_ACTIVITY_KIND_MEMSET"))
+
+
+@dataclass
+class Case:
+    path: Path
+    code: int
+    message: str | None = None  # the exact line after "nsysscope: error: " (code != 0)
+    args: tuple[str, ...] = ()
+    env: dict = field(default_factory=dict)
+    wrap: list[str] = field(default_factory=list)
+    check: Callable[[dict], None] | None = None  # on the JSON summary (code 0)
+    skip: str | None = None
+
+
+def _no_dac_works() -> str | None:
+    """Why a non-root-like run is impossible here, or None. As root, permissions are not
+    enforced (CAP_DAC_OVERRIDE); dropping that capability makes root obey them."""
+    if os.geteuid() != 0:
+        return None
+    if not shutil.which("setpriv"):
+        return "running as root and setpriv is missing: cannot make a file unreadable to root"
+    try:
+        ok = subprocess.run([*NO_DAC, "true"], capture_output=True).returncode == 0
+    except OSError:
+        ok = False
+    return None if ok else "running as root and setpriv cannot drop CAP_DAC_OVERRIDE here"
+
+
+def build_cases(d: Path, case1: Path, fixture: Callable[[str], Path | None]) -> dict[str, Case]:
+    cases: dict[str, Case] = {}
+    rng = random.Random(7)
+
+    def add(name: str, case: Case) -> None:
+        cases[name] = case
+
+    # -- files --
+    p = d / "missing.sqlite"
+    add("missing", Case(p, 2, f"{p}: no such file"))
+    p = d / "empty.sqlite"
+    p.write_bytes(b"")
+    add("empty", Case(p, 2, f"{p}: empty file"))
+    p = d / "random.sqlite"
+    p.write_bytes(bytes(rng.randrange(256) for _ in range(20_000)))
+    add("random_bytes", Case(p, 2, f"{p}: not an SQLite file ({ACCEPTS})"))
+    p = d / "notes.txt"
+    p.write_text("just some text\n")
+    add("text_file", Case(p, 2, f"{p}: not an SQLite file ({ACCEPTS})"))
+    p = d / "foreign.sqlite"
+    with sqlite3.connect(p) as c:
+        c.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        c.execute("INSERT INTO users VALUES (1, 'ada')")
+    c.close()
+    add("not_an_nsys_export", Case(p, 5, f"{p}: SQLite, but not an nsys export (no "
+                                         "META_DATA_EXPORT table); make one with: nsys export "
+                                         "--type sqlite REPORT.nsys-rep"))
+    size = case1.stat().st_size
+    p = d / "truncated.sqlite"
+    p.write_bytes(case1.read_bytes()[: size // 2])
+    add("truncated_export", Case(p, 5, f"{p}: truncated export ({size // 2} of {size} bytes); "
+                                       "copy or export it again"))
+    p = d / "header_only.sqlite"
+    p.write_bytes(case1.read_bytes()[:60])
+    add("truncated_in_header", Case(p, 5, f"{p}: truncated export (only 60 bytes, shorter than an "
+                                          "SQLite header); copy or export it again"))
+    raw = case1.read_bytes()
+    xz = lzma.compress(raw, preset=0)
+    p = d / "cut.sqlite.xz"
+    p.write_bytes(xz[: len(xz) // 2])
+    add("truncated_xz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Compressed file "
+                                   "ended before the end-of-stream marker was reached)"))
+    p = d / "flipped.sqlite.xz"
+    bad = bytearray(xz)
+    for i in range(200, len(bad), 997):
+        bad[i] ^= 0x5A
+    p.write_bytes(bytes(bad))
+    add("corrupt_xz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Corrupt input data)"))
+    p = d / "renamed.sqlite.xz"
+    p.write_bytes(b"PK\x03\x04" + bytes(rng.randrange(256) for _ in range(4096)))  # a zip
+    add("xz_name_not_xz", Case(p, 2, f"{p}: corrupt compressed file (named .xz, but it does not "
+                                     "start like xz data)"))
+    gz = gzip.compress(raw[: 2 << 20], compresslevel=1)
+    p = d / "cut.sqlite.gz"
+    p.write_bytes(gz[: len(gz) // 2])
+    add("truncated_gz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Compressed file "
+                                   "ended before the end-of-stream marker was reached)"))
+    p = d / "crc.sqlite.gz"
+    p.write_bytes(gz[:-8] + bytes(8))
+    add("corrupt_gz", Case(p, 2, f"{p}: corrupt or truncated compressed file (CRC check failed "
+                                 f"0x0 != {gzip.zlib.crc32(raw[: 2 << 20]):#x})"))
+    p = d / "text.sqlite.gz"
+    p.write_bytes(gzip.compress(b"hello, not a database\n"))
+    add("gz_of_text", Case(p, 2, f"{p}: decompresses, but not to an SQLite file ({ACCEPTS})"))
+    p = d / "a_directory.sqlite"
+    p.mkdir()
+    # report takes folders of traces (one per rank): an empty one is an error
+    add("directory", Case(p, 2, f"{p}: no trace files in this folder (.sqlite, .sqlite.xz, "
+                                ".sqlite.gz, .nsys-rep, .qdrep)"))
+    add("device_file", Case(Path("/dev/null"), 2, f"/dev/null: not a regular file ({ACCEPTS})"))
+    p = d / "capture.qdstrm"
+    p.write_bytes(b"QDSTRM\x00" + bytes(64))
+    add("qdstrm", Case(p, 2, f"{p}: a .qdstrm is a raw capture nsys never turned into a report; "
+                             "convert it with 'QdstrmImporter -i FILE.qdstrm' (in nsys's "
+                             "host-linux-x64 folder) and pass the .nsys-rep"))
+    p = d / "unreadable.sqlite"
+    shutil.copyfile(case1, p)
+    p.chmod(0)
+    why = _no_dac_works()
+    add("no_read_permission", Case(p, 2, f"{p}: permission denied", skip=why,
+                                   wrap=NO_DAC if os.geteuid() == 0 else []))
+    p = d / "ok.sqlite.xz"
+    p.write_bytes(xz)
+    blocker = d / "a_file_not_a_folder"
+    blocker.write_text("x")
+    add("cache_folder_unwritable", Case(p, 2, f"cannot create the cache folder "
+                                              f"{blocker / 'cache'}: Not a directory (set "
+                                              "NSYSSCOPE_CACHE to a writable folder)",
+                                        env={"NSYSSCOPE_CACHE": str(blocker / "cache")}))
+    odd = d / "odd names #1 ?x=%41&y"
+    odd.mkdir()
+    p = odd / "trace #2 ?%20.sqlite"
+    shutil.copyfile(case1, p)
+    add("odd_characters_in_path", Case(p, 0, args=("--format", "json"),
+                                       check=lambda s: s["classes"]["gpu_to_cpu"] == CASE1_STEADY))
+
+    # -- traces --
+    cpu = fixture("nsys2023.4_cpu_only_osrt.sqlite")
+    if cpu:
+        add("cpu_only_export", Case(cpu, 3, f"{cpu}: no CUDA data in this trace (was it captured "
+                                            "with -t cuda, and does the program use the GPU?)"))
+    partial = fixture("nsys2023.4_cuda13_partial.sqlite")
+    if partial:
+        add("profiler_lost_gpu_data", Case(partial, 7, (
+            f"{partial}: CUDA tracing stops 3.16 s into the capture, yet 599 of 599 NVTX ranges "
+            "follow with no CUDA activity: the profiler (nsys 2023.4.4.54) lost the GPU data. "
+            "Profile again with an nsys that supports this CUDA version.")))
+    s = synth.Synth()
+    pr = s.process(4242)
+    pr.at(1_000_000_000)
+    for _ in range(20):
+        pr.kernel(synth.gtid(4242, 100), 7, 50_000, 5_000, 1_000)
+    s.add("DIAGNOSTIC_EVENT", timestamp=5, timestampType=1, source=1, severity=2,
+          text="CUPTI buffers overflowed: 48211 CUDA activity records were lost",
+          globalPid=synth.gpid(4242))
+    p = s.write(d / "diagnostic_lost.sqlite")
+    add("diagnostic_says_lost", Case(p, 7, f"{p}: the profiler reports lost data: CUPTI buffers "
+                                           "overflowed: 48211 CUDA activity records were lost"))
+    p = copy_of(case1, d / "no_graphs.sqlite", f"DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
+                f"correlationId IN ({GRAPH_LAUNCHES});")
+    add("no_graph_launches", Case(p, 3, None))  # message checked in its own test
+    p = copy_of(case1, d / "some_replays_missing.sqlite",
+                delete_graph_work(f"{GRAPH_LAUNCHES} LIMIT 10 OFFSET 100"))
+
+    def some_missing(s: dict) -> None:
+        assert "10 of 300 graph launches have no GPU work in the trace (profiler buffer loss, or " \
+               "capture stopped mid-replay); they are excluded" in s["notes"]
+        assert s["classes"]["no_gpu_work"] == 10
+        assert s["classes"]["gpu_to_cpu"] == CASE1_STEADY - 10
+    add("some_replays_missing", Case(p, 0, args=("--format", "json"), check=some_missing))
+    p = copy_of(case1, d / "all_replays_missing.sqlite", delete_graph_work(GRAPH_LAUNCHES))
+    add("all_replays_missing", Case(p, 7, (
+        f"{p}: none of the 300 graph launches has GPU work in the trace: the profiler lost the "
+        "GPU activity, or kernels were not traced; profile again with -t cuda "
+        "--cuda-graph-trace=node")))
+
+    # -- schema drift --
+    def classic_case1(s: dict) -> None:
+        assert s["classes"]["gpu_to_cpu"] == CASE1_STEADY, s["classes"]
+        assert s["sites"][0]["api_chain"] == "cudaMemcpyAsync DtoH 1 B \u2192 cudaStreamSynchronize"
+    add("case1_reference", Case(case1, 0, args=("--format", "json"), check=classic_case1))
+    grown = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+             "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+             "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "NVTX_EVENTS", "StringIds", "META_DATA_EXPORT",
+             "ENUM_CUDA_MEM_KIND")
+    extra = "".join(f"ALTER TABLE {t} ADD COLUMN futureColumn{i} INTEGER DEFAULT 42;"
+                    for i, t in enumerate(grown))
+    extra += ("CREATE TABLE CUPTI_ACTIVITY_KIND_FUTURE (start INTEGER, end INTEGER, payload BLOB);"
+              "INSERT INTO CUPTI_ACTIVITY_KIND_FUTURE VALUES (1, 2, x'00ff');"
+              "CREATE TABLE ENUM_SOMETHING_NEW (id INTEGER PRIMARY KEY, name TEXT);"
+              "INSERT INTO META_DATA_EXPORT (name, value) VALUES ('EXPORT_FUTURE_FIELD', 'x');")
+    p = copy_of(case1, d / "extra_tables_and_columns.sqlite", extra)
+    add("unknown_tables_and_columns", Case(p, 0, args=("--format", "json"), check=classic_case1))
+    p = copy_of(case1, d / "schema4.sqlite",
+                "UPDATE META_DATA_EXPORT SET value = '4.0.1' WHERE name = "
+                "'EXPORT_SCHEMA_VERSION'; UPDATE META_DATA_EXPORT SET value = '4' WHERE name = "
+                "'EXPORT_SCHEMA_VERSION_MAJOR';")
+    add("unknown_schema_major", Case(p, 5, f"{p}: export schema 4.0.1 (nsys 2025.3.2.0) is not "
+                                           "supported; nsysscope reads schema 3.x (tested: "
+                                           "3.7.2, 3.20.3)"))
+    no_sync = ("no sync-to-event records in this export (needs nsys >= 2024 with "
+               "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.eventSyncId and CUDA_EVENT): event waits were "
+               "matched to launches by timing alone")
+    no_nvtx = ("no NVTX ranges: stalls cannot be attributed to loop phases; add torch.cuda.nvtx "
+               "ranges around schedule/launch/sample/post")
+    for name, tables, notes in (
+            ("without_SYNCHRONIZATION", ["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"], [no_sync]),
+            ("without_CUDA_EVENT", ["CUPTI_ACTIVITY_KIND_CUDA_EVENT"], [no_sync]),
+            ("without_NVTX_EVENTS", ["NVTX_EVENTS"], [no_nvtx]),
+            ("without_all_three", ["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                                   "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "NVTX_EVENTS"],
+             [no_sync, no_nvtx])):
+        p = copy_of(case1, d / f"{name}.sqlite", "".join(f"DROP TABLE {t};" for t in tables))
+
+        def degraded(s: dict, notes=notes, nvtx="NVTX_EVENTS" not in tables) -> None:
+            assert s["classes"]["gpu_to_cpu"] == CASE1_STEADY, s["classes"]
+            for note in notes:
+                assert note in s["notes"], s["notes"]
+            if nvtx:
+                assert s["sites"][0]["phase"] == "sample"
+            else:
+                assert s["sites"][0]["phase"] is None
+        add(f"case1_{name}", Case(p, 0, args=("--format", "json"), check=degraded))
+    # an older export schema (nsys 2023.4): the real 3.7.2 DDL, a case1-like loop
+    s = synth.Synth()
+    synth.decode_loop(s.process(4242), [synth.Step("gpu_to_cpu") for _ in range(30)])
+    p = s.write(d / "schema_3_7_2_case1_like.sqlite", schema="3.7.2")
+
+    def old_schema(s: dict) -> None:
+        assert s["trace"]["schema_version"] == "3.7.2"
+        assert s["classes"]["gpu_to_cpu"] == s["steady_launches"] == 24, s["classes"]
+        assert no_sync in s["notes"]
+    add("schema_3_7_2", Case(p, 0, args=("--format", "json"), check=old_schema))
+    return cases
+
+
+CASES = [
+    "missing", "empty", "random_bytes", "text_file", "not_an_nsys_export", "truncated_export",
+    "truncated_in_header", "truncated_xz", "corrupt_xz", "xz_name_not_xz", "truncated_gz",
+    "corrupt_gz", "gz_of_text", "directory", "device_file", "qdstrm", "no_read_permission",
+    "cache_folder_unwritable", "odd_characters_in_path", "cpu_only_export",
+    "profiler_lost_gpu_data", "diagnostic_says_lost", "no_graph_launches", "some_replays_missing",
+    "all_replays_missing", "case1_reference", "unknown_tables_and_columns", "unknown_schema_major",
+    "case1_without_SYNCHRONIZATION", "case1_without_CUDA_EVENT", "case1_without_NVTX_EVENTS",
+    "case1_without_all_three", "schema_3_7_2",
+]
+
+
+@pytest.fixture(scope="session")
+def matrix(tmp_path_factory, case1_sqlite):
+    """Every case built, then run at once: ``{name: (case, before, proc, after)}``."""
+    d = tmp_path_factory.mktemp("bad-input")
+    fixtures = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+    cases = build_cases(d, case1_sqlite,
+                        lambda n: (fixtures / n) if (fixtures / n).exists() else None)
+    assert set(cases) <= set(CASES)
+    cwd = tmp_path_factory.mktemp("cwd")
+
+    def run(name: str):
+        c = cases[name]
+        before = fingerprint(c.path)
+        proc = report(c.path, *c.args, env=c.env, wrap=c.wrap, cwd=cwd)
+        return name, (c, before, proc, fingerprint(c.path))
+
+    todo = [n for n in cases if not cases[n].skip]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+        results = dict(pool.map(run, todo))
+    for n in cases:
+        if cases[n].skip:
+            results[n] = (cases[n], None, None, None)
+    return results
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input(matrix, name):
+    if name not in matrix:
+        pytest.skip("the shared fixture for this case is not present")
+    case, before, proc, after = matrix[name]
+    if case.skip:
+        pytest.skip(case.skip)
+    assert after == before, "the input was modified"
+    assert "Traceback" not in proc.stderr + proc.stdout
+    if case.code == 0:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == "", proc.stderr
+        case.check(json.loads(proc.stdout))
+    elif case.message is not None:
+        assert_one_line_error(proc, case.code, case.message)
+    else:
+        assert proc.returncode == case.code and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_no_graph_launches_message(matrix):
+    case, _, proc, _ = matrix["no_graph_launches"]
+    assert proc.returncode == 3
+    assert proc.stderr.startswith(f"nsysscope: error: {case.path}: no CUDA graph launches (")
+    assert proc.stderr.endswith(" CUDA calls); nsysscope analyses engines that replay CUDA "
+                                "graphs\n")
+
+
+def test_exit_codes_are_distinct_per_kind_of_failure(matrix):
+    """Files that cannot be read: 2; nothing to analyse: 3; not an export nsysscope reads: 5;
+    the profiler lost the data: 7."""
+    by_code: dict[int, set[str]] = {}
+    for name, (_case, _, proc, _) in matrix.items():
+        if proc is not None:
+            by_code.setdefault(proc.returncode, set()).add(name)
+    assert {"truncated_export", "not_an_nsys_export", "unknown_schema_major"} <= by_code[5]
+    assert {"missing", "empty", "random_bytes", "directory", "corrupt_xz",
+            "corrupt_gz"} <= by_code[2]
+    assert 70 not in by_code, by_code.get(70)
+
+
+def test_two_processes_decompress_one_xz_without_a_torn_cache(sample_path, tmp_path):
+    """Two runs at once on the same .xz, with an empty cache: both read a complete file, and
+    the cache holds one complete export and no temporary files."""
+    cache = tmp_path / "cache"
+    src = sample_path("case1")
+    before = fingerprint(src)
+    env = dict(os.environ, NSYSSCOPE_CACHE=str(cache))
+    cmd = [sys.executable, "-m", "nsysscope", "report", str(src), "--format", "json"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert outs[0][0] == outs[1][0]
+    assert json.loads(outs[0][0])["classes"]["gpu_to_cpu"] == CASE1_STEADY
+    files = sorted(cache.iterdir())
+    assert [f.suffix for f in files] == [".sqlite"], files
+    assert files[0].read_bytes() == lzma.decompress(src.read_bytes())
+    assert fingerprint(src) == before
+
+
+def test_a_trace_is_opened_read_only(case1_sqlite, tmp_path):
+    """Even a writable trace in a writable folder: no journal, no WAL, not a byte changed."""
+    p = copy_of(case1_sqlite, tmp_path / "trace.sqlite")
+    before = fingerprint(p)
+    proc = report(p, "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert fingerprint(p) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["trace.sqlite"]
+
+
+def test_unreadable_file_is_refused_by_the_loader(case1_sqlite, tmp_path):
+    """Readability is checked by opening the file (``os.access`` says yes to root)."""
+    why = _no_dac_works()
+    if why:
+        pytest.skip(why)
+    p = tmp_path / "locked.sqlite"
+    shutil.copyfile(case1_sqlite, p)
+    p.chmod(0)
+    code = ("from nsysscope.trace import load\n"
+            "from nsysscope.errors import NsysscopeError\n"
+            f"try:\n    load(r'{p}')\n"
+            "except NsysscopeError as e:\n    print(e.exit_code, e)\n")
+    proc = subprocess.run([*(NO_DAC if os.geteuid() == 0 else []), sys.executable, "-c", code],
+                          capture_output=True, text=True)
+    assert proc.stdout == f"2 {p}: permission denied\n", proc.stdout + proc.stderr

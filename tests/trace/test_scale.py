@@ -1,0 +1,138 @@
+"""Scale: the trace replicator and the parallel loader (many traces at once: tests/batch).
+
+Fast and small: nothing here is timed (the timings live in bench/, see bench/README.md)."""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsysscope import analyze, load
+from nsysscope.trace import resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import replicate as rep  # noqa: E402
+
+load_module = importlib.import_module("nsysscope.trace.load")
+
+pytestmark = pytest.mark.slow  # replicas of a sample, three times its size
+
+K = 3
+
+
+@pytest.fixture(scope="module")
+def replica(sample_path, tmp_path_factory):
+    """case1 (300 launches) replicated K times."""
+    src = resolve(sample_path("case1"))
+    dst = tmp_path_factory.mktemp("replica") / "case1_x3.sqlite"
+    info = rep.replicate(src, dst, k=K)
+    return src, dst, info
+
+
+def _tiled(a: pd.Series, k: int) -> pd.Series:
+    return pd.Series(np.tile(a.to_numpy(), k))
+
+
+def _same(x: pd.Series, y: pd.Series) -> bool:
+    x, y = x.reset_index(drop=True), y.reset_index(drop=True)
+    return bool(((x == y) | (x.isna() & y.isna())).all())
+
+
+def test_replica_has_k_times_the_launches_with_the_same_classes(replica, analysed):
+    src, dst, info = replica
+    a = analysed("case1")
+    b = analyze(load(dst))
+    assert info["launches"] == K * info["source_launches"] == K * len(a.launches)
+    assert len(b.launches) == K * len(a.launches)
+    assert (b.launches["klass"].astype(str).to_numpy()
+            == np.tile(a.launches["klass"].astype(str).to_numpy(), K)).all()
+    for col in ("window_ns", "gpu_idle_ns", "n_ops", "api_chain", "stall", "phase"):
+        assert _same(_tiled(a.launches[col], K), b.launches[col]), col
+    # every replica starts after the previous one ended, in time and in correlation ids
+    per = len(a.launches)
+    starts = b.launches["api_start_ns"].to_numpy()
+    assert (starts[per:] > starts[:-per]).all()
+    assert b.launches["corr_id"].is_unique
+
+
+def test_replica_keeps_every_activity_table_consistent(replica):
+    src, dst, _ = replica
+    with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
+        for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+                      "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+                      "NVTX_EVENTS", "TARGET_INFO_CUDA_STREAM"):
+            n_src = s.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            assert d.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == K * n_src, table
+        for table in ("StringIds", "ThreadNames", "META_DATA_EXPORT"):
+            assert (d.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+                    == s.execute(f"SELECT COUNT(*) FROM {table}").fetchone()), table
+        # GPU work, syncs and event records all point at an API call of their own replica
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                      "CUPTI_ACTIVITY_KIND_CUDA_EVENT"):
+            orphans = d.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE correlationId NOT IN "
+                "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME)").fetchone()[0]
+            src_orphans = s.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE correlationId NOT IN "
+                "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME)").fetchone()[0]
+            assert orphans == K * src_orphans, table
+        # each event sync links to exactly the records of its own replica
+        q = ("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION y JOIN "
+             "CUPTI_ACTIVITY_KIND_CUDA_EVENT e ON e.eventSyncId = y.eventSyncId")
+        assert d.execute(q).fetchone()[0] == K * s.execute(q).fetchone()[0]
+        span = d.execute("SELECT startTime, stopTime FROM ANALYSIS_DETAILS").fetchone()
+        last = d.execute("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+        assert span[0] <= last <= span[1]
+
+
+def test_reduced_variant_keeps_spans_and_classes(sample_path, tmp_path, analysed):
+    src = resolve(sample_path("case1"))
+    dst = tmp_path / "reduced.sqlite"
+    rep.replicate(src, dst, k=2, graph_op_stride=10)
+    a, b = analysed("case1"), analyze(load(dst))
+    assert (b.launches["klass"].astype(str).to_numpy()
+            == np.tile(a.launches["klass"].astype(str).to_numpy(), 2)).all()
+    for col in ("gpu_start_ns", "gpu_end_ns"):
+        shift = b.launches[col].to_numpy()[: len(a.launches)]
+        assert np.array_equal(shift, a.launches[col].to_numpy(), equal_nan=True)
+    kept = b.launches["n_ops"].to_numpy()[: len(a.launches)]
+    assert (kept < a.launches["n_ops"].to_numpy()).all() and (kept >= 2).all()
+
+
+def test_loader_gives_the_same_tables_split_over_threads(replica, monkeypatch):
+    """Rowid ranges small enough that launches straddle them, on worker threads, read the
+    same as one pass on the caller's thread."""
+    _, dst, _ = replica
+    monkeypatch.setenv("NSYSSCOPE_THREADS", "1")
+    one = load(dst)
+    monkeypatch.setenv("NSYSSCOPE_THREADS", "2")
+    monkeypatch.setattr(load_module, "_PART_ROWS", 4096)
+    many = load(dst)
+    for name in ("api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx", "threads",
+                 "processes", "collectives"):
+        pd.testing.assert_frame_equal(getattr(many, name), getattr(one, name), check_exact=True)
+    assert many.meta == one.meta
+
+
+def test_loader_columns_and_dtypes(analysed):
+    t = analysed("case1").trace
+    assert list(t.graph_work.columns) == ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns",
+                                         "stream", "device", "n_ops"]
+    assert (t.graph_work.dtypes == "int64").all()
+    assert list(t.gpu_ops.columns) == ["start_ns", "end_ns", "stream", "device", "corr_id",
+                                      "proc", "kind", "copy_kind", "src_kind", "dst_kind",
+                                      "bytes"]
+    assert isinstance(t.gpu_ops["kind"].dtype, pd.CategoricalDtype)
+    assert list(t.gpu_ops["kind"].cat.categories) == ["kernel", "memcpy", "memset"]
+    assert t.gpu_ops["start_ns"].is_monotonic_increasing
+    assert t.api["start_ns"].is_monotonic_increasing
+    assert isinstance(t.api["name"].dtype, pd.CategoricalDtype)
+    assert t.nvtx["start_ns"].is_monotonic_increasing
