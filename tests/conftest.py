@@ -24,6 +24,22 @@ SAMPLE = {
     "case1_py": "h200_case1_pysample_150.sqlite.xz",
     "case2_py": "h200_case2_pysample_150.sqlite.xz",
     "healthy_long": "h200_healthy_long_5000.sqlite.xz",
+    # several processes, side streams, polling (see sample_traces/README.md)
+    "tp2_healthy": "h200_tp2_healthy_100.sqlite.xz",
+    "tp2_case1": "h200_tp2_case1_100.sqlite.xz",
+    "tp2_case1_rank0": "h200_tp2_case1_rank0_pysample_100.sqlite.xz",
+    "twoproc": "h200_twoproc_healthy_case1_200.sqlite.xz",
+    "outcopy_healthy": "h200_outcopy_healthy_200.sqlite.xz",
+    "outcopy_case1": "h200_outcopy_case1_200.sqlite.xz",
+    "outcopy_case1_every8": "h200_outcopy_case1_every8_200.sqlite.xz",
+    "poll_healthy": "h200_poll_healthy_100.sqlite.xz",
+    "poll_case1": "h200_poll_case1_100.sqlite.xz",
+    "poll_async_case1": "h200_poll_async_case1_100.sqlite.xz",
+    # one device session: five separate healthy runs, then case1, case2, both
+    **{f"run{i}": f"runs/h200_run{i}_healthy_200.sqlite.xz" for i in range(1, 6)},
+    "runs_case1": "runs/h200_runs_case1_200.sqlite.xz",
+    "runs_case2": "runs/h200_runs_case2_200.sqlite.xz",
+    "runs_both": "runs/h200_runs_both_200.sqlite.xz",
 }
 
 

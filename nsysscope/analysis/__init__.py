@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NothingToAnalyse, ProfilerLostData
-from ..model import Distributions, Percentiles, Summary, TraceInfo
+from ..model import Summary
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from .blocks import block_table, copy_calls
@@ -17,16 +17,16 @@ from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
 from .launches import launch_table
 from .nvtx import enclosing
-from .pairing import KLASSES, STALL_KLASSES, attach_blocks
-from .processes import process_table, totals, warmup_and_steady
-from .sites import stall_sites
+from .pairing import attach_blocks
+from .latent import latent_sites
+from .processes import warmup_and_steady
+from .projection import step_costs
 from .source_lines import attach_source_lines, stall_windows
 from .streams import coverage, stream_waits
-from .verdict import data_loss_reason, notes_for, verdict_line
+from .summarise import summarize
+from .verdict import data_loss_reason
 
-__all__ = ["Analysis", "AnalysisConfig", "analyze", "KLASSES", "STALL_KLASSES"]
-
-_MAX_DISTRIBUTION = 4000
+__all__ = ["Analysis", "AnalysisConfig", "analyze", "summarize"]
 
 
 @dataclass
@@ -66,7 +66,9 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
     launches = attach_source_lines(launches, python_samples, cfg)
-    summary, processes = summarize(trace, launches, cfg, python_samples)
+    launches = step_costs(launches, blocks)
+    summary, processes = summarize(trace, launches, cfg, python_samples,
+                                   latent_sites(trace, launches, copies))
     return Analysis(trace, cfg, launches, blocks, summary, processes, python_samples)
 
 
@@ -115,56 +117,3 @@ def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     launches["thread"] = tid.map(names).fillna("").astype(str) + " (" + \
         (tid & 0xFFFFFF).astype(str) + ")"
     return launches
-
-
-def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
-              python_samples: PythonSamples | None = None) -> tuple[Summary, pd.DataFrame]:
-    """The summary of the launches marked ``steady``, and the per-process table it totals."""
-    processes = process_table(trace, launches)
-    warm = int(launches["warmup"].sum())
-    steady = launches[launches["steady"]]
-    counts = steady["klass"].value_counts()
-    classes = {k: int(counts.get(k, 0)) for k in KLASSES}
-    stalls = {k: classes[k] for k in STALL_KLASSES}
-    sites = stall_sites(launches)
-    busy, per_s = totals(processes)
-    summary = Summary(
-        trace=TraceInfo(path=trace.meta.path, nsys_version=trace.meta.nsys_version,
-                        schema_version=trace.meta.schema_version, gpus=trace.meta.gpus,
-                        graph_trace=trace.meta.graph_trace),
-        verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
-        warmup_launches=warm, stalls=stalls, classes=classes,
-        no_wait=int((~steady["waited"]).sum()),
-        window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
-        gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3),
-        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),
-        sites=sites, notes=notes_for(trace, launches, python_samples, sites), config=cfg.to_dict(),
-        distributions=_distributions(steady))
-    ok, line = verdict_line(summary, cfg)
-    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok}), processes
-
-
-def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
-    """NVTX ``step N`` ranges per second over the steady launches' span."""
-    nv = trace.nvtx
-    if nv.empty or steady.empty:
-        return None
-    t0, t1 = steady["api_start_ns"].min(), steady["api_start_ns"].max()
-    steps = nv[nv["text"].str.match(r"^\s*(?:step|iter(?:ation)?)[\s_#:=-]*\d+\s*$", case=False)]
-    steps = steps[(steps["start_ns"] >= t0) & (steps["start_ns"] < t1)]
-    if len(steps) < 2:
-        return None
-    return round(float((len(steps) - 1) / ((steps["start_ns"].max() - steps["start_ns"].min()) / 1e9)), 2)
-
-
-def _distributions(steady: pd.DataFrame) -> Distributions:
-    s = steady
-    if len(s) > _MAX_DISTRIBUTION:  # an evenly spaced sample keeps the time structure
-        s = s.iloc[np.linspace(0, len(s) - 1, _MAX_DISTRIBUTION).astype(int)]
-
-    def us(col: str) -> list[float | None]:
-        v = (s[col] / 1e3).round(2)
-        return [None if pd.isna(x) else float(x) for x in v]
-
-    return Distributions(window_us=us("window_ns"), gpu_idle_us=us("gpu_idle_ns"),
-                         klass=[str(k) for k in s["klass"]], sampled_from=len(steady))

@@ -32,6 +32,11 @@ class AnalysisConfig:
     #: polling: a loop needs this many tries to count as a wait (one query that finds the
     #: work done waited for nothing)
     poll_min_queries: int = 3
+    #: a rank "waits for a peer" when its median time per step inside collectives, beyond the
+    #: latest-arriving rank, is at least this long and this fraction of its step: healthy TP=2
+    #: ranks on the H200 captures wait 11-25 us per step (noise), a rank whose peer stalls ~2 ms
+    peer_wait_us: float = 100.0
+    peer_wait_fraction: float = 0.05
     #: the verdict calls overlap broken when more than this fraction of steady launches stall
     stall_fraction_broken: float = 0.05
     #: Python sampling: a stall is blamed on the innermost frame of each sample whose file

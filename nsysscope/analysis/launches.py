@@ -84,11 +84,11 @@ def _busy_between(trace: Trace, launches: pd.DataFrame) -> pd.Series:
         rows = launches.index[(launches["device"] == device) & (launches["proc"] == proc)]
         a = launches.loc[rows, "gpu_end_ns"].to_numpy()
         b = launches.loc[rows, "next_gpu_start_ns"].to_numpy()
-        out.loc[rows] = _busy_until(b, starts, ends, cum) - _busy_until(a, starts, ends, cum)
+        out.loc[rows] = busy_until(b, starts, ends, cum) - busy_until(a, starts, ends, cum)
     return out
 
 
-def _busy_until(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, cum: np.ndarray) -> np.ndarray:
+def busy_until(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, cum: np.ndarray) -> np.ndarray:
     """Total busy time of sorted disjoint intervals before each time ``t`` (NaN stays NaN)."""
     i = np.searchsorted(starts, np.nan_to_num(t, nan=-np.inf), side="right")  # intervals started
     prev = np.maximum(i - 1, 0)

@@ -16,7 +16,8 @@ import re
 import numpy as np
 import pandas as pd
 
-_STEP = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d+)\s*$", re.I)
+#: a range naming a decode step: ``step 12``, ``iter 3``, ``decode step 7``
+STEP_PATTERN = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d+)\s*$", re.I)
 
 
 def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
@@ -73,7 +74,7 @@ def enclosing(nvtx: pd.DataFrame, tids: np.ndarray, times: np.ndarray) -> pd.Dat
 
 
 def _is_step(s: pd.Series) -> pd.Series:
-    return s.str.match(_STEP).fillna(False).astype(bool)
+    return s.str.match(STEP_PATTERN).fillna(False).astype(bool)
 
 
 def _innermost(levels: pd.DataFrame, pick, extract_step: bool = False) -> np.ndarray:
@@ -82,6 +83,6 @@ def _innermost(levels: pd.DataFrame, pick, extract_step: bool = False) -> np.nda
     for col in levels.columns:  # outer to inner: later levels overwrite
         s = levels[col]
         ok = s.notna() & pick(s.fillna("")).fillna(False).astype(bool)
-        vals = s.str.extract(_STEP)[0].astype("float").astype("Int64") if extract_step else s
+        vals = s.str.extract(STEP_PATTERN)[0].astype("float").astype("Int64") if extract_step else s
         out = out.where(~ok, vals)
     return out.to_numpy()

@@ -30,12 +30,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..model import LAUNCH_CLASSES
 from ..trace.load import RECORD_APIS, process_of
 from .config import AnalysisConfig
 
-KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall", "launch_bound", "healthy", "last",
-           "no_gpu_work")
-STALL_KLASSES = ("gpu_to_cpu", "cpu_to_gpu", "other_stall")
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 
@@ -133,7 +131,7 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFr
     kind[stall & pageable_up] = "cpu_to_gpu"
     kind[df["next_api_start_ns"].isna().to_numpy()] = "last"
     kind[df["gpu_end_ns"].isna().to_numpy()] = "no_gpu_work"
-    df["klass"] = pd.Categorical(kind, categories=KLASSES)
+    df["klass"] = pd.Categorical(kind, categories=[str(k) for k in LAUNCH_CLASSES])
     df["api_chain"] = _api_chain(df)
     return df
 

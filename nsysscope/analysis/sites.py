@@ -1,6 +1,12 @@
-"""Group steady-state stalls into sites: one row per thing an engineer has to fix."""
+"""Group steady-state stalls into sites: one row per thing an engineer has to fix.
+
+Sites come biggest first: by the launch rate fixing them would buy when a projection is given
+(:mod:`.projection`), else by the GPU idle time after their launches; launch-bound gaps (the
+host is slow, nothing to fix at one place) come after the stalls."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -11,8 +17,10 @@ SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread"]
 LINE_KEYS = ["src_file", "src_line", "src_function"]
 
 
-def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
-    """Sites of the steady-state stalls and launch-bound gaps, most time lost first."""
+def stall_sites(launches: pd.DataFrame, top: int = 10,
+                speedup: Callable[[pd.Index], float] | None = None) -> list[StallSite]:
+    """Sites of the steady-state stalls and launch-bound gaps. ``speedup(rows)``: the
+    projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed."""
     rows = launches[launches["steady"] & launches["klass"].isin(list(FIXES))]
     if rows.empty:
         return []
@@ -23,13 +31,21 @@ def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
                         lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
     g = keyed.groupby(keys, sort=False, observed=True).agg(
         count=("launch", "size"), lost_us=("lost_us", "sum"), mean_block_us=("block_us", "mean"),
-        example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"))
+        example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"),
+        proc=("proc", "first"), mean_polls=("block_polls", "mean"))
     if lines:
         # samples once per block: one block can be paired with more than one launch
         per_block = keyed.drop_duplicates(keys + ["block"]).groupby(keys, sort=False, observed=True)
         g = g.join(per_block.agg(samples=("src_samples", "sum"), in_blocks=("src_block_samples", "sum"),
                                  text=("src_text", "first")))
-    g = g.reset_index().sort_values(["lost_us", "count"], ascending=False).head(top)
+    members = keyed.groupby(keys, sort=False, observed=True).indices
+    g = g.reset_index()
+    g["speedup"] = [speedup(keyed.index[members[tuple(r[k] for k in keys)]])
+                    if speedup is not None and r["klass"] != "launch_bound" else None
+                    for _, r in g.iterrows()]
+    g["stall_first"] = g["klass"] != "launch_bound"
+    g = g.sort_values(["stall_first", "speedup", "lost_us", "count"], ascending=False,
+                      na_position="last").head(top)
     n_stalls = int(rows["stall"].sum())
     return [StallSite(
         klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
@@ -37,7 +53,10 @@ def stall_sites(launches: pd.DataFrame, top: int = 10) -> list[StallSite]:
         phase=r.phase or None, op=r.op or None, api_chain=r.api_chain, nvtx_path=r.nvtx_path or "",
         thread=r.thread, mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
         example_launch=int(r.example_launch), fix=FIXES[r.klass],
-        source=_source(r) if lines else None) for r in g.itertuples()]
+        source=_source(r) if lines else None, pid=int(r.proc) & 0xFFFFFF,
+        mean_polls=round(float(r.mean_polls), 1),
+        speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup))
+        for r in g.itertuples()]
 
 
 def _source(r) -> SourceLine | None:

@@ -33,9 +33,9 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..model import STALL_CLASSES
 from ..trace.python_samples import PythonSamples
 from .config import AnalysisConfig
-from .pairing import STALL_KLASSES
 from .sites import SITE_KEYS
 
 SOURCE_COLUMNS = ("src_file", "src_line", "src_function", "src_text", "src_samples",
@@ -104,7 +104,7 @@ def stall_windows(launches: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stalled(launches: pd.DataFrame) -> pd.DataFrame:
-    return launches[(launches["block"] >= 0) & launches["klass"].isin(list(STALL_KLASSES))]
+    return launches[(launches["block"] >= 0) & launches["klass"].isin([str(k) for k in STALL_CLASSES])]
 
 
 def block_votes(launches: pd.DataFrame, culprits: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..model import StallSite, Summary
+from ..model import ProcessSummary, StallSite, Summary
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, PythonSamples
 from .config import AnalysisConfig
@@ -82,16 +82,16 @@ def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | 
 
 
 def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
+    """Whether overlap holds, and the one line that says so. With several processes, the
+    line names the process that stalls most and the ranks that wait for it."""
+    if len(s.processes) > 1:
+        return _several(s, cfg)
     n = s.steady_launches
     stalled = sum(s.stalls.values())
     if not n:
         return False, "no steady-state launches to judge"
     if stalled / n > cfg.stall_fraction_broken:
-        top = s.sites[0] if s.sites else None
-        where = f" at {top.where}" if top and top.klass != "launch_bound" else ""
-        kind = max(s.stalls, key=s.stalls.get)
-        return False, (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall "
-                       f"({kind}{where}); median overlap window {s.window_us.p50} us")
+        return False, _broken(s.stalls, s.sites, n, s.window_us.p50)
     lb = s.classes.get("launch_bound", 0)
     if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
@@ -99,3 +99,59 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     return True, (f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU; "
                   f"GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else
                   f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU")
+
+
+def _broken(stalls: dict[str, int], sites: list[StallSite], n: int, window_p50: float | None) -> str:
+    stalled = sum(stalls.values())
+    top = sites[0] if sites else None
+    where = f" at {top.where}" if top and top.klass != "launch_bound" else ""
+    kind = max(stalls, key=lambda k: stalls[k])
+    return (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall ({kind}{where}); "
+            f"median overlap window {window_p50} us")
+
+
+def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
+    """A process's status (``stalls``, ``waits_for_peer``, ``launch_bound``, ``healthy``) and
+    its one-line verdict. A rank whose own launches are on time but whose GPU spins in
+    collectives for a slower peer waits for that peer: it is neither stalled nor healthy."""
+    n = p.steady_launches
+    stalled = sum(p.stalls.values())
+    if not n:
+        return "idle", "no steady-state launches"
+    if stalled / n > cfg.stall_fraction_broken:
+        return "stalls", _broken(p.stalls, p.sites, n, p.window_us.p50).replace(
+            "OVERLAP BROKEN: ", "")
+    wait = p.collective_wait_us.p50 or 0.0
+    period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
+    if p.waits_for_pid is not None and wait >= cfg.peer_wait_us and \
+            (period_us is None or wait >= cfg.peer_wait_fraction * period_us):
+        return "waits_for_peer", (f"waits {wait / 1e3:.2f} ms per step in {p.waits_in or 'collectives'} "
+                                  f"for pid {p.waits_for_pid}; its own launches are on time")
+    lb = p.classes.get("launch_bound", 0)
+    if lb / n > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
+        return "launch_bound", f"launch-bound on {lb}/{n} launches"
+    busy = f"; GPU busy {p.gpu_busy:.1%}" if p.gpu_busy is not None else ""
+    return "healthy", f"healthy: {n - stalled}/{n} steady launches queued ahead of the GPU{busy}"
+
+
+def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
+    procs = s.processes
+    n = len(procs)
+    stalling = sorted((p for p in procs if p.status == "stalls"),
+                      key=lambda p: -sum(site.lost_us for site in p.sites))
+    waiting = [p for p in procs if p.status == "waits_for_peer"]
+    waits = "; ".join(f"pid {p.pid} {p.verdict.split(';')[0]}" for p in waiting)
+    if stalling:
+        worst = stalling[0]
+        line = (f"OVERLAP BROKEN in {len(stalling)} of {n} processes: pid {worst.pid} "
+                f"{worst.verdict}")
+        return False, line + (f"; {waits}" if waits else "")
+    if waiting:
+        return False, f"overlap lost to waiting ranks in {len(waiting)} of {n} processes: {waits}"
+    lb = [p for p in procs if p.status == "launch_bound"]
+    if lb:
+        return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
+                      f"(pid {', '.join(str(p.pid) for p in lb)})")
+    busy = f"; GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else ""
+    return True, (f"overlap healthy in all {n} processes: {s.steady_launches - sum(s.stalls.values())}"
+                  f"/{s.steady_launches} steady launches queued ahead of the GPU{busy}")

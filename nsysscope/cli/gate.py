@@ -26,12 +26,18 @@ _THRESHOLD_OPTIONS = (
                                       "many percentage points"),
     ("--stall-min-launches", "stall_min_launches", int, "... and fails only when it also grows "
                                                          "by at least this many launches"),
+    ("--launch-bound-pp", "launch_bound_pp", float, "The share of launch-bound gaps may grow by "
+                                                    "this many percentage points"),
     ("--window-pct", "window_pct", float, "The median overlap window may shrink by this %"),
     ("--window-us", "window_us", float, "... and fails only when it also shrinks by this many us"),
     ("--gap-pct", "gap_pct", float, "The median GPU idle gap may grow by this %"),
     ("--gap-us", "gap_us", float, "... and fails only when it also grows by this many us"),
     ("--idle-pp", "idle_pp", float, "The GPU idle fraction may grow by this many points"),
-    ("--rate-pct", "rate_pct", float, "The launch rate (steps/s) may drop by this %"),
+    ("--rate-pct", "rate_pct", float, "The launch rate (steps/s) and the GPU work per launch are "
+                                      "reported as changed beyond this % (not a failure)"),
+    ("--fail-on-slowdown", "fail_on_slowdown_pct", float, "Also fail when the launch rate drops, "
+                                                          "or the GPU work per launch grows, by "
+                                                          "more than this % (0: off)"),
     ("--alpha", "alpha", float, "One-sided significance level of the rank and proportion tests"),
     ("--pause-quantile", "pause_quantile", float, "GPU idle gaps above this quantile are host "
                                                   "pauses, left out of the rate and idle fraction"),
@@ -43,7 +49,7 @@ def _threshold_options(f: F) -> F:
     for opt, name, typ, text in reversed(_THRESHOLD_OPTIONS):
         f = click.option(opt, name, type=typ, default=None,
                          help=f"{text} [default: {getattr(defaults, name):g}; "
-                              f"pyproject key {opt[2:]}]")(f)
+                              f"pyproject key {name.replace('_', '-')}]")(f)
     return f
 
 

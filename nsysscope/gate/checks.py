@@ -1,21 +1,32 @@
 """The gate's checks: each metric of the baseline against the candidate, with its rule.
 
 ``stalls.<class>`` (each of :data:`~nsysscope.model.GATED_CLASSES`), ``window_p50``,
-``gpu_idle_p50``, ``gpu_idle_fraction`` and ``launch_rate``; what each rule is and why:
-README.md, "What is compared" and "The noise model, and why".
+``gpu_idle_p50``, ``gpu_idle_fraction`` (the host made the GPU wait), then ``launch_rate`` and
+``gpu_work_p50`` (how fast the GPU itself went: reported, gated only on request); what each
+rule is and why: README.md, "What is compared" and "The noise model, and why".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import NotComparable, UnreadableInput
-from ..model import FAIL, GATED_CLASSES, IMPROVED, NA, PASS, Check, LaunchClass, Summary
+from ..model import (
+    CHANGED,
+    FAIL,
+    GATED_CLASSES,
+    IMPROVED,
+    NA,
+    PASS,
+    Check,
+    Distributions,
+    LaunchClass,
+    Summary,
+)
 from ..util.units import us
 from .stats import (
     bootstrap_median_diff,
@@ -77,15 +88,17 @@ def _pct(part: float, whole: float) -> float | None:
 
 
 def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresholds) -> Check:
-    """The class's share of steady launches: grown by more than ``stall_pp`` and
-    ``stall_min_launches``, and a one-sided two-proportion z-test below ``alpha``."""
+    """The class's share of steady launches: grown by more than ``stall_pp``
+    (``launch_bound_pp`` for launch-bound gaps) and ``stall_min_launches``, and a one-sided
+    two-proportion z-test below ``alpha``."""
     n1, n2 = base.steady_launches, cand.steady_launches
     c1, c2 = base.classes.get(klass, 0), cand.classes.get(klass, 0)
     f1, f2 = c1 / n1, c2 / n2
     diff_pp = 100.0 * (f2 - f1)
     status, p = PASS, None
-    grew = diff_pp > t.stall_pp and c2 - f1 * n2 >= t.stall_min_launches
-    shrank = -diff_pp > t.stall_pp and c1 - f2 * n1 >= t.stall_min_launches
+    pp = t.launch_bound_pp if klass == LaunchClass.LAUNCH_BOUND else t.stall_pp
+    grew = diff_pp > pp and c2 - f1 * n2 >= t.stall_min_launches
+    shrank = -diff_pp > pp and c1 - f2 * n1 >= t.stall_min_launches
     if grew:
         p = two_proportion_greater(c1, n1, c2, n2)
         status = FAIL if p < t.alpha else PASS
@@ -96,7 +109,7 @@ def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresho
     return Check(name=f"stalls.{klass}", label=label, unit="%", baseline=round(100 * f1, 2),
                  candidate=round(100 * f2, 2), change=round(diff_pp, 2),
                  change_pct=None,
-                 threshold=f"+{t.stall_pp:g} pp & +{t.stall_min_launches} launches",
+                 threshold=f"+{pp:g} pp & +{t.stall_min_launches} launches",
                  status=status, p_value=p, detail=f"{c1}/{n1} -> {c2}/{n2} steady launches")
 
 
@@ -166,24 +179,73 @@ def robust(s: Summary, t: GateThresholds) -> Robust:
     return Robust(rate, idle_frac, excess, cap, longest)
 
 
-def scalar_check(name: str, label: str, unit: str, b: float | None, c: float | None,
-                 status_fn: Callable[[float, float], str], threshold: str,
-                 detail: str = "") -> Check:
-    if b is None or c is None:
+def fraction_check(base: Summary, cand: Summary, rb: Robust, rc: Robust,
+                   t: GateThresholds) -> Check:
+    """The GPU idle fraction (host pauses excluded): grown by more than ``idle_pp`` and the
+    per-launch idle gaps larger by a one-sided Mann-Whitney test below ``alpha``."""
+    rule = f"+{t.idle_pp:g} pp"
+    detail = "1 - GPU busy over the steady span, host pauses excluded"
+    if rb.idle_frac is None or rc.idle_frac is None:
+        return Check(name="gpu_idle_fraction", label="GPU idle fraction", unit="%",
+                     baseline=_percent(rb.idle_frac), candidate=_percent(rc.idle_frac),
+                     change=None, change_pct=None, threshold=rule, status=NA,
+                     detail="not measured on one side")
+    b, c = 100 * rb.idle_frac, 100 * rc.idle_frac
+    x, y = (values(s.distributions.gpu_idle_us if s.distributions else None) for s in (base, cand))
+    status, p = _ranked(c - b, t.idle_pp, x, y, +1, t)
+    return Check(name="gpu_idle_fraction", label="GPU idle fraction", unit="%",
+                 baseline=round(b, 2), candidate=round(c, 2), change=round(c - b, 2),
+                 change_pct=_pct(c - b, b), threshold=rule, status=status, p_value=p,
+                 detail=detail)
+
+
+def speed_check(name: str, label: str, unit: str, b: float | None, c: float | None,
+                x: np.ndarray, y: np.ndarray, worse: int, t: GateThresholds, detail: str) -> Check:
+    """How fast the GPU went (launch rate: ``worse`` -1; GPU work per launch: +1). A change
+    beyond ``rate_pct`` with a rank test below ``alpha`` is reported (``changed``, or
+    ``improved``); a slowdown beyond ``fail_on_slowdown_pct``, when set, fails."""
+    slow = t.fail_on_slowdown_pct
+    rule = (f"{'-' if worse < 0 else '+'}{slow:g}% fails" if slow else
+            f"reported beyond {t.rate_pct:g}%")
+    if b is None or c is None or not b:
         return Check(name=name, label=label, unit=unit, baseline=b, candidate=c, change=None,
-                     change_pct=None, threshold=threshold, status=NA,
-                     detail=detail or "not measured on one side")
+                     change_pct=None, threshold=rule, status=NA,
+                     detail=detail + "; not measured on one side")
+    change_pct = 100.0 * (c - b) / b
+    status, p = _ranked(worse * change_pct, t.rate_pct, x, y, +1, t)
+    if status == FAIL:
+        status = FAIL if slow and worse * change_pct > slow else CHANGED
     return Check(name=name, label=label, unit=unit, baseline=round(b, 2), candidate=round(c, 2),
-                 change=round(c - b, 2), change_pct=_pct(c - b, b), threshold=threshold,
-                 status=status_fn(b, c), detail=detail)
+                 change=round(c - b, 2), change_pct=round(change_pct, 2), threshold=rule,
+                 status=status, p_value=p, detail=detail)
+
+
+def _ranked(worse_by: float, need: float, x: np.ndarray, y: np.ndarray, larger_is_worse: int,
+            t: GateThresholds) -> tuple[str, float | None]:
+    """FAIL, IMPROVED or PASS for a change of ``worse_by`` (positive: worse) against the
+    minimum effect ``need``, confirmed by a one-sided Mann-Whitney test of the per-launch
+    values ``x`` (baseline) and ``y`` (candidate) in that direction. Too few values: the
+    effect alone decides (p is None)."""
+    if len(x) < t.min_samples or len(y) < t.min_samples:
+        return (FAIL if worse_by > need else IMPROVED if -worse_by > need else PASS), None
+    greater, less = mann_whitney_greater(x, y), mann_whitney_less(x, y)
+    p_worse, p_better = (greater, less) if larger_is_worse > 0 else (less, greater)
+    if worse_by > need and p_worse < t.alpha:
+        return FAIL, p_worse
+    if -worse_by > need and p_better < t.alpha:
+        return IMPROVED, p_better
+    return PASS, min(p_worse, p_better)
 
 
 def _percent(frac: float | None) -> float | None:
     return None if frac is None else 100 * frac
 
 
-def run_checks(base: Summary, cand: Summary, t: GateThresholds) -> tuple[list[Check], list[str]]:
-    """Every check, in the table's order, and the notes on host pauses and sampling."""
+def run_checks(base: Summary, cand: Summary, t: GateThresholds,
+               scope: str = "") -> tuple[list[Check], list[str]]:
+    """Every check, in the table's order, and the notes on host pauses and sampling.
+    ``scope`` (e.g. ``process1``) prefixes the checks' names when one process of a
+    multi-process trace is compared."""
     assert base.distributions is not None and cand.distributions is not None
     checks = [stall_check(k, base, cand, t) for k in GATED_CLASSES]
     db, dc = base.distributions, cand.distributions
@@ -192,21 +254,20 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds) -> tuple[list[Ch
     checks.append(median_check("gpu_idle_p50", "GPU idle gap p50", values(db.gpu_idle_us),
                                values(dc.gpu_idle_us), +1, t.gap_us, t.gap_pct, t))
     rb, rc = robust(base, t), robust(cand, t)
-
-    def idle_status(b: float, c: float) -> str:
-        return FAIL if c - b > t.idle_pp else IMPROVED if b - c > t.idle_pp else PASS
-
-    def rate_status(b: float, c: float) -> str:
-        return FAIL if c < b * (1 - t.rate_pct / 100) else \
-            IMPROVED if c > b * (1 + t.rate_pct / 100) else PASS
-
-    checks.append(scalar_check("gpu_idle_fraction", "GPU idle fraction", "%",
-                               _percent(rb.idle_frac), _percent(rc.idle_frac), idle_status,
-                               f"+{t.idle_pp:g} pp",
-                               "1 - GPU busy over the steady span, host pauses excluded"))
-    checks.append(scalar_check("launch_rate", "launch rate (steps/s)", "/s", rb.rate, rc.rate,
-                               rate_status, f"-{t.rate_pct:g}%",
-                               "graph launches per second, host pauses excluded"))
+    checks.append(fraction_check(base, cand, rb, rc, t))
+    work_b, work_c = values(db.gpu_work_us), values(dc.gpu_work_us)
+    period_b, period_c = _periods(db), _periods(dc)
+    checks.append(speed_check("launch_rate", "launch rate (steps/s)", "/s", rb.rate, rc.rate,
+                              period_b, period_c, -1, t,
+                              "graph launches per second, host pauses excluded"))
+    checks.append(speed_check("gpu_work_p50", "GPU work per launch p50", "us",
+                              float(np.median(work_b)) if len(work_b) else None,
+                              float(np.median(work_c)) if len(work_c) else None,
+                              work_b, work_c, +1, t,
+                              "the replay plus other GPU work before the next one"))
+    if scope:
+        checks = [replace(c, name=f"{scope}/{c.name}", label=f"{scope}: {c.label}")
+                  for c in checks]
     notes = []
     for name, s, r in (("baseline", base, rb), ("candidate", cand, rc)):
         if s.launches_per_s and r.excess_us / (1e6 / s.launches_per_s) > 0.005:
@@ -219,4 +280,15 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds) -> tuple[list[Ch
         if d.sampled_from > len(d.klass):
             notes.append(f"{name}: distributions are an even sample of {len(d.klass)} of "
                          f"{d.sampled_from} steady launches")
-    return checks, notes
+    return checks, [f"{scope}: {n}" for n in notes] if scope else notes
+
+
+def _periods(d: Distributions) -> np.ndarray:
+    """Per-launch periods (GPU work plus idle gap), host pauses included: the rank test of
+    the launch rate; empty for summaries without the GPU work."""
+    if not d.gpu_work_us or len(d.gpu_work_us) != len(d.gpu_idle_us):
+        return np.empty(0)
+    w = np.asarray([np.nan if v is None else v for v in d.gpu_work_us], dtype=float)
+    i = np.asarray([np.nan if v is None else v for v in d.gpu_idle_us], dtype=float)
+    p = w + i
+    return p[np.isfinite(p)]

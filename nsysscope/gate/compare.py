@@ -4,6 +4,7 @@ and reading each side (a trace, a summary file, an analysis)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..analysis import Analysis, AnalysisConfig, analyze, summarize
 from ..errors import NsysscopeError, UnreadableInput
-from ..model import GateResult, Side, Summary
+from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
 from ..trace import load
 from .checks import check_comparable, run_checks
 from .findings import finding, verdict
@@ -44,13 +45,60 @@ def compare(baseline: Any, candidate: Any,
     notes = check_comparable(base, cand)
     checks, more = run_checks(base, cand, t)
     notes += more
-    regressions = tuple(finding(c, base, cand, t) for c in checks if c.status == "fail")
-    improvements = tuple(finding(c, base, cand, t) for c in checks if c.status == "improved")
+    sides = {c.name: (base, cand) for c in checks}
+    pairs, more = process_pairs(base, cand)
+    notes += more
+    for scope, b, c in pairs:
+        scoped, more = run_checks(b, c, t, scope)
+        checks += scoped
+        notes += more
+        sides.update((x.name, (b, c)) for x in scoped)
+    regressions = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == FAIL)
+    improvements = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == IMPROVED)
     passed = not regressions
     return GateResult(passed=passed, verdict=verdict(passed, checks, regressions, improvements),
                       baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
                       checks=tuple(checks), regressions=regressions, improvements=improvements,
                       notes=tuple(notes), thresholds=t.to_dict())
+
+
+def process_pairs(base: Summary,
+                  cand: Summary) -> tuple[list[tuple[str, Summary, Summary]], list[str]]:
+    """The processes of two multi-process traces, matched, each as a summary of its own:
+    ``(scope, baseline, candidate)``. Processes are matched by CUDA device when each side's
+    processes use distinct devices (tensor-parallel ranks), else in pid order (the order the
+    engine started them). A trace with one process has no pairs: the totals are its own."""
+    b, c = base.processes, cand.processes
+    if len(b) < 2 and len(c) < 2:
+        return [], []
+    notes = []
+    if len(b) != len(c):
+        notes.append(f"the baseline has {len(b)} processes and the candidate {len(c)}: only "
+                     "the totals are compared")
+        return [], notes
+    by_device = len({p.device for p in b}) == len(b) and len({p.device for p in c}) == len(c)
+    key = (lambda p: (p.device, p.pid)) if by_device else (lambda p: p.pid)
+    out = []
+    for i, (pb, pc) in enumerate(zip(sorted(b, key=key), sorted(c, key=key), strict=True)):
+        if pb.distributions is None or pc.distributions is None or not pb.steady_launches \
+                or not pc.steady_launches:
+            notes.append(f"process {i} (pid {pb.pid} -> {pc.pid}): no per-launch values to "
+                         "compare")
+            continue
+        out.append((f"process{i}", as_summary(base, pb), as_summary(cand, pc)))
+    notes.append("processes matched by " + ("CUDA device" if by_device else "pid order") + ": "
+                 + ", ".join(f"process{i} = pid {pb.pid} -> {pc.pid}" for i, (_, pb, pc)
+                             in enumerate((s, x.processes[0], y.processes[0]) for s, x, y in out)))
+    return out, notes
+
+
+def as_summary(s: Summary, p: ProcessSummary) -> Summary:
+    """One process of ``s`` as a summary of its own (its numbers, sites and distributions)."""
+    return replace(s, launches=p.launches, steady_launches=p.steady_launches,
+                   warmup_launches=p.warmup_launches, stalls=p.stalls, classes=p.classes,
+                   no_wait=p.no_wait, window_us=p.window_us, gpu_gap_us=p.gpu_gap_us,
+                   gpu_busy=p.gpu_busy, launches_per_s=p.launches_per_s, sites=p.sites,
+                   processes=[p], distributions=p.distributions, verdict=p.verdict)
 
 
 def _side(s: Summary, label: str | None) -> Side:
@@ -140,4 +188,5 @@ def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
     keep = np.zeros(len(launches), dtype=bool)
     keep[steady[start:stop]] = True
     launches["steady"] = keep
-    return summarize(analysis.trace, launches, analysis.config)[0]
+    return summarize(analysis.trace, launches, analysis.config,
+                     latent=analysis.summary.latent)[0]

@@ -58,7 +58,7 @@ def message(c: Check) -> str:
     assert c.baseline is not None and c.candidate is not None and c.change is not None
     if c.unit == "%":
         base = f"{c.label}: {c.baseline:.1f}% -> {c.candidate:.1f}% ({c.change:+.1f} pp)"
-        return base + (f", {c.detail}" if c.name.startswith("stalls.") else "")
+        return base + (f", {c.detail}" if c.metric.startswith("stalls.") else "")
     if c.unit == "us":
         return (f"{c.label}: {us(c.baseline)} -> {us(c.candidate)} "
                 f"({'+' if c.change >= 0 else '-'}{us(abs(c.change))}, {c.change_pct:+.1f}%)")
@@ -68,7 +68,7 @@ def message(c: Check) -> str:
 def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Finding:
     """The regression (a failed check) or improvement, with its sites and fix."""
     regression = c.status == FAIL
-    klass = c.name.split(".", 1)[1] if c.name.startswith("stalls.") else None
+    klass = c.metric.split(".", 1)[1] if c.metric.startswith("stalls.") else None
     sites = changed_sites(base, cand, klass, t.stall_min_launches, grown=regression)
     fix = None
     if regression:
@@ -98,7 +98,7 @@ def verdict(passed: bool, checks: Sequence[Check], regressions: Sequence[Finding
 
 def _short(c: Check, f: Finding) -> str:
     """One clause of the verdict line."""
-    if c.name.startswith("stalls."):
+    if c.metric.startswith("stalls."):
         where = f" at {f.sites[0].where}" if f.sites else ""
         return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%{where}"
     if c.unit == "%":

@@ -19,9 +19,12 @@ from ..errors import UnreadableInput
 
 @dataclass(frozen=True)
 class GateThresholds:
-    #: a stall class (gpu_to_cpu, cpu_to_gpu, other_stall, launch_bound) fails when its share of
-    #: steady launches grows by more than this many percentage points ...
+    #: a stall class (gpu_to_cpu, cpu_to_gpu, other_stall) fails when its share of steady
+    #: launches grows by more than this many percentage points ...
     stall_pp: float = 2.0
+    #: ... and launch-bound gaps by more than this many: a healthy capture's host has slow
+    #: stretches (10 separate healthy H200 captures: 0-11 of 194 steady launches, 5.7 %)
+    launch_bound_pp: float = 10.0
     #: ... and by at least this many launches (the candidate's count minus what the baseline's
     #: share predicts for the candidate's steady launches)
     stall_min_launches: int = 5
@@ -35,8 +38,13 @@ class GateThresholds:
     gap_us: float = 20.0
     #: the GPU idle fraction (1 - GPU busy, host pauses excluded) may grow this many pp
     idle_pp: float = 2.0
-    #: the launch rate (steps/s of the traced loop, host pauses excluded) may drop this %
+    #: the launch rate (steps/s, host pauses excluded) and the GPU's own work per launch are
+    #: reported as changed beyond this % (with a rank test): GPU clocks and neighbours move
+    #: them between captures, and they are not the host breaking overlap ...
     rate_pct: float = 5.0
+    #: ... and fail the gate only when this is set above 0: a drop of the launch rate, or a
+    #: growth of the GPU work per launch, by more than this % (``--fail-on-slowdown``)
+    fail_on_slowdown_pct: float = 0.0
     #: one-sided significance level of the rank and proportion tests
     alpha: float = 0.01
     #: per-launch GPU idle gaps above this quantile count as host pauses (GC, profiler buffer

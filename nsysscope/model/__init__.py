@@ -10,6 +10,7 @@ from . import registry
 from .batch import BATCH_SCHEMA, Aggregate, BatchResult, TraceResult
 from .classes import FIXES, GATED_CLASSES, LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
 from .gate import (
+    CHANGED,
     FAIL,
     GATE_SCHEMA,
     IMPROVED,
@@ -22,11 +23,24 @@ from .gate import (
     SiteChange,
 )
 from .registry import Renderer
-from .summary import SCHEMA, Distributions, Percentiles, SourceLine, StallSite, Summary, TraceInfo
+from .summary import (
+    SCHEMA,
+    Distributions,
+    IfFixed,
+    LatentSite,
+    Percentiles,
+    ProcessSummary,
+    SourceLine,
+    StallSite,
+    Summary,
+    TraceInfo,
+)
 
 __all__ = [
-    "BATCH_SCHEMA", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA", "IMPROVED", "LAUNCH_CLASSES",
+    "BATCH_SCHEMA", "CHANGED", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA", "IMPROVED",
+    "LAUNCH_CLASSES",
     "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Check",
-    "Distributions", "Finding", "GateResult", "LaunchClass", "Percentiles", "Renderer", "Side",
+    "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
+    "ProcessSummary", "Renderer", "Side",
     "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult", "registry",
 ]

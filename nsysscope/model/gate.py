@@ -17,15 +17,18 @@ from .schema import Record, check_schema, extra_field, optional, to_plain
 
 GATE_SCHEMA = "nsysscope.gate/1"
 
-#: a check's status
-PASS, FAIL, IMPROVED, NA = "pass", "fail", "improved", "n/a"
+#: a check's status; ``changed`` is a significant change the gate reports without failing on
+#: it (the GPU's own work per launch, unless asked to gate slowdowns)
+PASS, FAIL, IMPROVED, NA, CHANGED = "pass", "fail", "improved", "n/a", "changed"
 
 
 @dataclass(frozen=True)
 class Check(Record):
     """One metric compared: a row of the side-by-side table."""
 
-    name: str  # stable id: "stalls.gpu_to_cpu", "window_p50", ...
+    #: stable id: "stalls.gpu_to_cpu", "window_p50", ...; a check of one process of a
+    #: multi-process trace is prefixed with its scope: "process1/stalls.gpu_to_cpu"
+    name: str
     label: str
     unit: str  # "%" (shares and fractions, in percent), "us", "/s"
     baseline: float | None
@@ -39,6 +42,11 @@ class Check(Record):
     detail: str = ""
     extra: dict[str, Any] = extra_field()
     nested = {"ci": optional(tuple)}
+
+    @property
+    def metric(self) -> str:
+        """The metric the check compares, without its process scope."""
+        return self.name.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)

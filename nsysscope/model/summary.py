@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,11 @@ class StallSite(Record):
     example_launch: int
     fix: str
     source: SourceLine | None = None
+    pid: int | None = None  # the process whose launches stall here
+    mean_polls: float = 0.0  # tries per wait when the host polls (cudaEventQuery loops)
+    #: the trace's launch rate with this site's stalls fixed, over the measured one (the
+    #: model: README, "How much will the fix buy?"); None for launch-bound gaps
+    speedup_if_fixed: float | None = None
     extra: dict[str, Any] = extra_field()
     nested = {"source": optional(SourceLine.from_dict)}
 
@@ -120,7 +125,85 @@ class Distributions(Record):
     gpu_idle_us: list[float | None]  # the GPU idle gap after each launch's replay
     klass: list[str]  # each launch's LaunchClass value
     sampled_from: int  # steady launches the values were sampled from
+    #: the GPU's work for each launch: its replay plus other GPU work before the next replay
+    #: (so a launch's period is its ``gpu_work_us`` plus its ``gpu_idle_us``); empty in
+    #: summaries written before it was kept
+    gpu_work_us: list[float | None] = field(default_factory=list)
     extra: dict[str, Any] = extra_field()
+
+
+@dataclass(frozen=True)
+class LatentSite(Record):
+    """A pattern on the hot path that is not (yet) costing overlap: a pageable upload
+    (``cpu_to_gpu``) or a synchronous readback (``gpu_to_cpu``) in steps that stalled
+    elsewhere first, or in an engine whose host is the bottleneck anyway. Fix the current stall
+    and this one is next."""
+
+    kind: str  # the LaunchClass it would cause
+    calls: int
+    steps: int  # steady steps with at least one such call
+    steady_steps: int
+    phase: str | None
+    op: str | None
+    api_chain: str
+    mean_call_us: float  # host time of the call itself
+    pid: int | None = None
+    extra: dict[str, Any] = extra_field()
+
+    @property
+    def where(self) -> str:
+        parts = [f"phase '{self.phase}'"] if self.phase else []
+        if self.op:
+            parts.append(self.op)
+        return ", ".join(parts) or "(no NVTX range)"
+
+
+@dataclass(frozen=True)
+class IfFixed(Record):
+    """The projected launch rate with every stall site fixed, and its ratio to the measured
+    one (1.0: nothing to fix)."""
+
+    launches_per_s: float | None
+    speedup: float | None
+    extra: dict[str, Any] = extra_field()
+
+
+@dataclass(frozen=True)
+class ProcessSummary(Record):
+    """One process of the trace that launched CUDA graphs: an engine, or one tensor-parallel
+    rank. The same steady-state numbers as :class:`Summary`, for this process alone, and how
+    long it waited inside collectives for a slower peer.
+
+    ``status`` says what limits the process: ``stalls`` (its own host waits let the GPU run
+    dry), ``waits_for_peer`` (its own launches are on time, but its GPU spins in collectives
+    waiting for ``waits_for_pid``), ``launch_bound`` or ``healthy``."""
+
+    pid: int
+    name: str
+    device: int  # the CUDA device id as the process saw it
+    status: str
+    verdict: str
+    launches: int
+    steady_launches: int
+    warmup_launches: int
+    stalls: dict[str, int]
+    classes: dict[str, int]
+    no_wait: int
+    window_us: Percentiles
+    gpu_gap_us: Percentiles
+    gpu_busy: float | None
+    launches_per_s: float | None
+    collective_wait_us: Percentiles  # per steady launch: time in collectives beyond the peer
+    waits_for_pid: int | None  # the peer it waited for longest (None: none)
+    waits_in: str | None  # the collective it waited in longest (``all-reduce``...)
+    sites: list[StallSite]
+    if_fixed: IfFixed | None = None
+    distributions: Distributions | None = None
+    extra: dict[str, Any] = extra_field()
+    nested = {"window_us": Percentiles.from_dict, "gpu_gap_us": Percentiles.from_dict,
+              "collective_wait_us": Percentiles.from_dict, "if_fixed": optional(IfFixed.from_dict),
+              "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
+              "distributions": optional(Distributions.from_dict)}
 
 
 @dataclass(frozen=True)
@@ -144,12 +227,22 @@ class Summary(Record):
     sites: list[StallSite]
     notes: list[str]
     config: dict[str, Any]
+    #: the launch rate with every stall site fixed (projected from the trace)
+    if_fixed: IfFixed | None = None
+    #: hot-path patterns that will stall once the current stalls are fixed
+    latent: list[LatentSite] = field(default_factory=list)
+    #: one entry per process that launched graphs, sorted by pid; the numbers above are their
+    #: totals (counts summed, percentiles pooled, launch rates added)
+    processes: list[ProcessSummary] = field(default_factory=list)
     distributions: Distributions | None = None
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
               "gpu_gap_us": Percentiles.from_dict,
               "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
+              "processes": lambda ps: [ProcessSummary.from_dict(p) for p in ps],
+              "if_fixed": optional(IfFixed.from_dict),
+              "latent": lambda ls: [LatentSite.from_dict(x) for x in ls],
               "distributions": optional(Distributions.from_dict)}
 
     def _repr_html_(self) -> str | None:
@@ -160,6 +253,8 @@ class Summary(Record):
         d: dict[str, Any] = to_plain(self)
         if not with_distributions:
             d.pop("distributions")
+            for p in d["processes"]:
+                p.pop("distributions")
         return d
 
     def to_json(self, with_distributions: bool = False, indent: int | None = 2) -> str:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ..gate import arrange
-from ..model import FAIL, IMPROVED, NA, Finding, GateResult
+from ..model import CHANGED, FAIL, IMPROVED, NA, Finding, GateResult
 from ..util.units import us
 from .base import cell as _cell
 from .gate_text import cells as text_cells
 from .gate_text import ci, same_as, side_line
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
-        NA: "\u2796 n/a"}
+        NA: "\u2796 n/a", CHANGED: "\u2139\ufe0f changed"}
 
 
 def _findings(title: str, findings: tuple[Finding, ...]) -> list[str]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import textwrap
 
 from ..gate import ListedFinding, arrange
-from ..model import FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
+from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.units import us
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
-RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a"}
+RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a", CHANGED: "changed"}
 
 
 def value(c: Check, v: float | None) -> str:

@@ -7,7 +7,15 @@ from typing import Any
 from ..model import StallSite
 from ..util.units import us
 from .base import as_summary, cell
-from .text import header, metrics_rows
+from .text import (
+    PROCESS_COLUMNS,
+    chain,
+    gain,
+    header,
+    latent_line,
+    metrics_rows,
+    process_rows,
+)
 
 
 def _where(site: StallSite) -> str:
@@ -26,13 +34,25 @@ def render(result: Any) -> str:
     out = [f"## nsysscope: {icon} {s.verdict}", "", f"`{header(s)}`", "",
            "| steady state | value |", "|---|---|"]
     out += [f"| {k} | {cell(v)} |" for k, v in metrics_rows(s)]
+    if len(s.processes) > 1:
+        out += ["", f"### Processes ({len(s.processes)})", "",
+                "| " + " | ".join(PROCESS_COLUMNS) + " | verdict |",
+                "|" + "---|" * (len(PROCESS_COLUMNS) + 1)]
+        out += ["| " + " | ".join(cell(c) for c in row) + f" | {cell(p.verdict)} |"
+                for row, p in zip(process_rows(s), s.processes, strict=True)]
     if s.sites:
         out += ["", "### Stall sites", "",
-                "| # | class | launches | GPU idle | where | API chain | fix |",
-                "|---|---|---|---|---|---|---|"]
+                "| # | class | launches | GPU idle | if fixed | where | API chain | fix |",
+                "|---|---|---|---|---|---|---|---|"]
         for i, site in enumerate(s.sites, 1):
-            out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | "
-                       f"{_where(site)} | `{cell(site.api_chain or '-')}` | {cell(site.fix)} |")
+            fixed = gain(s.launches_per_s, site.speedup_if_fixed) if site.speedup_if_fixed \
+                else "-"
+            out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | {fixed} | "
+                       f"{_where(site)} | `{cell(chain(site) if site.api_chain else '-')}` | "
+                       f"{cell(site.fix)} |")
+    if s.latent:
+        out += ["", "**Also seen, not (yet) costing you** (fix the stalls above and these are "
+                "next)", ""] + [f"- {cell(latent_line(x))}" for x in s.latent]
     if s.notes:
         out += ["", "**Notes**", ""] + [f"- {n}" for n in s.notes]
     return "\n".join(out) + "\n"

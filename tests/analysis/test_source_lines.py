@@ -282,7 +282,8 @@ def _synthetic(lines_per_stall: list[list[tuple[str, int, str]]]):
     launches = pd.DataFrame({
         "launch": np.arange(n), "block": np.arange(n), "klass": "gpu_to_cpu", "stall": True,
         "steady": True, "phase": "sample", "op": None, "api_chain": "cudaStreamSynchronize",
-        "thread": "python3 (1)", "nvtx_path": "sample", "block_tid": 7,
+        "thread": "python3 (1)", "nvtx_path": "sample", "block_tid": 7, "proc": 1,
+        "block_polls": 0,
         "block_start_ns": start.astype(float), "block_end_ns": (start + 2_000_000).astype(float),
         "gpu_idle_ns": 1_000_000.0})
     samples, frames = [], []

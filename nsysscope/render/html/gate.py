@@ -15,7 +15,7 @@ from ..gate_text import ci, p_value, side_line, value
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
-_STATUS_CLASS = {"pass": "pass", "fail": "fail", "improved": "improved"}
+_STATUS_CLASS = {"pass": "pass", "fail": "fail", "improved": "improved", "changed": "pass"}
 
 
 def _gate_sites(sites: Sequence[SiteChange]) -> str:

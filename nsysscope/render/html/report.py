@@ -10,7 +10,15 @@ from ...model import StallSite, Summary
 from ...util.units import us
 from ..base import as_summary
 from ..palette import class_color
-from ..text import header, metrics_rows
+from ..text import (
+    PROCESS_COLUMNS,
+    chain,
+    gain,
+    header,
+    latent_line,
+    metrics_rows,
+    process_rows,
+)
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
 
@@ -25,6 +33,19 @@ def _metrics_table(s: Summary) -> str:
     return f"<table>{rows}</table>"
 
 
+def _processes_table(s: Summary) -> str:
+    """One row per process, with its verdict, when the trace holds several."""
+    if len(s.processes) <= 1:
+        return ""
+    head = "".join(f"<th>{escape(c)}</th>" for c in (*PROCESS_COLUMNS, "verdict"))
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row)
+        + f"<td>{escape(p.verdict)}</td></tr>"
+        for row, p in zip(process_rows(s), s.processes, strict=True))
+    return (f"<h2>Processes ({len(s.processes)}): the summary above is their total</h2>"
+            f"<table><tr>{head}</tr>{rows}</table>")
+
+
 def _site_card(i: int, site: StallSite) -> str:
     head = (f"<h3>#{i} {chip(site.klass)} {site.count} launch{'es' if site.count != 1 else ''}, "
             f"{escape(us(site.lost_us))} GPU idle")
@@ -32,6 +53,8 @@ def _site_card(i: int, site: StallSite) -> str:
         head += f" ({site.share:.0%} of the stalls)"
     head += f" &mdash; {escape(site.where)}</h3>"
     rows = []
+    if site.speedup_if_fixed:
+        rows.append(("if fixed", escape(gain(None, site.speedup_if_fixed))))
     if site.source:
         src = site.source
         text = f" <code>{escape(src.text.strip())}</code>" if src.text else ""
@@ -39,8 +62,7 @@ def _site_card(i: int, site: StallSite) -> str:
                      f"<code>{escape(src.function)}</code>{text} ({src.samples} Python samples, "
                      f"{src.agreement:.0%} of those inside the blocks)"))
     if site.api_chain:
-        rows.append(("API chain", f"<code>{escape(site.api_chain)}</code> "
-                                  f"(mean block {escape(us(site.mean_block_us))})"))
+        rows.append(("API chain", f"<code>{escape(chain(site))}</code>"))
     rows.append(("NVTX", f"<code>{escape(site.nvtx_path or '-')}</code>"))
     rows.append(("thread", escape(site.thread)))
     rows.append(("example", f"launch {site.example_launch} "
@@ -68,7 +90,8 @@ def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
     parts = [f"<h1>nsysscope report: {escape(file)}</h1>",
              f'<div class="sub">{escape(header(s))}</div>', verdict(s),
              "<h2>Summary (steady state, warm-up excluded)</h2>", _metrics_table(s),
-             "<h2>Top stall sites (and launch-bound gaps), most GPU idle time first</h2>",
+             _processes_table(s),
+             "<h2>Top stall sites (and launch-bound gaps), biggest projected gain first</h2>",
              _sites(s)]
     if not isinstance(analysis, Summary):  # an Analysis: its launches give the timelines
         parts += _figures(analysis)
@@ -76,6 +99,10 @@ def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
         parts += ['<p class="note">No timelines: this page was drawn from a summary, which keeps '
                   "the per-launch distributions but no timeline.</p>", "<h2>Distributions</h2>",
                   _distributions(lambda: _plots().distributions_figure(s, name=file))]
+    if s.latent:
+        parts.append("<h2>Also seen, not (yet) costing you</h2>")
+        parts.append('<p class="note">Fix the stalls above and these are next.</p>')
+        parts.append(notes([latent_line(x) for x in s.latent]))
     parts.append("<h2>Notes</h2>")
     parts.append(notes(s.notes))
     cfg = ", ".join(f"{k}={v}" for k, v in s.config.items())

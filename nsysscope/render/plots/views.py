@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import Analysis
-from ...analysis.nvtx import _STEP, nesting_depth
+from ...analysis.nvtx import STEP_PATTERN, nesting_depth
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
 from .style import STALLS, ranges
@@ -146,7 +146,7 @@ class TraceViews:
         if nv.empty or L.empty:
             return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
         tid = L["tid"].mode().iloc[0]
-        num = nv["text"].astype(str).str.extract(_STEP)[0]
+        num = nv["text"].astype(str).str.extract(STEP_PATTERN)[0]
         ok = num.notna() & (nv["tid"] == tid)
         steps = pd.DataFrame({"step": num[ok].astype(np.int64), "start_ns": nv.loc[ok, "start_ns"],
                               "end_ns": nv.loc[ok, "end_ns"]})

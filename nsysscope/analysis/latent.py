@@ -1,0 +1,93 @@
+"""Latent causes: patterns on the hot path that break overlap once the current stall is fixed.
+
+A step stalls at its first host wait; whatever would have made it wait later in the step costs
+nothing today. In the engine's ``both`` mode the readback in ``sample`` stalls every step, and
+the pageable upload in ``launch`` never shows: fix the readback and the upload is next. In a
+CPU-bound engine a pageable upload costs nothing either, until the host gets faster.
+
+Two patterns are looked for in the steady state of every process that launches graphs, on its
+engine threads, and reported when they are not already the cause of a stall:
+
+* ``cpu_to_gpu``: a host-to-device copy from pageable memory (it synchronises the host with the
+  stream, whatever ``non_blocking`` says);
+* ``gpu_to_cpu``: a device-to-host copy followed, on the same thread, by a stream or device
+  synchronisation, or into pageable memory (``.item()``, ``.tolist()``, ``bool(t)``).
+
+:func:`latent_sites` returns one :class:`~nsysscope.model.LatentSite` per (kind, phase, op,
+API chain), most steps first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import LatentSite
+from ..trace.load import SYNC_APIS, Trace
+from .nvtx import enclosing
+
+_KIND_LABEL = {1: "HtoD", 2: "DtoH"}
+
+
+def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame,
+                 top: int = 5) -> list[LatentSite]:
+    steady = launches[launches["steady"]]
+    if steady.empty or copies.empty:
+        return []
+    htod, dtoh, pageable = trace.enums["htod"], trace.enums["dtoh"], trace.enums["pageable"]
+    c = copies[_in_steady_span(copies, steady)]
+    upload = (c["copy_kind"] == htod) & (c["src_kind"] == pageable)
+    readback = (c["copy_kind"] == dtoh) & ((c["dst_kind"] == pageable) | _then_sync(trace, c))
+    found = pd.concat([c[upload].assign(kind="cpu_to_gpu"), c[readback].assign(kind="gpu_to_cpu")])
+    causes = set(zip(steady["cause_tid"].dropna().astype(np.int64),
+                     steady["cause_start_ns"].dropna().astype(np.int64), strict=True))
+    found = found[[(t, s) not in causes for t, s in zip(found["tid"], found["start_ns"],
+                                                          strict=True)]]
+    if found.empty:
+        return []
+    enc = enclosing(trace.nvtx, found["tid"].to_numpy(), found["start_ns"].to_numpy())
+    found = found.assign(phase=enc["phase"].fillna("").to_numpy(), op=enc["op"].fillna("").to_numpy(),
+                         step=_step_of(found, steady),
+                         chain=found["name"] + " " + found["copy_kind"].map(_KIND_LABEL).fillna("")
+                         + " " + found["bytes"].astype(str) + " B"
+                         + np.where(found["kind"] == "cpu_to_gpu", " (pageable)", ""),
+                         call_us=(found["end_ns"] - found["start_ns"]) / 1e3)
+    g = found.groupby(["kind", "phase", "op", "chain"], sort=False).agg(
+        calls=("tid", "size"), steps=("step", "nunique"), mean_call_us=("call_us", "mean"),
+        pid=("proc", "first"))
+    g = g.reset_index().sort_values(["steps", "calls"], ascending=False).head(top)
+    return [LatentSite(kind=r.kind, calls=int(r.calls), steps=int(r.steps),
+                       steady_steps=len(steady), phase=r.phase or None, op=r.op or None,
+                       api_chain=r.chain, mean_call_us=round(float(r.mean_call_us), 1),
+                       pid=int(r.pid) & 0xFFFFFF)
+            for r in g.itertuples()]
+
+
+def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
+    """Copies issued by a launching process between its first and last steady launch."""
+    span = steady.groupby("proc").agg(a=("api_start_ns", "min"), b=("next_api_start_ns", "max"))
+    a = copies["proc"].map(span["a"]).to_numpy(dtype=np.float64)
+    b = copies["proc"].map(span["b"]).to_numpy(dtype=np.float64)
+    t = copies["start_ns"].to_numpy(dtype=np.float64)
+    return (t >= a) & (t < b)
+
+
+def _then_sync(trace: Trace, c: pd.DataFrame) -> pd.Series:
+    """Whether the thread's next traced CUDA call after each copy is a synchronisation."""
+    calls = trace.api.sort_values(["tid", "start_ns"], kind="stable")
+    nxt = calls.groupby("tid")["name"].shift(-1).astype(object)
+    is_sync = pd.Series(nxt.isin(SYNC_APIS).to_numpy(),
+                        index=pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]]))
+    is_sync = is_sync[~is_sync.index.duplicated()]
+    keys = pd.MultiIndex.from_arrays([c["tid"], c["corr_id"]])
+    return pd.Series(is_sync.reindex(keys).fillna(False).to_numpy(dtype=bool), index=c.index)
+
+
+def _step_of(found: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
+    """The steady launch each copy falls after (its step), per process."""
+    out = np.full(len(found), -1, dtype=np.int64)
+    for proc, own in steady.groupby("proc"):
+        rows = np.flatnonzero(found["proc"].to_numpy() == proc)
+        starts = np.sort(own["api_start_ns"].to_numpy())
+        out[rows] = np.searchsorted(starts, found["start_ns"].to_numpy()[rows], side="right")
+    return out

@@ -1,0 +1,145 @@
+"""How much would a fix buy? The launch rate with a stall site fixed, projected from the trace.
+
+Per steady launch the trace gives its step (from this launch to the next one on the stream):
+
+* ``period``: the host's cadence, next launch call minus this one;
+* ``gpu_work``: what the GPU itself did for the step, the replay plus any other GPU work
+  before the next replay (for a tensor-parallel rank this includes time spinning in a
+  collective for a slower peer, ``collective_wait_ns``);
+* ``blocked``: the time the launching thread spent blocked in host waits during the step;
+  the host's own work is ``period - blocked``;
+* ``q``: how closely the GPU runs two replays when the next is already queued (the median
+  idle gap of the process's healthy launches, else its launch latency: the next replay's
+  start minus its launch call's start, p10 over the stalled steps).
+
+Fixing a stall removes its wait: the host no longer waits for the in-flight launch, so the
+step takes as long as the slower of the GPU (``gpu_work + q``) and the host's own work
+(``period - stall block``), and never longer than it did; and the run as a whole takes at
+least the GPU's work (the steps that followed a stall were short only because the host was
+catching up with an idle GPU). A rank that waited in collectives
+for the fixed process loses that wait from its GPU work. Launches not touched by the fix keep
+their period. Ranks of one tensor-parallel group move in lockstep, so a group's projected
+rate is its slowest rank's. The projected launch rate is the measured one scaled by the sum
+of the periods over the sum of the projected ones.
+
+It is a model, not a promise: it assumes the freed host time is not spent on new work and
+the GPU work per step does not change. On the engine's own H200 captures it lands within a
+few percent of the rate the healthy capture of the same session measured (README, "How much
+will the fix buy?").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .launches import busy_until
+
+#: columns :func:`step_costs` adds to the launch table
+COLUMNS = ("period_ns", "gpu_work_ns", "host_blocked_ns")
+
+
+def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+    """``period_ns``, ``gpu_work_ns`` and ``host_blocked_ns`` for every launch."""
+    df = launches.copy()
+    df["period_ns"] = df["next_api_start_ns"] - df["api_start_ns"]
+    df["gpu_work_ns"] = (df["gpu_end_ns"] - df["gpu_start_ns"]) + \
+        (df["gpu_gap_ns"] - df["gpu_idle_ns"])
+    blocked = np.zeros(len(df))
+    a = df["api_start_ns"].to_numpy(dtype=np.float64)
+    b = df["next_api_start_ns"].to_numpy(dtype=np.float64)
+    tids = df["tid"].to_numpy()
+    for tid, bl in blocks.groupby("tid"):
+        rows = np.flatnonzero(tids == tid)
+        if not len(rows):
+            continue
+        starts, ends = _disjoint(bl["start_ns"].to_numpy(dtype=np.float64),
+                                 bl["end_ns"].to_numpy(dtype=np.float64))
+        cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
+        blocked[rows] = busy_until(b[rows], starts, ends, cum) - \
+            busy_until(a[rows], starts, ends, cum)
+    df["host_blocked_ns"] = np.where(np.isnan(b), np.nan, blocked)
+    return df
+
+
+def _disjoint(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted disjoint intervals (a thread's waits do not overlap,
+    but a polling loop and a call inside it would)."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    new = np.r_[True, s[1:] > e[:-1]]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The projected launch rate of each process with some stalls fixed, and the speed-up of
+    the whole trace (its launch rates added, as the summary's are)."""
+
+    launches_per_s: dict[int, float]  # proc -> projected launches/s
+    total_launches_per_s: float
+    speedup: float
+
+
+def queue_gap_ns(steady: pd.DataFrame) -> float:
+    """How closely the GPU runs two queued replays of this process (see the module doc)."""
+    healthy = steady[steady["klass"] == "healthy"]["gpu_idle_ns"].dropna()
+    if len(healthy) >= 10:
+        return float(healthy.median())
+    stalled = steady[steady["stall"]]
+    latency = (stalled["next_gpu_start_ns"] - stalled["next_api_start_ns"]).dropna()
+    return float(np.percentile(latency.clip(lower=0), 10)) if len(latency) else 0.0
+
+
+def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
+            groups: list[set[int]]) -> Projection:
+    """The projection with the steady launches where ``fixed`` is True relieved of their
+    stall. ``rates``: each process's measured launches/s; ``groups``: sets of processes that
+    wait for each other in collectives (tensor-parallel groups)."""
+    steady = launches[launches["steady"] & launches["period_ns"].notna()]
+    fixed_procs = set(steady.loc[fixed.reindex(steady.index, fill_value=False), "proc"])
+    out: dict[int, float] = {}
+    for proc, own in steady.groupby("proc"):
+        period = own["period_ns"].to_numpy(dtype=np.float64)
+        work = own["gpu_work_ns"].to_numpy(dtype=np.float64)
+        host = period - own["host_blocked_ns"].fillna(0).to_numpy(dtype=np.float64)
+        stall_block = (own["block_end_ns"] - own["block_start_ns"]).fillna(0).to_numpy()
+        relieved = fixed.reindex(own.index, fill_value=False).to_numpy(dtype=bool)
+        # a peer that waited for a fixed process in collectives no longer waits
+        peer = own["waited_for"].isin(fixed_procs).to_numpy() if fixed_procs else \
+            np.zeros(len(own), dtype=bool)
+        work = work - np.where(peer, own["collective_wait_ns"].to_numpy(dtype=np.float64), 0)
+        own_host = np.where(relieved, period - stall_block, host)
+        touched = relieved | peer
+        rate = rates.get(int(proc), 0.0)
+        if not touched.any():
+            out[int(proc)] = rate
+            continue
+        q = queue_gap_ns(own)
+        new = np.where(touched, np.minimum(period, np.maximum(work + q, own_host)), period)
+        # the steps right after a stall were short while the host caught up with an idle GPU;
+        # fixed, the GPU bounds every step: the whole run takes at least its GPU work
+        total = max(float(np.nansum(new)), float(np.nansum(work + q)))
+        out[int(proc)] = rate * min(float(np.nansum(period)) / total, np.inf) if total else rate
+    for group in groups:  # lockstep: the group goes as fast as its slowest rank
+        slowest = min(out[p] for p in group if p in out)
+        for p in group:
+            if p in out:
+                out[p] = slowest
+    total = sum(out.values())
+    measured = sum(rates.get(p, 0.0) for p in out)
+    return Projection(out, round(total, 2), round(total / measured, 3) if measured else 1.0)
+
+
+def coupled_groups(launches: pd.DataFrame) -> list[set[int]]:
+    """Processes that waited for each other in collectives, as groups (connected pairs)."""
+    pairs = launches.loc[launches["waited_for"] >= 0, ["proc", "waited_for"]].drop_duplicates()
+    groups: list[set[int]] = []
+    for a, b in pairs.itertuples(index=False):
+        hit = [g for g in groups if a in g or b in g]
+        merged = set().union(*hit) | {int(a), int(b)}
+        groups = [g for g in groups if g not in hit] + [merged]
+    return groups

@@ -1,0 +1,162 @@
+"""Build the :class:`~nsysscope.model.Summary` of analysed launches, once.
+
+The summary describes the launches marked ``steady`` (warm-up and each stream's last launch
+left out). A trace with several processes (tensor-parallel ranks, several engines) gets one
+:class:`~nsysscope.model.ProcessSummary` per process that launched graphs; the top-level
+numbers are their totals: counts summed, percentiles pooled over every steady launch, GPU busy
+as total busy time over total span, launch rates added (see :mod:`.processes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..model import (
+    LAUNCH_CLASSES,
+    STALL_CLASSES,
+    Distributions,
+    IfFixed,
+    LatentSite,
+    Percentiles,
+    ProcessSummary,
+    StallSite,
+    Summary,
+    TraceInfo,
+)
+from ..trace.load import Trace
+from ..trace.python_samples import PythonSamples
+from .config import AnalysisConfig
+from .nvtx import STEP_PATTERN
+from .processes import process_table, totals
+from .projection import Projection, coupled_groups, project
+from .sites import stall_sites
+from .verdict import notes_for, process_verdict, verdict_line
+
+#: at most this many per-launch values are kept for the gate (an even sample beyond)
+MAX_DISTRIBUTION = 4000
+
+
+def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
+              python_samples: PythonSamples | None = None,
+              latent: list[LatentSite] | None = None) -> tuple[Summary, pd.DataFrame]:
+    """The summary of the launches marked ``steady``, and the per-process table it totals.
+    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`)."""
+    table = process_table(trace, launches)
+    steady = launches[launches["steady"]]
+    rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
+             if pd.notna(r)}
+    groups = coupled_groups(launches)
+
+    def speedup(rows: pd.Index) -> float:
+        return project(launches, rates, pd.Series(True, index=rows), groups).speedup
+
+    fixed = project(launches, rates, launches["steady"] & launches["stall"], groups)
+    sites = stall_sites(launches, speedup=speedup)
+    busy, per_s = totals(table)
+    processes = _processes(launches, table, cfg, speedup, fixed)
+    summary = Summary(
+        trace=TraceInfo(path=trace.meta.path, nsys_version=trace.meta.nsys_version,
+                        schema_version=trace.meta.schema_version, gpus=trace.meta.gpus,
+                        graph_trace=trace.meta.graph_trace),
+        verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
+        warmup_launches=int(launches["warmup"].sum()), **_steady_numbers(steady),
+        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),
+        sites=sites, notes=notes_for(trace, launches, python_samples, sites),
+        config=cfg.to_dict(), if_fixed=IfFixed(fixed.total_launches_per_s, fixed.speedup),
+        latent=_not_covered(latent or [], sites),
+        processes=processes, distributions=_distributions(steady))
+    ok, line = verdict_line(summary, cfg)
+    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok}), table
+
+
+def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
+    """Class counts, stalls, launches never waited for, window and idle-gap percentiles."""
+    counts = steady["klass"].value_counts()
+    classes = {str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}
+    return dict(classes=classes, stalls={str(k): classes[k] for k in STALL_CLASSES},
+                no_wait=int((~steady["waited"]).sum()),
+                window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
+                gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3))
+
+
+def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
+               speedup: Callable[[pd.Index], float], fixed: Projection) -> list[ProcessSummary]:
+    pid_of = dict(zip(table["proc"], table["pid"], strict=True))
+    out = []
+    for row in table.sort_values("pid", kind="stable").itertuples():
+        own = launches[launches["proc"] == row.proc]
+        steady = own[own["steady"]]
+        waits = steady["collective_wait_ns"].to_numpy() / 1e3
+        numbers = _steady_numbers(steady)
+        p = ProcessSummary(
+            pid=int(row.pid), name=str(row.name), device=int(row.device), status="",
+            verdict="", launches=int(row.launches), steady_launches=int(row.steady_launches),
+            warmup_launches=int(row.warmup_launches), **numbers,
+            gpu_busy=None if pd.isna(row.gpu_busy) else float(row.gpu_busy),
+            launches_per_s=None if pd.isna(row.launches_per_s) else float(row.launches_per_s),
+            collective_wait_us=Percentiles.of(waits),
+            waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
+            waits_in=_most_waited_in(steady), sites=stall_sites(own, speedup=speedup),
+            if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
+            # one process: its distributions are the summary's own, not kept twice
+            distributions=_distributions(steady) if len(table) > 1 else None)
+        status, verdict = process_verdict(p, cfg)
+        out.append(ProcessSummary(**{**p.__dict__, "status": status, "verdict": verdict}))
+    return out
+
+
+def _not_covered(latent: list[LatentSite], sites: list[StallSite]) -> list[LatentSite]:
+    """The latent patterns a current stall site's fix does not already cover (the same kind
+    in the same phase: a second pageable copy next to the one that stalls)."""
+    stalling = {(s.klass, s.phase) for s in sites if s.klass != "launch_bound"}
+    return [x for x in latent if (x.kind, x.phase) not in stalling]
+
+
+def _if_fixed(fixed: Projection, proc: int, rate: float) -> IfFixed | None:
+    if proc not in fixed.launches_per_s or pd.isna(rate) or not rate:
+        return None
+    new = fixed.launches_per_s[proc]
+    return IfFixed(round(new, 2), round(new / rate, 3))
+
+
+def _most_waited_in(steady: pd.DataFrame) -> str | None:
+    w = steady[steady["waited_for"] >= 0]
+    if w.empty:
+        return None
+    return str(w.groupby("waited_in")["collective_wait_ns"].sum().idxmax())
+
+
+def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
+    """NVTX ``step N`` ranges per second over the steady launches' span."""
+    nv = trace.nvtx
+    if nv.empty or steady.empty:
+        return None
+    t0, t1 = steady["api_start_ns"].min(), steady["api_start_ns"].max()
+    steps = nv[nv["text"].str.match(STEP_PATTERN).fillna(False).astype(bool)]
+    steps = steps[(steps["start_ns"] >= t0) & (steps["start_ns"] < t1)]
+    if len(steps) < 2:
+        return None
+    span_s = (steps["start_ns"].max() - steps["start_ns"].min()) / 1e9
+    return round(float((len(steps) - 1) / span_s), 2)
+
+
+def _us(ns: pd.Series) -> list[float | None]:
+    return [None if pd.isna(x) else float(x) for x in (ns / 1e3).round(2)]
+
+
+def _distributions(steady: pd.DataFrame) -> Distributions:
+    s = steady
+    if len(s) > MAX_DISTRIBUTION:  # an evenly spaced sample keeps the time structure
+        s = s.iloc[np.linspace(0, len(s) - 1, MAX_DISTRIBUTION).astype(int)]
+
+    def us(col: str) -> list[float | None]:
+        return _us(s[col])
+
+    work = s["gpu_end_ns"] - s["gpu_start_ns"] + (s["gpu_gap_ns"] - s["gpu_idle_ns"])
+    return Distributions(window_us=us("window_ns"), gpu_idle_us=us("gpu_idle_ns"),
+                         klass=[str(k) for k in s["klass"]], sampled_from=len(steady),
+                         gpu_work_us=_us(work))
