@@ -31,7 +31,10 @@ from .schema import Record, check_schema, extra_field, optional, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
-SCHEMA = "nsysscope.summary/1"
+#: 1.1 added (keys only, so a 1.0 reader reads it): processes, if_fixed, latent,
+#: sites[].pid/mean_polls/speedup_if_fixed, distributions.gpu_work_us, and report --format json
+#: writes the distributions too
+SCHEMA = "nsysscope.summary/1.1"
 
 
 @dataclass(frozen=True)
