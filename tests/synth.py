@@ -64,7 +64,7 @@ class Call:
     src_kind: int = -1
     dst_kind: int = -1
     nbytes: int = 0
-    anchor: "Call | None" = None  # for an event sync: its cudaEventRecord
+    anchor: Call | None = None  # for an event sync: its cudaEventRecord
 
 
 @dataclass
@@ -110,7 +110,7 @@ class Synth:
     def add(self, table: str, **row) -> None:
         self.rows.setdefault(table, []).append(row)
 
-    def process(self, pid: int, device: int = 0, corr_base: int = 0) -> "Proc":
+    def process(self, pid: int, device: int = 0, corr_base: int = 0) -> Proc:
         p = Proc(self, pid, device, corr_base)
         self.procs.append(p)
         self.devices.add(device)
@@ -118,7 +118,7 @@ class Synth:
 
     @property
     def launches(self) -> list[Launch]:
-        return [l for p in self.procs for l in p.launches]
+        return [ln for p in self.procs for ln in p.launches]
 
     def write(self, path: Path, schema: str = "3.20.3", drop: tuple[str, ...] = (),
               shuffle: int | None = None) -> Path:
@@ -146,9 +146,10 @@ class Synth:
         rows["TARGET_INFO_GPU"] = [dict(vmId=1 << 48, id=d, name="NVIDIA H200", busLocation="",
                                         isDiscrete=1, uuid="00000000-0000-0000-0000-000000000000",
                                         chipName="GH100", cuDevice=d) for d in sorted(self.devices)]
-        rows["PROCESSES"] = [dict(globalPid=gpid(p.pid), pid=p.pid, name="python3") for p in self.procs]
-        times = [r[k] for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS") for r in rows.get(t, [])
-                 for k in ("start", "end") if r.get(k) is not None]
+        rows["PROCESSES"] = [dict(globalPid=gpid(p.pid), pid=p.pid, name="python3")
+                             for p in self.procs]
+        times = [r[k] for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+                 for r in rows.get(t, []) for k in ("start", "end") if r.get(k) is not None]
         times += [r[k] for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
                   for r in rows.get(t, []) for k in ("start", "end")]
         if times:
@@ -159,7 +160,8 @@ class Synth:
         for table, trows in rows.items():
             if table in drop or table not in have or not trows:
                 continue
-            cols = {r[1]: (r[2].upper(), r[3]) for r in conn.execute(f"PRAGMA table_info('{table}')")}
+            info = conn.execute(f"PRAGMA table_info('{table}')")
+            cols = {r[1]: (r[2].upper(), r[3]) for r in info}
             if shuffle is not None:
                 trows = trows[:]
                 rng.shuffle(trows)
@@ -176,7 +178,7 @@ class Synth:
         return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema_sql(schema: str) -> str:
     return SCHEMA_SQL[schema].read_text()
 
@@ -210,7 +212,7 @@ class Proc:
         self.s.threads[g] = name
         return g
 
-    def at(self, t: int) -> "Proc":
+    def at(self, t: int) -> Proc:
         self.t = t
         return self
 
@@ -252,7 +254,8 @@ class Proc:
         call = self._call("cudaGraphLaunch_v10000", tid, dur)
         cur = g0
         for i, d in enumerate(nodes):
-            table = "CUPTI_ACTIVITY_KIND_MEMSET" if memset_node and i == 0 else "CUPTI_ACTIVITY_KIND_KERNEL"
+            table = "CUPTI_ACTIVITY_KIND_MEMSET" if memset_node and i == 0 else \
+                "CUPTI_ACTIVITY_KIND_KERNEL"
             row = dict(start=cur, end=cur + d, deviceId=self.device, contextId=1, streamId=stream,
                        correlationId=call.corr, globalPid=gpid(self.pid),
                        graphNodeId=next(self.s.node_ids))
@@ -268,18 +271,20 @@ class Proc:
         g1 = g0 + total
         self.gpu_free[stream] = g1
         self.issued.setdefault(stream, []).append(call.corr)
-        l = Launch(corr=call.corr, pid=self.pid, tid=tid, stream=stream, device=self.device,
-                   api_start=call.start, api_end=call.end, gpu_start=g0, gpu_end=g1, planted=planted)
-        self.launches.append(l)
-        return l
+        ln = Launch(corr=call.corr, pid=self.pid, tid=tid, stream=stream, device=self.device,
+                    api_start=call.start, api_end=call.end, gpu_start=g0, gpu_end=g1,
+                    planted=planted)
+        self.launches.append(ln)
+        return ln
 
-    def kernel(self, tid: int, stream: int, dur: int, lat: int, q: int, call_dur: int = 3_000) -> Call:
+    def kernel(self, tid: int, stream: int, dur: int, lat: int, q: int,
+               call_dur: int = 3_000) -> Call:
         """An eager ``cudaLaunchKernel`` (nsysscope ignores the call, not its GPU time)."""
         g0, g1 = self._gpu_slot(stream, lat, q, dur)
         call = self._call("cudaLaunchKernel_v7000", tid, call_dur)
         name = self.s.string("elementwise_kernel")
-        self.s.add("CUPTI_ACTIVITY_KIND_KERNEL", start=g0, end=g1, deviceId=self.device, contextId=1,
-                   streamId=stream, correlationId=call.corr, globalPid=gpid(self.pid),
+        self.s.add("CUPTI_ACTIVITY_KIND_KERNEL", start=g0, end=g1, deviceId=self.device,
+                   contextId=1, streamId=stream, correlationId=call.corr, globalPid=gpid(self.pid),
                    demangledName=name, shortName=name, launchType=0, gridX=1, gridY=1, gridZ=1,
                    blockX=128, blockY=1, blockZ=1, registersPerThread=16, gridId=call.corr)
         self.gpu_ops.append((self.device, g0, g1))
@@ -353,7 +358,8 @@ class Proc:
         tries = []
         while True:
             done = self.t >= ev.done
-            tries.append(self._call("cudaEventQuery_v3020", tid, call_dur, ret=0 if done else NOT_READY))
+            ret = 0 if done else NOT_READY
+            tries.append(self._call("cudaEventQuery_v3020", tid, call_dur, ret=ret))
             if done:
                 break
             self.t += gap
@@ -404,11 +410,11 @@ def expected(proc: Proc) -> dict[int, Expected]:
     # a process's GPU idle time is about its own work: another process's kernels do not fill
     # its gaps (with CUDA_VISIBLE_DEVICES, processes on different GPUs share device ids)
     gpu = [(s, e) for (d, s, e) in proc.gpu_ops if d == proc.device]
-    gpu += [(l.gpu_start, l.gpu_end) for l in proc.launches if l.device == proc.device]
+    gpu += [(ln.gpu_start, ln.gpu_end) for ln in proc.launches if ln.device == proc.device]
     out = {}
     by_stream: dict[int, list[Launch]] = {}
-    for l in proc.launches:
-        by_stream.setdefault(l.stream, []).append(l)
+    for ln in proc.launches:
+        by_stream.setdefault(ln.stream, []).append(ln)
     prev_call: dict[int, dict[int, Call]] = {}
     per_tid: dict[int, list[Call]] = {}
     for c in sorted(proc.calls, key=lambda c: c.start):
@@ -416,26 +422,26 @@ def expected(proc: Proc) -> dict[int, Expected]:
             continue
         per_tid.setdefault(c.tid, []).append(c)
     for tid, calls in per_tid.items():
-        prev_call[tid] = {c.corr: p for p, c in zip(calls, calls[1:])}
+        prev_call[tid] = {c.corr: p for p, c in zip(calls, calls[1:], strict=False)}
     # a thread that only ever queries (NCCL's watchdog) is not the engine waiting
     polls = [b for b in proc.polls
              if any(not c.name.startswith("cudaEventQuery") for c in per_tid.get(b.tid, ()))]
-    for stream, ls in by_stream.items():
-        ls = sorted(ls, key=lambda l: l.api_start)
-        for l, nxt in zip(ls, ls[1:] + [None]):
+    for _stream, ls in by_stream.items():
+        ls = sorted(ls, key=lambda ln: ln.api_start)
+        for ln, nxt in zip(ls, ls[1:] + [None], strict=False):
             waits = [c for c in proc.calls + polls
-                     if c.blocking and l.corr in c.covers and c.start < l.gpu_end]
+                     if c.blocking and ln.corr in c.covers and c.start < ln.gpu_end]
             block = min(waits, key=lambda c: c.start) if waits else None
             gap = idle = None
             if nxt is not None:
-                gap = nxt.gpu_start - l.gpu_end
-                idle = gap - _busy(gpu, l.gpu_end, nxt.gpu_start)
+                gap = nxt.gpu_start - ln.gpu_end
+                idle = gap - _busy(gpu, ln.gpu_end, nxt.gpu_start)
             if nxt is None:
                 klass = "last"
             elif block is not None and block.end <= nxt.api_start:
                 cause = block if block.copy_kind >= 0 else \
                     prev_call[(block.anchor or block).tid].get((block.anchor or block).corr)
-                if cause is not None and (cause.copy_kind < 0 or cause.start < l.api_start):
+                if cause is not None and (cause.copy_kind < 0 or cause.start < ln.api_start):
                     cause = None
                 if cause is not None and cause.copy_kind == DTOH:
                     klass = "gpu_to_cpu"
@@ -447,8 +453,9 @@ def expected(proc: Proc) -> dict[int, Expected]:
                 klass = "launch_bound"
             else:
                 klass = "healthy"
-            out[l.corr] = Expected(corr=l.corr, klass=klass, planted=l.planted, block=block,
-                                   window_ns=None if block is None else float(block.start - l.api_end),
+            out[ln.corr] = Expected(corr=ln.corr, klass=klass, planted=ln.planted, block=block,
+                                   window_ns=None if block is None
+                                   else float(block.start - ln.api_end),
                                    gap_ns=None if gap is None else float(gap),
                                    idle_ns=None if idle is None else float(idle))
     return out

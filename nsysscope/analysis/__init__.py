@@ -15,10 +15,10 @@ from ..trace.python_samples import PythonSamples, read_python_samples
 from .blocks import block_table, copy_calls
 from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
+from .latent import latent_sites
 from .launches import launch_table
 from .nvtx import enclosing
 from .pairing import attach_blocks
-from .latent import latent_sites
 from .processes import warmup_and_steady
 from .projection import step_costs
 from .source_lines import attach_source_lines, stall_windows
@@ -110,9 +110,10 @@ def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     if has_cause.any():
         cause = enclosing(trace.nvtx, launches.loc[has_cause, "cause_tid"].to_numpy(dtype=np.int64),
                           launches.loc[has_cause, "cause_start_ns"].to_numpy())
-        launches.loc[has_cause, "op"] = pd.Series(cause["op"].to_numpy(), index=launches.index[has_cause]) \
+        launches.loc[has_cause, "op"] = pd.Series(cause["op"].to_numpy(),
+                                                  index=launches.index[has_cause]) \
             .fillna(launches.loc[has_cause, "op"])
-    names = dict(zip(trace.threads["tid"], trace.threads["thread_name"]))
+    names = dict(zip(trace.threads["tid"], trace.threads["thread_name"], strict=False))
     tid = launches["block_tid"].where(waited, launches["tid"])
     launches["thread"] = tid.map(names).fillna("").astype(str) + " (" + \
         (tid & 0xFFFFFF).astype(str) + ")"

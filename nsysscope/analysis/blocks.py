@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.load import RECORD_APIS, SYNC_APIS, Trace, is_copy_api, process_of
+from ..trace.apis import RECORD_APIS, SYNC_APIS, is_copy_api, process_of
+from ..trace.load import Trace
 from .config import AnalysisConfig
 from .polling import polling_blocks
 
@@ -96,7 +97,8 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out["anchor_corr"] = out["corr_id"]
     out["anchor_tid"] = out["tid"]
     is_stream = out["name"].isin(_STREAM_SYNCS)
-    known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & (out["stream"] < 2**32 - 1)
+    known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & \
+        (out["stream"] < 2**32 - 1)
     out.loc[known_stream, "scope"] = "stream"
     out.loc[is_stream & ~known_stream, "exact"] = False
     is_event = out["name"].isin(_EVENT_SYNCS)
@@ -104,7 +106,8 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out.loc[is_event, "scope"] = "event"
     if meta.has_sync_records and meta.has_event_records and len(trace.event_records):
         records = trace.event_records.merge(
-            trace.api.loc[trace.api["name"].isin(RECORD_APIS), ["proc", "corr_id", "start_ns", "tid"]],
+            trace.api.loc[trace.api["name"].isin(RECORD_APIS),
+                          ["proc", "corr_id", "start_ns", "tid"]],
             on=["proc", "corr_id"], how="inner").rename(columns={
                 "start_ns": "record_ns", "stream": "record_stream", "corr_id": "record_corr",
                 "tid": "record_tid"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 #: files that are not the user's code, as ``fnmatch`` globs on the path nsys recorded: the
 #: standard library, site-packages (scrubbed traces say ``<stdlib>/`` and ``<site-packages>/``),
@@ -49,7 +50,7 @@ class AnalysisConfig:
     #: directory when it exists here, then the current directory)
     source_root: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("source_root")  # where this machine keeps the source: not a setting, maybe private
         return d

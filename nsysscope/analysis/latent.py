@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import LatentSite
-from ..trace.load import SYNC_APIS, Trace
+from ..trace.apis import SYNC_APIS
+from ..trace.load import Trace
 from .nvtx import enclosing
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
@@ -46,7 +47,8 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame,
     if found.empty:
         return []
     enc = enclosing(trace.nvtx, found["tid"].to_numpy(), found["start_ns"].to_numpy())
-    found = found.assign(phase=enc["phase"].fillna("").to_numpy(), op=enc["op"].fillna("").to_numpy(),
+    found = found.assign(phase=enc["phase"].fillna("").to_numpy(),
+                         op=enc["op"].fillna("").to_numpy(),
                          step=_step_of(found, steady),
                          chain=found["name"] + " " + found["copy_kind"].map(_KIND_LABEL).fillna("")
                          + " " + found["bytes"].astype(str) + " B"
@@ -69,7 +71,7 @@ def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
     a = copies["proc"].map(span["a"]).to_numpy(dtype=np.float64)
     b = copies["proc"].map(span["b"]).to_numpy(dtype=np.float64)
     t = copies["start_ns"].to_numpy(dtype=np.float64)
-    return (t >= a) & (t < b)
+    return np.asarray((t >= a) & (t < b))
 
 
 def _then_sync(trace: Trace, c: pd.DataFrame) -> pd.Series:

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfilerLostData
-from ..trace.load import LAUNCH_APIS, Trace
+from ..trace.apis import LAUNCH_APIS
+from ..trace.load import Trace
 
 
 def launch_table(trace: Trace) -> pd.DataFrame:

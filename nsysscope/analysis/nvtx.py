@@ -12,6 +12,7 @@ The path is read three ways: ``step`` is the number of a range named like ``step
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -77,7 +78,8 @@ def _is_step(s: pd.Series) -> pd.Series:
     return s.str.match(STEP_PATTERN).fillna(False).astype(bool)
 
 
-def _innermost(levels: pd.DataFrame, pick, extract_step: bool = False) -> np.ndarray:
+def _innermost(levels: pd.DataFrame, pick: Callable[[pd.Series], pd.Series],
+               extract_step: bool = False) -> np.ndarray:
     """The innermost level whose name ``pick`` accepts, per row (None when none)."""
     out = pd.Series([None] * len(levels), dtype=object)
     for col in levels.columns:  # outer to inner: later levels overwrite
@@ -85,4 +87,4 @@ def _innermost(levels: pd.DataFrame, pick, extract_step: bool = False) -> np.nda
         ok = s.notna() & pick(s.fillna("")).fillna(False).astype(bool)
         vals = s.str.extract(STEP_PATTERN)[0].astype("float").astype("Int64") if extract_step else s
         out = out.where(~ok, vals)
-    return out.to_numpy()
+    return np.asarray(out.to_numpy())

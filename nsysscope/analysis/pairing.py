@@ -31,9 +31,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import LAUNCH_CLASSES
-from ..trace.load import RECORD_APIS, process_of
+from ..trace.apis import RECORD_APIS, process_of
 from .config import AnalysisConfig
-
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 
@@ -176,7 +175,8 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
     rows, hit = found.index[ok], hit[ok]
     for src, dst in cols.items():
         df[dst] = pd.Series(pd.NA, index=df.index, dtype="string") if src == "name" else np.nan
-        df.loc[rows, dst] = hit[src].to_numpy() if src == "name" else hit[src].to_numpy(dtype=np.float64)
+        df.loc[rows, dst] = hit[src].to_numpy() if src == "name" else \
+            hit[src].to_numpy(dtype=np.float64)
     return df
 
 
@@ -189,6 +189,7 @@ def _api_chain(df: pd.DataFrame) -> pd.Series:
     cause = cause.str.strip()
     same = df["cause_name"].fillna("").astype(str) == df["block_name"].fillna("").astype(str)
     chain = np.where(cause.str.len() > 0,
-                     np.where(same, cause, cause + " \u2192 " + df["block_name"].fillna("").astype(str)),
+                     np.where(same, cause,
+                              cause + " \u2192 " + df["block_name"].fillna("").astype(str)),
                      df["block_name"].fillna("").astype(str))
     return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")

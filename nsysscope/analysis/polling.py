@@ -5,7 +5,8 @@ driver ``cuEventQuery``/``cuStreamQuery``) call. On one thread, queries that fol
 with no other traced CUDA call in between and no more than ``poll_gap_us`` apart form one
 block, from the first query's start to the last one's end (the try that found the work
 done). Where the export has the calls' return codes, a try that succeeded ends its loop
-(the others return ``cudaErrorNotReady``), so two loops back to back stay two blocks. A tight loop leaves a few microseconds between tries; an asyncio loop that yields
+(the others return ``cudaErrorNotReady``), so two loops back to back stay two blocks. A tight
+loop leaves a few microseconds between tries; an asyncio loop that yields
 between tries, tens. A run needs ``poll_min_queries`` tries: one query that finds the work
 done is no wait at all.
 
@@ -26,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.load import QUERY_APIS, RECORD_APIS, Trace
+from ..trace.apis import QUERY_APIS, RECORD_APIS
+from ..trace.load import Trace
 from .config import AnalysisConfig
 
 #: ``cudaErrorNotReady`` / ``CUDA_ERROR_NOT_READY``: the query's work is still running
@@ -59,7 +61,8 @@ def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
     first = query & ~continues
     run = np.cumsum(first)
     rows = np.flatnonzero(query)
-    runs = pd.DataFrame({"run": run[rows], "row": rows}).groupby("run")["row"].agg(["first", "last", "size"])
+    runs = pd.DataFrame({"run": run[rows], "row": rows}).groupby("run")["row"].agg(
+        ["first", "last", "size"])
     runs = runs[runs["size"] >= cfg.poll_min_queries]
     f, last = runs["first"].to_numpy(), runs["last"].to_numpy()
     before = f - 1

@@ -24,7 +24,8 @@ from .config import AnalysisConfig
 from .launches import device_busy_intervals
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
-           *LAUNCH_CLASSES, "busy_ns", "span_ns", "gpu_busy", "launches_per_s", "collective_wait_ns",
+           *LAUNCH_CLASSES, "busy_ns", "span_ns", "gpu_busy", "launches_per_s",
+           "collective_wait_ns",
            "waited_for"]
 
 
@@ -55,7 +56,8 @@ def process_table(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(
             proc=int(proc), pid=pid, name=name, device=device, launches=len(own),
             warmup_launches=int(own["warmup"].sum()), steady_launches=len(steady),
-            **{str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}, busy_ns=busy_ns, span_ns=span_ns,
+            **{str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}, busy_ns=busy_ns,
+            span_ns=span_ns,
             gpu_busy=round(busy_ns / span_ns, 4) if span_ns else None,
             launches_per_s=round(n_work / (span_ns / 1e9), 2) if span_ns else None,
             collective_wait_ns=int(steady["collective_wait_ns"].sum()),

@@ -7,6 +7,7 @@ host is slow, nothing to fix at one place) come after the stalls."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
@@ -36,7 +37,8 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
     if lines:
         # samples once per block: one block can be paired with more than one launch
         per_block = keyed.drop_duplicates(keys + ["block"]).groupby(keys, sort=False, observed=True)
-        g = g.join(per_block.agg(samples=("src_samples", "sum"), in_blocks=("src_block_samples", "sum"),
+        g = g.join(per_block.agg(samples=("src_samples", "sum"),
+                                 in_blocks=("src_block_samples", "sum"),
                                  text=("src_text", "first")))
     members = keyed.groupby(keys, sort=False, observed=True).indices
     g = g.reset_index()
@@ -51,7 +53,8 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
         klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
         share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound" else 0.0,
         phase=r.phase or None, op=r.op or None, api_chain=r.api_chain, nvtx_path=r.nvtx_path or "",
-        thread=r.thread, mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
+        thread=r.thread,
+        mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
         example_launch=int(r.example_launch), fix=FIXES[r.klass],
         source=_source(r) if lines else None, pid=int(r.proc) & 0xFFFFFF,
         mean_polls=round(float(r.mean_polls), 1),
@@ -59,7 +62,7 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
         for r in g.itertuples()]
 
 
-def _source(r) -> SourceLine | None:
+def _source(r: Any) -> SourceLine | None:
     if not r.src_file:
         return None
     text = r.text if isinstance(r.text, str) and r.text else None

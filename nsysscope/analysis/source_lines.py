@@ -26,9 +26,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -64,7 +64,8 @@ def culprit_frames(samples: PythonSamples, is_library: Callable[[str], bool]) ->
     file_code, files = _codes(f["file"])
     fn_code, functions = _codes(f["function"])
     lib = np.fromiter((is_library(str(x)) for x in files), dtype=bool, count=len(files))
-    user = np.flatnonzero(~lib[file_code] & (file_code >= 0)) if len(f) else np.zeros(0, dtype=np.int64)
+    user = np.flatnonzero(~lib[file_code] & (file_code >= 0)) if len(f) else \
+        np.zeros(0, dtype=np.int64)
     first_sid, at = np.unique(sid[user], return_index=True)  # innermost user frame per sample
     rows = user[at]
     line = f["line"].to_numpy(dtype=np.int64)[rows]
@@ -79,9 +80,13 @@ def culprit_frames(samples: PythonSamples, is_library: Callable[[str], bool]) ->
     code = code_of[s["sample"].to_numpy()] if len(s) else np.zeros(0, dtype=np.int64)
     has = code >= 0
     c = np.maximum(code, 0)
-    pick = (lambda col, values: np.where(has, values[uniq[c, col]] if len(uniq) else None, None))
+
+    def pick(col: int, values: np.ndarray) -> np.ndarray:
+        return np.asarray(np.where(has, values[uniq[c, col]] if len(uniq) else None, None))
+
     return pd.DataFrame({
-        "sample": s["sample"].to_numpy(), "tid": s["tid"].to_numpy(), "time_ns": s["time_ns"].to_numpy(),
+        "sample": s["sample"].to_numpy(), "tid": s["tid"].to_numpy(),
+        "time_ns": s["time_ns"].to_numpy(),
         "file": pick(0, files),
         "line": np.where(has, uniq[c, 1] if len(uniq) else -1, -1).astype(np.int64),
         "function": pick(2, functions), "code": code})
@@ -104,7 +109,8 @@ def stall_windows(launches: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stalled(launches: pd.DataFrame) -> pd.DataFrame:
-    return launches[(launches["block"] >= 0) & launches["klass"].isin([str(k) for k in STALL_CLASSES])]
+    stalls = launches["klass"].isin([str(k) for k in STALL_CLASSES])
+    return launches[(launches["block"] >= 0) & stalls]
 
 
 def block_votes(launches: pd.DataFrame, culprits: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -149,7 +155,8 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
     if samples is None or not samples.ok or samples.samples.empty or df.empty:
         return df
     cul = culprit_frames(samples, is_library or library_predicate(cfg.library_paths))
-    lines = cul[cul["code"] >= 0].drop_duplicates("code").set_index("code")[["file", "line", "function"]]
+    lines = cul[cul["code"] >= 0].drop_duplicates("code").set_index("code")[
+        ["file", "line", "function"]]
     votes, totals = block_votes(df, cul)
     rows = _stalled(df)
     if rows.empty:
@@ -161,14 +168,16 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
     df.loc[at, "src_file"] = lines["file"].reindex(codes).to_numpy(dtype=object)
     df.loc[at, "src_line"] = lines["line"].reindex(codes).to_numpy(dtype=np.int64)
     df.loc[at, "src_function"] = lines["function"].reindex(codes).to_numpy(dtype=object)
-    mine = pd.Series(votes["n"].to_numpy(), index=pd.MultiIndex.from_frame(votes[["block", "code"]]))
+    mine = pd.Series(votes["n"].to_numpy(),
+                     index=pd.MultiIndex.from_frame(votes[["block", "code"]]))
     pair = pd.MultiIndex.from_arrays([rows["block"].to_numpy()[ok], codes])
     df.loc[at, "src_samples"] = mine.reindex(pair).fillna(0).to_numpy(dtype=np.int64)
     df.loc[rows.index, "src_block_samples"] = totals.reindex(rows["block"].to_numpy()).fillna(0) \
         .to_numpy(dtype=np.int64)
     roots = source_roots(cfg, samples.working_dir)
-    text = {c: source_text(*lines.loc[c, ["file", "line"]], roots, samples.working_dir,
-                           lines.loc[c, "function"]) for c in np.unique(codes)}
+    text = {c: source_text(lines.loc[c, "file"], lines.loc[c, "line"], roots,
+                           samples.working_dir, lines.loc[c, "function"])
+            for c in np.unique(codes)}
     df.loc[at, "src_text"] = [text[c] for c in codes]
     return df
 
@@ -227,7 +236,7 @@ def source_text(file: str | None, line: int | None, roots: Iterable[Path] = (),
     if not file or line is None or pd.isna(line) or int(line) < 1 or file.startswith("<"):
         return None
     p = Path(file)
-    rel = p
+    rel: Path | None = p
     candidates = []
     if p.is_absolute():
         candidates.append(p)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.load import RECORD_APIS, STREAM_WAIT_APIS, Trace
+from ..trace.apis import RECORD_APIS, STREAM_WAIT_APIS
+from ..trace.load import Trace
 
 COVERAGE_COLUMNS = ["block", "proc", "stream", "boundary_ns"]
 

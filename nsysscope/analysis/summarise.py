@@ -25,7 +25,6 @@ from ..model import (
     ProcessSummary,
     StallSite,
     Summary,
-    TraceInfo,
 )
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
@@ -59,9 +58,7 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
     busy, per_s = totals(table)
     processes = _processes(launches, table, cfg, speedup, fixed)
     summary = Summary(
-        trace=TraceInfo(path=trace.meta.path, nsys_version=trace.meta.nsys_version,
-                        schema_version=trace.meta.schema_version, gpus=trace.meta.gpus,
-                        graph_trace=trace.meta.graph_trace),
+        trace=trace.meta.info,
         verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
         warmup_launches=int(launches["warmup"].sum()), **_steady_numbers(steady),
         gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),

@@ -101,7 +101,8 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
                   f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU")
 
 
-def _broken(stalls: dict[str, int], sites: list[StallSite], n: int, window_p50: float | None) -> str:
+def _broken(stalls: dict[str, int], sites: list[StallSite], n: int,
+            window_p50: float | None) -> str:
     stalled = sum(stalls.values())
     top = sites[0] if sites else None
     where = f" at {top.where}" if top and top.klass != "launch_bound" else ""
@@ -125,8 +126,9 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
     if p.waits_for_pid is not None and wait >= cfg.peer_wait_us and \
             (period_us is None or wait >= cfg.peer_wait_fraction * period_us):
-        return "waits_for_peer", (f"waits {wait / 1e3:.2f} ms per step in {p.waits_in or 'collectives'} "
-                                  f"for pid {p.waits_for_pid}; its own launches are on time")
+        return "waits_for_peer", (f"waits {wait / 1e3:.2f} ms per step in "
+                                  f"{p.waits_in or 'collectives'} for pid {p.waits_for_pid}; "
+                                  "its own launches are on time")
     lb = p.classes.get("launch_bound", 0)
     if lb / n > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
         return "launch_bound", f"launch-bound on {lb}/{n} launches"
@@ -153,5 +155,6 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
         return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
                       f"(pid {', '.join(str(p.pid) for p in lb)})")
     busy = f"; GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else ""
-    return True, (f"overlap healthy in all {n} processes: {s.steady_launches - sum(s.stalls.values())}"
-                  f"/{s.steady_launches} steady launches queued ahead of the GPU{busy}")
+    queued = s.steady_launches - sum(s.stalls.values())
+    return True, (f"overlap healthy in all {n} processes: {queued}/{s.steady_launches} steady "
+                  f"launches queued ahead of the GPU{busy}")

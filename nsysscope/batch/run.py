@@ -22,7 +22,7 @@ from ..analysis import AnalysisConfig, analyze
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import BatchResult, TraceResult
 from ..trace import load
-from ..trace.load import cpu_count
+from ..trace.arrays import cpu_count
 from ..util.progress import progress
 from .aggregate import aggregate
 from .expand import expand, rank_of

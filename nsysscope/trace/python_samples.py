@@ -75,14 +75,15 @@ class PythonSamples:
         """What to do to get usable samples, or None when they are there."""
         return {NOT_CAPTURED: CAPTURE_HINT, NO_PAYLOAD: REEXPORT_HINT}.get(self.status)
 
-    def shifted(self, dt_ns: int | np.ndarray) -> "PythonSamples":
+    def shifted(self, dt_ns: int | np.ndarray) -> PythonSamples:
         """The same samples with their timestamps moved by ``dt_ns`` (a scalar, or one value
         per row of ``samples``): for robustness checks."""
-        s = self.samples.assign(time_ns=self.samples["time_ns"].to_numpy() + np.asarray(dt_ns, dtype=np.int64))
-        return replace(self, samples=s.sort_values(["tid", "time_ns"], kind="stable").reset_index(drop=True))
+        t = self.samples["time_ns"].to_numpy() + np.asarray(dt_ns, dtype=np.int64)
+        s = self.samples.assign(time_ns=t).sort_values(["tid", "time_ns"], kind="stable")
+        return replace(self, samples=s.reset_index(drop=True))
 
     @classmethod
-    def none(cls, status: str = NOT_CAPTURED) -> "PythonSamples":
+    def none(cls, status: str = NOT_CAPTURED) -> PythonSamples:
         return cls(status, _empty(_SAMPLE_COLS), _empty(_FRAME_COLS))
 
 
@@ -134,7 +135,8 @@ def _read(conn: sqlite3.Connection, windows: pd.DataFrame | None) -> PythonSampl
     base = (f"FROM NVTX_EVENTS n JOIN ({domains}) d ON n.domainId = d.dom "
             f"AND (n.globalTid >> 24) = d.proc WHERE n.eventType = {mark} "
             "AND n.globalTid IS NOT NULL AND n.start IS NOT NULL")
-    head = conn.execute(f"SELECT n.rowid, n.globalTid, n.start, {has_json} {base}", (DOMAIN,)).fetchall()
+    head = conn.execute(f"SELECT n.rowid, n.globalTid, n.start, {has_json} {base}",
+                        (DOMAIN,)).fetchall()
     if not head:
         return replace(PythonSamples.none(), working_dir=wd)
     arr = np.array(head, dtype=np.int64)
@@ -172,7 +174,8 @@ def _strings(conn: sqlite3.Connection):
                 f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(part))})", part))
         code, names = pd.factorize(pd.Series([values.get(i, "") for i in ids_list], dtype=object))
         return pd.Categorical.from_codes(code[np.asarray(inverse).reshape(-1)] if len(ids) else
-                                         np.zeros(0, dtype=np.int64), categories=pd.Index(names, dtype=object))
+                                         np.zeros(0, dtype=np.int64),
+                                         categories=pd.Index(names, dtype=object))
     return resolve
 
 
@@ -194,11 +197,13 @@ def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray, strings):
             fn.append(int(f.get("Function", -1)))
             fl.append(int(f.get("File", -1)))
             ln.append(int(f.get("Line", -1)))
-    samples = pd.DataFrame({"sample": np.arange(len(texts), dtype=np.int64), "tid": tid.astype(np.int64),
-                            "time_ns": t.astype(np.int64), "state": pd.Series(states, dtype=object)})
+    samples = pd.DataFrame({"sample": np.arange(len(texts), dtype=np.int64),
+                            "tid": tid.astype(np.int64), "time_ns": t.astype(np.int64),
+                            "state": pd.Series(states, dtype=object)})
     samples = samples.sort_values(["tid", "time_ns"], kind="stable").reset_index(drop=True)
     frames = pd.DataFrame({
-        "sample": np.asarray(sample_ids, dtype=np.int64), "depth": np.asarray(depth, dtype=np.int64),
+        "sample": np.asarray(sample_ids, dtype=np.int64),
+        "depth": np.asarray(depth, dtype=np.int64),
         "file": strings(np.asarray(fl, dtype=np.int64)), "line": np.asarray(ln, dtype=np.int64),
         "function": strings(np.asarray(fn, dtype=np.int64))})
     return samples, frames
@@ -236,6 +241,6 @@ def inside(tid: np.ndarray, t: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 def _working_dir(conn: sqlite3.Connection) -> str | None:
     if not {"name", "value"} <= _columns(conn, "META_DATA_CAPTURE"):
         return None
-    row = conn.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:WORKING_DIR' "
-                       "ORDER BY name LIMIT 1").fetchone()
+    row = conn.execute("SELECT value FROM META_DATA_CAPTURE "
+                       "WHERE name LIKE 'PROCESS_%:WORKING_DIR' ORDER BY name LIMIT 1").fetchone()
     return row[0] if row and row[0] else None

@@ -25,7 +25,8 @@ _API_SUFFIX = re.compile(r"(_v\d+)+$|_ptsz$|_ptds$")
 
 
 def api_base_name(name: str) -> str:
-    """``cudaGraphLaunch_v10000`` -> ``cudaGraphLaunch``; ``cudaMemcpyAsync_ptsz`` -> ``cudaMemcpyAsync``."""
+    """``cudaGraphLaunch_v10000`` -> ``cudaGraphLaunch``; ``cudaMemcpyAsync_ptsz`` ->
+    ``cudaMemcpyAsync``."""
     previous = None
     while previous != name:
         previous, name = name, _API_SUFFIX.sub("", name)
@@ -117,7 +118,8 @@ class Schema:
         return self.export_meta.get("EXPORT_PRODUCT_VERSION", "unknown")
 
     def _check_version(self) -> None:
-        major = self.export_meta.get("EXPORT_SCHEMA_VERSION_MAJOR") or self.schema_version.split(".")[0]
+        major = self.export_meta.get("EXPORT_SCHEMA_VERSION_MAJOR") or \
+            self.schema_version.split(".")[0]
         if str(major) != str(SUPPORTED_MAJOR):
             raise NotAnNsysExport(
                 f"{self.path}: export schema {self.schema_version} (nsys {self.nsys_version}) is "

@@ -141,7 +141,8 @@ def _cache_temp(final: Path) -> Path:
         return _temp_beside(final)
     except OSError as e:
         raise UnreadableInput(f"cannot write to the cache folder {final.parent}: "
-                              f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable folder)") from None
+                              f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable "
+                              "folder)") from None
 
 
 def _decompressed(p: Path, opener) -> Path:
@@ -281,7 +282,8 @@ def _exported(report: Path, nsys: str | None) -> Path:
                  *_json_flags(exe), "-o", str(tmp), str(report)],
                 capture_output=True, text=True, stdin=subprocess.DEVNULL)
         except OSError as e:
-            raise NsysUnavailable(f"cannot run nsys at {exe}: {e.strerror or e}; {_NO_NSYS}") from None
+            raise NsysUnavailable(
+                f"cannot run nsys at {exe}: {e.strerror or e}; {_NO_NSYS}") from None
         if proc.returncode != 0 or not tmp.is_file():
             raise _export_error(report, exe, proc.stdout + proc.stderr)
         with tmp.open("rb") as f:
@@ -306,9 +308,10 @@ def _json_flags(exe: str) -> tuple[str, ...]:
 
 
 def _export_error(report: Path, exe: str, output: str) -> Exception:
-    lines = [l.strip() for l in re.split(r"[\r\n]+", output) if l.strip()]
-    lines = [l for l in lines if not l.startswith("Processing ")]  # progress bars
-    detail = next((l for l in reversed(lines) if "error" in l.lower()), lines[-1] if lines else "")
+    lines = [line.strip() for line in re.split(r"[\r\n]+", output) if line.strip()]
+    lines = [line for line in lines if not line.startswith("Processing ")]  # progress bars
+    detail = next((line for line in reversed(lines) if "error" in line.lower()),
+                  lines[-1] if lines else "")
     have, made_by = _nsys_version(exe), report_version(report)
     newer = bool(made_by) and _version_tuple(made_by) > _version_tuple(have)
     unparsable = re.search(r"protobuf|newer version|not supported|unsupported", output, re.I) \

@@ -40,8 +40,9 @@ def test_a_slower_gpu_is_reported_not_failed(analysed):
     """The 16-layer engine (kineto/nsys_twin_healthy_60) does 2.6x the GPU work per step of the
     6-layer one: the host still overlaps perfectly, so the gate passes and says the GPU work
     changed, unless asked to fail on slowdowns."""
-    from nsysscope.gate.compare import summary_of
     from conftest import SAMPLES
+
+    from nsysscope.gate.compare import summary_of
     slow = summary_of(str(SAMPLES / "kineto" / "h200_nsys_twin_healthy_60.sqlite.xz"))
     r = compare(analysed("run1").summary, slow)
     status = {c.name: c.status for c in r.checks}

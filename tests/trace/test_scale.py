@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import replicate as rep  # noqa: E402
 
-load_module = importlib.import_module("nsysscope.trace.load")
+gpu_work_module = importlib.import_module("nsysscope.trace.gpu_work")
 
 pytestmark = pytest.mark.slow  # replicas of a sample, three times its size
 
@@ -114,7 +114,7 @@ def test_loader_gives_the_same_tables_split_over_threads(replica, monkeypatch):
     monkeypatch.setenv("NSYSSCOPE_THREADS", "1")
     one = load(dst)
     monkeypatch.setenv("NSYSSCOPE_THREADS", "2")
-    monkeypatch.setattr(load_module, "_PART_ROWS", 4096)
+    monkeypatch.setattr(gpu_work_module, "_PART_ROWS", 4096)
     many = load(dst)
     for name in ("api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx", "threads",
                  "processes", "collectives"):

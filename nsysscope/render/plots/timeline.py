@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ...model import LaunchClass
-from ...trace.load import LAUNCH_APIS, is_copy_api
+from ...trace.apis import LAUNCH_APIS, is_copy_api
 from ...util.units import us_figure as fmt_us
 from .style import (
     BLOCK_LABELS,

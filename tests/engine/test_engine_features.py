@@ -23,7 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

@@ -41,12 +41,11 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 hypothesis = pytest.importorskip("hypothesis")
+import synth  # noqa: E402  (tests/ is on sys.path: pytest rootdir-relative import)
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from nsysscope import analyze, load  # noqa: E402
-
-import synth  # noqa: E402  (tests/ is on sys.path: pytest rootdir-relative import)
 
 settings.register_profile(
     "ci", derandomize=True, database=None, deadline=None, print_blob=True,
@@ -108,7 +107,7 @@ def build(threads: int, plan: list[synth.Step], extras: bool = False):
     main = s.process(MAIN_PID, device=0)
     synth.decode_loop(main, plan, threads=threads)
     if extras:
-        t0, t1 = 1_000_000_000, max(l.gpu_end for l in main.launches)
+        t0, t1 = 1_000_000_000, max(ln.gpu_end for ln in main.launches)
         synth.unrelated_thread(s.process(MAIN_PID, device=1, corr_base=5_000_000), t0, t1)
         synth.watchdog_thread(main)
         other = s.process(OTHER_PID, device=2, corr_base=9_000_000)
@@ -140,7 +139,8 @@ def check_against_oracle(a, proc: synth.Proc) -> None:
         assert r["klass"] == e.klass, f"{where}, got {r['klass']}"
         if e.klass in ("healthy", "nowait", "launch_bound"):
             assert not r["stall"], f"{where}: a healthy wait called a stall"
-        assert same(e.window_ns, r["window_ns"]), f"{where}: window {r['window_ns']} != {e.window_ns}"
+        assert same(e.window_ns, r["window_ns"]), \
+            f"{where}: window {r['window_ns']} != {e.window_ns}"
         assert same(e.gap_ns, r["gpu_gap_ns"]), f"{where}: gap {r['gpu_gap_ns']} != {e.gap_ns}"
         assert same(e.idle_ns, r["gpu_idle_ns"]), f"{where}: idle {r['gpu_idle_ns']} != {e.idle_ns}"
         if e.block is not None:

@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 if not (shutil.which("xz") and shutil.which("timeout")):
     pytest.skip("needs xz and timeout", allow_module_level=True)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DRIVER = REPO / "sample_traces" / "capture.py"
 
 FAKE_NSYS = """#!/bin/bash

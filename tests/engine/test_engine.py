@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # so plain ``pytest`` finds the engine, not only ``python -m``
     sys.path.insert(0, str(REPO))
 

@@ -1,0 +1,38 @@
+"""The CUDA API calls nsysscope reads, by what they do, and the process key of a thread.
+
+nsys stores each call under its versioned name (``cudaGraphLaunch_v10000``); these are the
+base names (:func:`~nsysscope.trace.schema.api_base_name`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+SYNC_APIS = frozenset({
+    "cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize",
+    "cudaThreadSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize"})
+RECORD_APIS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
+                         "cuEventRecordWithFlags"})
+#: a stream waits for an event recorded on another stream (``torch.cuda.Stream.wait_stream``)
+STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+#: non-blocking completion checks: a host that polls them in a loop is waiting
+QUERY_APIS = frozenset({"cudaEventQuery", "cudaStreamQuery", "cuEventQuery", "cuStreamQuery"})
+
+
+def is_copy_api(name: str) -> bool:
+    return name.startswith(("cudaMemcpy", "cuMemcpy"))
+
+
+def wanted_api(name: str) -> bool:
+    return (name in LAUNCH_APIS or name in SYNC_APIS or name in RECORD_APIS
+            or name in STREAM_WAIT_APIS or name in QUERY_APIS or is_copy_api(name))
+
+
+def process_of(global_tid: Any) -> np.ndarray:
+    """The process key of an nsys ``globalTid`` or ``globalPid``: its VM id and pid (the bits
+    above the thread id). CUDA correlation ids, streams, events and device ids are only
+    unique within one process, so every join between tables is keyed by it too."""
+    return np.asarray(global_tid, dtype=np.int64) >> 24

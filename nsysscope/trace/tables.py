@@ -1,0 +1,170 @@
+"""The host-side tables of a trace: CUDA API calls, sync and event records, NVTX ranges,
+threads, processes, NCCL kernels, and what the export says about itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .apis import process_of, wanted_api
+from .arrays import INT, frame, query, read
+from .schema import Schema, api_base_name
+
+
+def api_table(s: Schema) -> pd.DataFrame:
+    cols = ["start_ns", "end_ns", "tid", "corr_id"]
+    if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols + ["proc"]}
+                            | {"status": pd.Series(dtype="int32"), "name": pd.Series(dtype=str)})
+    names = {i: api_base_name(v) for i, v in s.conn.execute(
+        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%' AND id IN "
+        "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
+    wanted = {i: n for i, n in names.items() if wanted_api(n)}
+    ids = ",".join(str(i) for i in wanted) or "NULL"
+    has_ret = "returnValue" in s.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
+    ret = "IFNULL(returnValue, 0)" if has_ret else "0"
+    start, end, tid, corr, name_id, status = read(
+        s.conn, "SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, "
+                f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiiii")
+    order = np.argsort(start, kind="stable")
+    categories = sorted(set(wanted.values()))
+    code_of = {i: categories.index(n) for i, n in wanted.items()}
+    ids_sorted = np.array(sorted(code_of), dtype=np.int64)
+    codes = np.array([code_of[i] for i in ids_sorted], dtype=np.int64)
+    name_codes = codes[np.searchsorted(ids_sorted, name_id[order])] if len(ids_sorted) else \
+        np.zeros(0, dtype=np.int64)
+    df = frame(cols, [start[order], end[order], tid[order], corr[order]])
+    df["proc"] = process_of(df["tid"])
+    # the call's return code: a query that found its work unfinished returns
+    # cudaErrorNotReady (600), which is how a polling loop's last try is told apart
+    df["status"] = status[order].astype(np.int32)
+    present = np.unique(name_codes)  # categories: the names present, sorted (as pd.Categorical)
+    remap = np.full(len(categories), -1, dtype=np.int64)
+    remap[present] = np.arange(len(present))
+    df["name"] = pd.Categorical.from_codes(remap[name_codes],
+                                           categories=[categories[i] for i in present])
+    return df
+
+
+def syncs_table(s: Schema) -> pd.DataFrame:
+    cols = ["proc", "corr_id", "event_sync_id", "stream"]
+    tcols = s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    if not tcols:
+        return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
+    esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
+    df = frame(cols, read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
+                                    "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
+    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
+
+
+def event_records_table(s: Schema) -> pd.DataFrame:
+    cols = ["proc", "corr_id", "event_sync_id", "stream"]
+    table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+    if not s.has(table):
+        return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
+    df = frame(cols, read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), "
+                                    f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
+    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
+
+
+def nvtx_table(s: Schema) -> pd.DataFrame:
+    cols = ["start_ns", "end_ns", "tid", "text"]
+    if not s.has("NVTX_EVENTS"):
+        return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols[:-1]}
+                            | {"text": pd.Series(dtype=str)})
+    types = s.enum("ENUM_NSYS_EVENT_TYPE")
+    ranges = [types.get("NvtxPushPopRange", 59), types.get("NvtxStartEndRange", 60)]
+    tcols = s.columns("NVTX_EVENTS")
+    text = []
+    if "text" in tcols:
+        text.append("NULLIF(n.text, '')")
+    if "textId" in tcols:
+        text.append("t.value")
+    join = "LEFT JOIN StringIds t ON t.id = n.textId" if "textId" in tcols else ""
+    sql = (f"SELECT n.start, n.end, IFNULL(n.globalTid, -1), "
+           f"COALESCE({', '.join(text) or 'NULL'}, '') "
+           f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
+           "AND n.end IS NOT NULL")
+    start, end, tid, txt = read(s.conn, sql, "iiio")
+    order = np.argsort(start, kind="stable")
+    df = frame(cols, [start[order], end[order], tid[order], txt[order]])
+    df["text"] = df["text"].astype(str)
+    return df
+
+
+def processes_table(s: Schema) -> pd.DataFrame:
+    """``proc`` (the process key), ``pid`` and ``name`` of every process in the report."""
+    if not {"globalPid", "pid"} <= s.columns("PROCESSES"):
+        return pd.DataFrame({"proc": pd.Series(dtype=INT), "pid": pd.Series(dtype=INT),
+                             "name": pd.Series(dtype=str)})
+    name = "COALESCE(name, '')" if "name" in s.columns("PROCESSES") else "''"
+    df = query(s, f"SELECT globalPid, pid, {name} FROM PROCESSES WHERE globalPid IS NOT NULL",
+                ["proc", "pid", "name"], {"proc": INT, "pid": INT})
+    df["proc"] = df["proc"].to_numpy() >> 24
+    return df.drop_duplicates("proc").reset_index(drop=True)
+
+
+#: kernels of NCCL collectives, by name (ncclKernel_AllReduce_..., ncclDevKernel_...)
+_COLLECTIVE_NAME = "nccl%"
+
+
+def collectives_table(s: Schema) -> pd.DataFrame:
+    """Every NCCL kernel, in graphs or eager: ``proc, corr_id, start_ns, end_ns, stream,
+    device, name``. Ranks of a tensor-parallel group meet in these kernels, so a rank whose
+    host stalled makes its peers' kernels run long."""
+    cols = ["proc", "corr_id", "start_ns", "end_ns", "stream", "device"]
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    tcols = s.columns(table)
+    name_col = next((c for c in ("shortName", "demangledName") if c in tcols), None)
+    empty = pd.DataFrame({c: pd.Series(dtype=INT) for c in cols} | {"name": pd.Series(dtype=str)})
+    if name_col is None:
+        return empty
+    names = dict(s.conn.execute(
+        f"SELECT id, value FROM StringIds WHERE value LIKE '{_COLLECTIVE_NAME}'"))
+    if not names:
+        return empty
+    pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
+    ids = ",".join(str(i) for i in names)
+    proc, corr, start, end, stream, device, name_id = read(
+        s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), start, end, streamId, deviceId, "
+                f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
+    df = frame(cols, [np.where(proc >= 0, proc >> 24, -1), corr, start, end, stream, device])
+    df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
+    return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def threads_table(s: Schema) -> pd.DataFrame:
+    if not s.has("ThreadNames"):
+        return pd.DataFrame({"tid": pd.Series(dtype=INT), "thread_name": pd.Series(dtype=str)})
+    return query(s, "SELECT t.globalTid, COALESCE(CAST(s.value AS TEXT), '') FROM ThreadNames t "
+                     "LEFT JOIN StringIds s ON s.id = t.nameId", ["tid", "thread_name"],
+                  {"tid": INT}).drop_duplicates("tid")
+
+
+def gpus(s: Schema) -> tuple[str, ...]:
+    if "name" not in s.columns("TARGET_INFO_GPU"):
+        return ()
+    return tuple(r[0] for r in s.conn.execute("SELECT DISTINCT name FROM TARGET_INFO_GPU"))
+
+
+def diagnostics(s: Schema) -> tuple[str, ...]:
+    """Warnings and errors nsys recorded about the capture itself (e.g. dropped events)."""
+    if "text" not in s.columns("DIAGNOSTIC_EVENT"):
+        return ()
+    rows = s.conn.execute(
+        "SELECT DISTINCT text FROM DIAGNOSTIC_EVENT WHERE severity >= 2 AND text IS NOT NULL")
+    return tuple(r[0] for r in rows)
+
+
+def capture_span(s: Schema, api: pd.DataFrame) -> dict[str, int]:
+    if {"startTime", "stopTime"} <= s.columns("ANALYSIS_DETAILS"):
+        start, stop = s.conn.execute(
+            "SELECT MIN(startTime), MAX(stopTime) FROM ANALYSIS_DETAILS").fetchone()
+        if start is not None and stop is not None:
+            return dict(capture_start_ns=int(start), capture_end_ns=int(stop))
+    if len(api):
+        return dict(capture_start_ns=int(api["start_ns"].min()),
+                    capture_end_ns=int(api["end_ns"].max()))
+    return dict(capture_start_ns=0, capture_end_ns=0)
