@@ -24,6 +24,7 @@ from .options import (
     config_from,
     output_format,
     require_steady,
+    text_width,
     use_cache,
     write_output,
 )
@@ -142,7 +143,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
-    write_output(render.render("gate", fmt, result, baseline=base, candidate=cand), output)
+    write_output(render.render("gate", fmt, result, baseline=base, candidate=cand,
+                               width=text_width(output)), output)
     for opt, f, path in extra:
         write_output(render.render("gate", f, result, baseline=base, candidate=cand), path, opt)
     if output:

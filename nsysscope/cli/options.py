@@ -19,6 +19,7 @@ from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
 from ..model import Summary
 from ..trace.cache import disable_cache
+from ..util.text import DEFAULT_WIDTH, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,6 +124,11 @@ def check_per_launch(path: str | None) -> None:
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
                               "pip install 'nsysscope[parquet]', or name a .csv file")
     check_writable(path, "--per-launch")
+
+
+def text_width(output: str | None) -> int:
+    """The width text reports wrap to: the terminal's for stdout, 80 for a file."""
+    return DEFAULT_WIDTH if output else terminal_width()
 
 
 def write_output(text: str | bytes, output: str | None, option: str = "-o") -> None:

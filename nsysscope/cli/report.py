@@ -20,6 +20,7 @@ from .options import (
     config_from,
     output_format,
     require_steady,
+    text_width,
     use_cache,
     write_output,
 )
@@ -78,7 +79,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
         batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings)
-        write_output(render.render("batch", fmt, batch), output)
+        write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
         return batch.exit_code
     if scheduler or jobs or timings:
         used = [o for o, v in (("--scheduler", scheduler), ("-j", jobs), ("--timings", timings))
@@ -90,7 +91,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     require_steady(a.summary, warmup)
     if per_launch:
         write_per_launch(a, per_launch)
-    write_output(render.render("report", fmt, a), output)
+    write_output(render.render("report", fmt, a, width=text_width(output)), output)
     return 0
 
 

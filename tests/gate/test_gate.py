@@ -42,7 +42,9 @@ def _empty_cwd(tmp_path, monkeypatch):
 
 
 def gate(*args: str):
-    return CliRunner().invoke(cli, ["gate", *map(str, args)])
+    # a wide "terminal": these tests read what the report says, not how it wraps (that is
+    # tests/cli/test_usability.py's)
+    return CliRunner(env={"COLUMNS": "1000"}).invoke(cli, ["gate", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -281,8 +283,7 @@ def test_pyproject_thresholds_are_honoured(summary_file, tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
     for _cwd in (tmp_path, sub):  # found from the cwd upwards
-        r = CliRunner().invoke(cli, ["gate", str(summary_file("healthy")),
-                                     str(summary_file("healthy_long"))])
+        r = gate(summary_file("healthy"), summary_file("healthy_long"))
         assert r.exit_code == 1, r.output
         assert "launch rate (steps/s) 305.8 -> 303.5/s (-0.8%)" in r.stdout
         assert f"thresholds from {tmp_path / 'pyproject.toml'}" in r.stdout

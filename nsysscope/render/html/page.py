@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from html import escape
@@ -102,10 +103,18 @@ def chip(klass: str) -> str:
             f"{escape(klass)}</span>")
 
 
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def inline(text: str) -> str:
+    """``text`` escaped for HTML, its Markdown code spans (```nsys export```) as ``<code>``."""
+    return _CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text))
+
+
 def notes(items: Sequence[str]) -> str:
     if not items:
         return '<p class="note">None.</p>'
-    return "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{inline(n)}</li>" for n in items) + "</ul>"
 
 
 def name(path: str) -> str:

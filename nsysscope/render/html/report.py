@@ -10,13 +10,13 @@ from ...model import StallSite, Summary
 from ...util.units import us
 from ..base import as_summary
 from ..palette import class_color
-from ..text import header, metrics_rows
+from ..text import SOURCE_ROOT_HINT, header, metrics_rows, verdict
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
 
-def verdict(s: Summary) -> str:
+def verdict_box(s: Summary) -> str:
     cls = "ok" if s.overlap_ok else "bad"
-    return f'<div class="verdict {cls}">{escape(s.verdict)}</div>'
+    return f'<div class="verdict {cls}">{escape(verdict(s))}</div>'
 
 
 def _metrics_table(s: Summary) -> str:
@@ -34,7 +34,8 @@ def _site_card(i: int, site: StallSite) -> str:
     rows = []
     if site.source:
         src = site.source
-        text = f" <code>{escape(src.text.strip())}</code>" if src.text else ""
+        text = f" <code>{escape(src.text.strip())}</code>" if src.text else \
+            f' <span class="note">({escape(SOURCE_ROOT_HINT)})</span>'
         rows.append(("source line", f"<code>{escape(src.file)}:{src.line}</code> in "
                      f"<code>{escape(src.function)}</code>{text} ({src.samples} Python samples, "
                      f"{src.agreement:.0%} of those inside the blocks)"))
@@ -66,7 +67,7 @@ def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
     s = as_summary(analysis)
     file = name(s.trace.path)
     parts = [f"<h1>nsysscope report: {escape(file)}</h1>",
-             f'<div class="sub">{escape(header(s))}</div>', verdict(s),
+             f'<div class="sub">{escape(header(s))}</div>', verdict_box(s),
              "<h2>Summary (steady state, warm-up excluded)</h2>", _metrics_table(s),
              "<h2>Top stall sites (and launch-bound gaps), most GPU idle time first</h2>",
              _sites(s)]

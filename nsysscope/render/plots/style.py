@@ -57,6 +57,9 @@ UNPAIRED_WAIT_COLOR = "#7F7F7F"
 NVTX_COLORS = ("#E4E4E4", "#F1F1F1")
 IDLE_COLOR = "#7F7F7F"
 GRID_COLOR = "#E5E5E5"
+#: legend text: readable at the size the HTML pages show the figures (about 9 pt)
+LEGEND_SIZE = 9.0
+LEGEND_COLUMNS = 3
 
 
 def class_order(klasses: Iterable[str]) -> list[str]:
