@@ -106,8 +106,9 @@ def _figures(analysis: Any) -> list[str]:
     return [f"<h2>{worst_title}</h2>",
             _timeline(plots, "worst", TIMELINE_HELP),
             "<h2>Timeline: a typical step</h2>",
-            _timeline(plots, "typical", "The launch whose GPU idle gap is the median of the "
-                                        "steady state, drawn like the one above."),
+            _timeline(plots, "typical", "A steady launch whose GPU idle gap is close to the "
+                                        "median, and whose neighbours' gaps are too, drawn "
+                                        "like the one above."),
             "<h2>Distributions</h2>",
             _distributions(plots.distributions),
             figure(plots.series, "per-launch series over the capture",

@@ -87,7 +87,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         ax.set_ylabel("fraction of steady launches ≤ x", fontsize=8.5)
         ax.grid(True, color="#E5E5E5", lw=0.6)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+            ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12),
+                      frameon=False)
     # class shares: baseline hatched and pale, candidate solid
     ax = top[2]
     klasses = class_order(list(da["klass"]) + list(db["klass"])) or [LaunchClass.HEALTHY]
@@ -111,7 +112,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                              label=f"{labels[0].split(':')[0]} (upper bar, hatched)"),
                        Patch(facecolor="#555555", edgecolor="black",
                              label=f"{labels[1].split(':')[0]} (lower bar)")],
-              fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+              fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
     ax.grid(True, axis="x", color="#E5E5E5", lw=0.6)
     bottom = 0.0
     if both_traces:
