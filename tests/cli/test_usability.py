@@ -299,3 +299,30 @@ def summary_file(analysed, tmp_path_factory):
             out.write_text(summary_json(analysed(name).summary), encoding="utf-8")
         return out
     return get
+
+
+# -- the README says what the commands do --------------------------------------------------------
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_lists_every_exit_code_and_the_ci_snippet_every_gate_code():
+    for code, _ in EXIT_CODES:
+        assert f"\n| {code} | " in README, code
+    snippet = README[README.index("name: overlap-gate"):README.index("**Pull requests from forks")]
+    comments = " ".join(line.strip().lstrip("#") for line in snippet.splitlines()
+                        if line.strip().startswith("#"))
+    for code in range(9):
+        assert f"{code} " in comments, code
+    assert "pip install nsysscope" not in README and "git+https://" in snippet
+    assert "<!-- nsysscope-gate -->" in snippet and "--edit-last" not in snippet
+    assert "--markdown gate.md --junit gate.xml --html gate.html" in snippet
+
+
+def test_readme_starts_with_capture_and_documents_the_extras():
+    sections = [line for line in README.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## Capture your engine"
+    for extra in ("[parquet]", "[notebook]", "[dask]"):
+        assert f"`{extra}`" in README
+    assert "--capture-range=cudaProfilerApi" in README and "--delay" in README
+    assert "`cuda_memcpy_async`" in README and "`cuda_api_sync`" in README
