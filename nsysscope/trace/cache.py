@@ -3,11 +3,12 @@ could not be written beside their report.
 
 Where: ``$NSYSSCOPE_CACHE``, else ``$XDG_CACHE_HOME/nsysscope``, else ``~/.cache/nsysscope``.
 How big: at most ``$NSYSSCOPE_CACHE_MAX`` (``500M``, ``2G``, a number of bytes; ``0`` or
-``none``: no limit), default :data:`DEFAULT_MAX_BYTES`. A file's modification time is its last
-use (a cache hit touches it), and after each new entry the least recently used entries are
-removed until the folder fits; the entry just written is never removed. ``nsysscope cache
-info`` shows the folder, ``nsysscope cache clear`` empties it, and ``--no-cache`` (or
-:func:`disable_cache`) sends one run's files to a temporary folder removed when it exits.
+``none``: no limit), default :data:`DEFAULT_MAX_BYTES`. After each new entry the least
+recently used entries are removed until the folder fits; the entry just written is never
+removed. A file's last use is its access time (set on every cache hit) or, when later, its
+modification time. ``nsysscope cache info`` shows the folder, ``nsysscope cache clear``
+empties it, and ``--no-cache`` (or :func:`disable_cache`) sends one run's files to a temporary
+folder removed when it exits.
 
 Exports written beside a report (``NAME.nsysscope-cache.sqlite``) are the report's, not the
 cache folder's: they are neither counted nor evicted.
@@ -97,14 +98,15 @@ def entries(folder: Path | None = None) -> list[CacheEntry]:
         except OSError:
             continue
         if e.is_file(follow_symlinks=False):
-            out.append(CacheEntry(Path(e.path), st.st_size, st.st_mtime))
+            out.append(CacheEntry(Path(e.path), st.st_size, max(st.st_atime, st.st_mtime)))
     return sorted(out, key=lambda c: (c.last_used, c.path.name))
 
 
 def touch(path: Path) -> None:
-    """Mark a cache entry as just used (its modification time is its last use)."""
+    """Mark a cache entry as just used: its access time is set to now, its modification time
+    (when its content was written, which freshness checks compare) is kept."""
     try:
-        os.utime(path)
+        os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))
     except OSError:
         pass
 

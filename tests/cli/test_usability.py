@@ -326,3 +326,20 @@ def test_readme_starts_with_capture_and_documents_the_extras():
         assert f"`{extra}`" in README
     assert "--capture-range=cudaProfilerApi" in README and "--delay" in README
     assert "`cuda_memcpy_async`" in README and "`cuda_api_sync`" in README
+
+
+def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
+    from nsysscope.trace import cache
+    monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
+    files = []
+    for i, name in enumerate(("a", "b", "c")):
+        f = tmp_path / f"{name}.sqlite"
+        f.write_bytes(b"x" * 1024)
+        os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+        files.append(f)
+    mtime = files[0].stat().st_mtime_ns
+    cache.touch(files[0])  # a cache hit: "a" is now the most recently used ...
+    assert files[0].stat().st_mtime_ns == mtime  # ... and its content time is kept
+    removed = cache.evict(keep=files[2], limit=2048)
+    assert [c.path.name for c in removed] == ["b.sqlite"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "c.sqlite"]

@@ -46,7 +46,7 @@ _BAR_H = 0.72
 _MAX_NVTX_ROWS = 4
 _MAX_THREADS = 6
 _HEALTHY = CLASS_COLORS[LaunchClass.HEALTHY]
-_IDLE_LEGEND = "GPU idle (shaded: coloured by the stall that caused it)"
+_IDLE_LEGEND = "GPU idle (hatched, tinted by the stall that caused it)"
 _BAND_LEGEND = "GPU idle, carried across the host lanes (pale band)"
 
 
@@ -234,17 +234,16 @@ def _draw_gaps(c: _Canvas, near: pd.DataFrame, span: float) -> None:
             else IDLE_COLOR
         a, b = c.x(r.gpu_end_ns), c.x(r.next_gpu_start_ns)
         c.ax.axvspan(a, b, color=color, alpha=0.07, lw=0, zorder=0)
-        c.legend.setdefault(_BAND_LEGEND, Patch(facecolor=IDLE_COLOR, alpha=0.15, lw=0,
-                                                label=_BAND_LEGEND))
         key = f"gpu:{r.stream}"
         if key in c.y:
-            c.bars(key, a, b, "white", _IDLE_LEGEND, edge=color, hatch="////", lw=0.8,
-                   gid="gpu-idle", z=1)
-            c.legend[_IDLE_LEGEND] = Patch(
-                facecolor="white", edgecolor=IDLE_COLOR, hatch="////",
-                label="GPU idle (hatched, tinted by the stall that caused it)")
+            c.bars(key, a, b, "white", None, edge=color, hatch="////", lw=0.8, gid="gpu-idle",
+                   z=1)
+            c.legend.setdefault(_IDLE_LEGEND, Patch(facecolor="white", edgecolor=IDLE_COLOR,
+                                                    hatch="////", label=_IDLE_LEGEND))
             c.labels(key, a, b, [f"GPU idle {fmt_us(r.gpu_idle_ns / 1e3)}"], color=color,
                      min_chars=14, box="white")
+        c.legend.setdefault(_BAND_LEGEND, Patch(facecolor=IDLE_COLOR, alpha=0.15, lw=0,
+                                                label=_BAND_LEGEND))
 
 
 def _draw_nvtx(c: _Canvas, w: _Window) -> None:
@@ -317,10 +316,8 @@ def _draw_windows(c: _Canvas, w: _Window) -> None:
         for i, r in enumerate(rows):
             color = CLASS_COLORS.get(str(r.klass), _HEALTHY) if r.stall else _HEALTHY
             base = c.y[f"win2:{tid}"] if two and r.launch % 2 else c.y[key]
-            # a label beside the bracket stops before the next bracket on the same row
-            step = 2 if two else 1
-            limit = float(starts[i + step]) if i + step < len(rows) else c.width
-            _bracket(c, r, base + 0.22, color, limit)  # the bar; its ends rise to the top
+            k = i + (2 if two else 1)  # a label beside it stops at the row's next bracket
+            _bracket(c, r, base + 0.22, color, float(starts[k]) if k < len(rows) else c.width)
         if len(part):
             stalled = part["stall"].to_numpy()
             color = CLASS_COLORS.get(str(part.loc[part["stall"], "klass"].iloc[0]), "#555555") \
@@ -330,7 +327,7 @@ def _draw_windows(c: _Canvas, w: _Window) -> None:
                 label="overlap window (launch end to its wait; class colour)")
 
 
-def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float | None = None) -> None:
+def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float = np.inf) -> None:
     a, b = float(c.x(r.api_end_ns)), float(c.x(r.block_start_ns))
     c.ax.plot([a, a, b, b], [yy - 0.3, yy, yy, yy - 0.3], color=color, lw=1.6,
               solid_capstyle="butt", zorder=4, gid="window")
@@ -344,10 +341,8 @@ def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float | None = No
         return
     # too narrow for the text inside: to the right of the bracket, unless that would run
     # into the previous label on this row (many steps in view) or the next bracket's
-    per_char = c.width / c.width_chars * 0.95
-    x = b + c.width * 0.004
-    right = min(c.width, limit if limit is not None else c.width)
-    if x < c.label_end.get(yy, -np.inf) or x + len(txt) * per_char > right:
+    per_char, x = c.width / c.width_chars * 0.95, b + c.width * 0.004
+    if x < c.label_end.get(yy, -np.inf) or x + len(txt) * per_char > min(c.width, limit):
         return
     c.ax.text(x, yy - 0.06, txt, ha="left", va="bottom", fontsize=7, color=color,
               clip_on=True, zorder=6)
