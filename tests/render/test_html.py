@@ -141,9 +141,26 @@ def test_gate_html_embeds_the_comparison(analysed, tmp_path):
     images = decoded_images(page)
     assert len(images) == 1 and images[0].size[1] > 900
     assert "cpu_to_gpu" in page
+    # the CI flow: a summary as baseline, a trace as candidate; the candidate's timeline stays
+    summary = gate.read_summary(tmp_path / "healthy.json")
+    res = gate.compare(summary, b)
+    page = html.gate_page(res, baseline=summary, candidate=b)
+    images = decoded_images(page)
+    assert len(images) == 1 and 700 < images[0].size[1] < images_height_both(a, b)
+    assert "the baseline is a summary" not in page  # said in the figure, not the page text
     # without the sides it compared, the page never reads them again: the tables, and a note
     page = html.gate_page(res)
     assert "No figure" in page and not decoded_images(page)
+
+
+def images_height_both(a, b) -> int:
+    """The height of the gate figure with both sides' timelines."""
+    return decoded_images(html.gate_page(gate_compare(a, b), baseline=a, candidate=b))[0].size[1]
+
+
+def gate_compare(a, b):
+    from nsysscope.gate import compare
+    return compare(a, b)
 
 
 # -- a real browser ------------------------------------------------------------------------------
