@@ -18,6 +18,7 @@ from .analysis import Analysis, AnalysisConfig, analyze
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
 from .trace import Trace, load
+from .util.units import times_in
 
 if TYPE_CHECKING:
     from .render.plots import TracePlots
@@ -46,7 +47,15 @@ class OpenTrace:
 
     @property
     def stalls(self) -> pd.DataFrame:
-        """The launches whose waiting block let the GPU run dry."""
+        """The steady-state launches whose waiting block let the GPU run dry: the rows the
+        summary's stall counts are made of (warm-up left out, as in the report). Every stall,
+        warm-up included, is :attr:`all_stalls`."""
+        stalls = self.analysis.stalls
+        return stalls[stalls["steady"]]
+
+    @property
+    def all_stalls(self) -> pd.DataFrame:
+        """Every stalled launch, warm-up included (``t.launches[t.launches.stall]``)."""
         return self.analysis.stalls
 
     def summary(self) -> Summary:
@@ -59,7 +68,11 @@ class OpenTrace:
         return TracePlots(self.analysis)
 
     def __repr__(self) -> str:
-        return f"<nsysscope trace {self.path.name}: {self.analysis.summary.verdict}>"
+        s = self.analysis.summary
+        n, every = len(self.stalls), len(self.all_stalls)
+        more = f", {every - n} more in warm-up (t.all_stalls)" if every > n else ""
+        return (f"<nsysscope trace {self.path.name}: {times_in(s.verdict)}; t.stalls: {n} "
+                f"steady-state stalls{more}>")
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self.analysis.summary)

@@ -11,12 +11,17 @@ code   meaning
 2      usage error, or the file cannot be read at all (missing, empty, a
        directory, no permission, random bytes, corrupt compression)
 3      nothing to analyse: no CUDA data, or no CUDA graph launches
-4      the gate's two traces are not comparable (other GPU, no launches in common)
+4      the gate's two traces are not comparable (different GPU models)
 5      a readable SQLite file that is not an nsys export, a truncated export, or
        an export schema nsysscope does not know
 6      a ``.nsys-rep`` needs ``nsys``, and it is missing or too old for the report
 7      the profiler lost the data: the trace cannot be trusted
+8      nothing steady to judge: every launch is warm-up (``--warmup`` at or
+       above the launch count), so there is no steady state to report or gate
+70     internal error (a bug; ``NSYSSCOPE_DEBUG=1`` shows the traceback)
 =====  =====================================================================
+
+:data:`EXIT_CODES` is this table as data: ``--help`` and the README list it from there.
 """
 
 from __future__ import annotations
@@ -64,8 +69,38 @@ class ProfilerLostData(NsysscopeError):
     exit_code = 7
 
 
+class NothingSteady(NsysscopeError):
+    """Every graph launch of the trace is warm-up: there is no steady state to judge (a
+    ``--warmup`` at or above the number of launches, or a summary written from such a run)."""
+
+    exit_code = 8
+
+
 class NewerSchema(UnreadableInput):
     """A result file (summary, gate result) written by a newer nsysscope: its schema's major
     version is higher than this one reads."""
 
     exit_code = 2
+
+
+#: the internal-error exit code (a bug in nsysscope, never a bad input)
+INTERNAL_ERROR = 70
+
+#: every exit code and what it means, short: the CLI's ``--help`` and the README list these
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "ok: analysed (report, summarize), or no regression (gate)"),
+    (1, "the gate found a regression"),
+    (2, "usage error, or a file that cannot be read or written"),
+    (3, "nothing to analyse: no CUDA data, or no CUDA graph launches"),
+    (4, "the gate's two sides are not comparable (different GPU models)"),
+    (5, "SQLite, but not an nsys export, a truncated export, or an unknown schema"),
+    (6, "a .nsys-rep needs nsys, and it is missing or too old for the report"),
+    (7, "the profiler lost the data (e.g. nsys too old for the CUDA version)"),
+    (8, "nothing steady to judge: every launch is warm-up"),
+    (INTERNAL_ERROR, "internal error (a bug; NSYSSCOPE_DEBUG=1 shows the traceback)"),
+)
+
+
+def exit_codes_text(codes: tuple[int, ...] | None = None) -> str:
+    """``0 ok ..., 1 ...``: the exit codes (all, or ``codes``) as one sentence for ``--help``."""
+    return "; ".join(f"{c} {text}" for c, text in EXIT_CODES if codes is None or c in codes)

@@ -93,6 +93,33 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
     return [results[i] for i in range(len(paths))]
 
 
+#: how long to wait for a Dask scheduler that accepts connections but does not answer
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _probe(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, with one line, when nothing listens at a ``tcp://host:port`` address
+    (Dask itself retries for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+    if "://" not in address:
+        address = "tcp://" + address
+    u = urlsplit(address)
+    if u.scheme not in ("tcp", "tls") or not u.hostname:
+        return  # inproc://, ucx://...: left to Dask
+    try:
+        port = u.port or 8786
+    except ValueError:
+        raise UnreadableInput(f"--scheduler {address}: not a host:port address") from None
+    try:
+        with socket.create_connection((u.hostname, port), timeout=timeout):
+            pass
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise UnreadableInput(f"--scheduler {address}: cannot reach the Dask scheduler "
+                              f"({u.hostname}:{port}: {why})") from None
+
+
 def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = None,
              nsys: str | None = None, client: Any = None) -> list[TraceResult]:
     """Analyse ``paths`` on the Dask distributed cluster at ``address`` (the workers must
@@ -105,11 +132,15 @@ def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = No
                               "pip install 'nsysscope[dask]'") from None
     own = client is None
     if own:
+        _probe(address)
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s")
         except (OSError, TimeoutError) as e:
             raise UnreadableInput(f"--scheduler {address}: cannot reach the Dask scheduler "
-                                  f"({e})") from None
+                                  f"({' '.join(str(e).split())})") from None
+        except Exception as e:  # noqa: BLE001 - something listens there, but not Dask
+            raise UnreadableInput(f"--scheduler {address}: something answers there, but not "
+                                  f"like a Dask scheduler ({type(e).__name__})") from None
     try:
         names = [os.path.abspath(p) for p in paths]  # not resolved: a symlink's name is its rank
         futures = client.map(analyze_one, names, config=config, nsys=nsys, pure=False)

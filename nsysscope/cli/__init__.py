@@ -1,22 +1,15 @@
 """The ``nsysscope`` command: thin click commands over :mod:`nsysscope.api`.
 
 :mod:`.app` is the group and its error handling, one module per command family
-(:mod:`.report`, :mod:`.gate`, :mod:`.scrub`), :mod:`.options` what they share.
+(:mod:`.report`, :mod:`.gate`, :mod:`.scrub`, :mod:`.cache`), :mod:`.options` what they share.
+The group imports a command's module only when that command runs (``--version`` stays fast).
 """
 
-from .app import INTERNAL_ERROR, cli
-from .gate import gate_command, summarize_command
-from .report import report_command
-from .scrub import scrub_command
-
-cli.add_command(report_command)
-cli.add_command(scrub_command)
-cli.add_command(summarize_command)
-cli.add_command(gate_command)
+from .app import COMMANDS, INTERNAL_ERROR, cli
 
 
 def main() -> None:
     cli(prog_name="nsysscope")
 
 
-__all__ = ["INTERNAL_ERROR", "cli", "main"]
+__all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main"]

@@ -1,25 +1,62 @@
 """The ``nsysscope`` command group, and the one place failures become a line and an exit code.
 
 Library errors become one line on stderr and their exit code (see :mod:`nsysscope.errors`);
-nothing here computes anything the notebook API could not.
+click's own usage errors (a missing argument, an unknown option, a value out of range) become
+the same kind of line, exit 2. Nothing here computes anything the notebook API could not.
+
+The commands are imported when they are run, not when the group is: ``nsysscope --version``
+never imports pandas, numpy or matplotlib.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any
 
 import click
 
-from ..errors import NsysscopeError
+from ..errors import EXIT_CODES, INTERNAL_ERROR, NsysscopeError
 from ..util.version import __version__
 
-INTERNAL_ERROR = 70
+#: command name -> "module:attribute" under nsysscope.cli, imported on first use
+COMMANDS = {
+    "report": "report:report_command",
+    "summarize": "gate:summarize_command",
+    "gate": "gate:gate_command",
+    "scrub": "scrub:scrub_command",
+    "cache": "cache:cache_group",
+}
+
+
+def error_line(message: str) -> str:
+    """``nsysscope: error: MESSAGE`` on one line (a message's own line breaks become spaces)."""
+    return "nsysscope: error: " + " ".join(str(message).split())
+
+
+def _usage_message(e: click.UsageError) -> str:
+    msg = e.format_message()
+    ctx = e.ctx
+    where = ctx.command_path if ctx is not None else "nsysscope"
+    return f"{msg} (see '{where} --help')"
 
 
 class _Cli(click.Group):
-    """Turns every failure into one line and a distinct exit code, never a traceback."""
+    """Turns every failure into one line and a distinct exit code, never a traceback; loads
+    each command when it is first used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module, attr = spec.split(":")
+        command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"),
+                                         attr)
+        return command
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["standalone_mode"] = False
@@ -27,30 +64,40 @@ class _Cli(click.Group):
             rv = super().main(*args, **kwargs)
             sys.exit(rv if isinstance(rv, int) else 0)
         except NsysscopeError as e:
-            click.echo(f"nsysscope: error: {e}", err=True)
+            click.echo(error_line(str(e)), err=True)
             sys.exit(e.exit_code)
+        except click.exceptions.NoArgsIsHelpError as e:  # bare "nsysscope": the help
+            click.echo(e.ctx.get_help() if e.ctx is not None else e.format_message())
+            sys.exit(2)
+        except click.UsageError as e:  # a missing argument, unknown option, bad value
+            click.echo(error_line(_usage_message(e)), err=True)
+            sys.exit(2)
         except click.exceptions.Abort:
             click.echo("nsysscope: aborted", err=True)
             sys.exit(130)
         except click.ClickException as e:
-            e.show()
+            click.echo(error_line(e.format_message()), err=True)
             sys.exit(2 if e.exit_code == 1 else e.exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
+        except BrokenPipeError:  # `nsysscope report ... | head`
+            sys.exit(0)
         except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
             if os.environ.get("NSYSSCOPE_DEBUG"):
                 raise
-            click.echo(f"nsysscope: internal error: {type(e).__name__}: {e} "
-                       "(set NSYSSCOPE_DEBUG=1 for the traceback)", err=True)
+            click.echo(error_line(f"internal error: {type(e).__name__}: {e} "
+                                  "(set NSYSSCOPE_DEBUG=1 for the traceback)"), err=True)
             sys.exit(INTERNAL_ERROR)
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+_CODES = "\n".join(f"  {code:>2}  {text}" for code, text in EXIT_CODES)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=f"\b\nExit codes:\n{_CODES}")
 @click.version_option(__version__, prog_name="nsysscope")
 def cli() -> None:
     """Find what destroys CPU/GPU overlap in an inference engine, from an nsys trace.
 
-    Exit codes: 0 ok, 1 regression (gate), 2 usage or unreadable file, 3 nothing to analyse,
-    4 traces not comparable, 5 not an nsys export, 6 nsys missing or too old, 7 the profiler
-    lost the data, 70 internal error.
+    Every error is one line on stderr, 'nsysscope: error: ...', and its exit code (below).
     """

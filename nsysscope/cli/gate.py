@@ -1,7 +1,8 @@
 """``nsysscope summarize`` and ``nsysscope gate``: the CI regression gate's commands.
 
 Thin: the comparison is :func:`nsysscope.gate.compare`, the output a registered ``gate``
-renderer. Exit codes: 0 pass, 1 regression, 2 unusable input or usage, 4 not comparable.
+renderer (one run can write several: text to stdout or ``-o``, and ``--markdown``, ``--junit``,
+``--html``, ``--json`` files). Exit codes: :data:`GATE_EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,25 @@ import click
 
 from .. import render
 from ..analysis import analyze
+from ..errors import exit_codes_text
 from ..gate import GateThresholds, compare, load_thresholds, read_side
 from ..trace import load
-from .options import analysis_options, config_from, write_output
+from .options import (
+    analysis_options,
+    check_writable,
+    config_from,
+    output_format,
+    require_steady,
+    text_width,
+    use_cache,
+    write_output,
+)
+
+#: every code ``gate`` can exit with (the README's CI snippet lists the same)
+GATE_EXIT_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+#: the report files one gate run can write besides its main output: option -> format
+EXTRA_OUTPUTS = (("--markdown", "markdown"), ("--junit", "junit"), ("--html", "html"),
+                 ("--json", "json"))
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,11 +76,17 @@ def _threshold_options(f: F) -> F:
               help="Write the summary here instead of stdout.")
 @analysis_options
 def summarize_command(trace: str, output: str | None, warmup: int | None,
-                      launch_bound_us: float, nsys: str | None) -> int:
+                      launch_bound_us: float, nsys: str | None, no_cache: bool = False) -> int:
     """Write TRACE's steady-state summary as JSON, with its per-launch distributions: a
     small baseline that 'nsysscope gate' reads in place of the trace (the same JSON as
-    'report --format json')."""
+    'report --format json', field by field: docs/json.md).
+
+    A trace with no steady launch (all warm-up) is refused with exit 8 and nothing is
+    written."""
+    check_writable(output)
+    use_cache(no_cache)
     s = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us)).summary
+    require_steady(s, warmup)
     text = render.render("report", "json", s)
     write_output(text, output)
     if output:
@@ -76,26 +99,49 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 @click.command("gate")
 @click.argument("baseline", type=click.Path(readable=False, path_type=str))
 @click.argument("candidate", type=click.Path(readable=False, path_type=str))
-@click.option("--format", "fmt", type=click.Choice(render.GATE_FORMATS), default="text",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(render.GATE_FORMATS), default=None,
+              help="Output format [default: from -o's extension (.txt, .json, .md, .xml for "
+                   "junit, .html), else text].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the report here; the verdict line still goes to stdout.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the Markdown report (a PR comment) to FILE.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write JUnit XML (one test per check) to FILE.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the self-contained HTML page to FILE.")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the gate result as JSON to FILE.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
               help="TOML file whose [tool.nsysscope.gate] table sets thresholds (default: the "
                    "first pyproject.toml from the current folder upwards).")
 @_threshold_options
 @analysis_options
-def gate_command(baseline: str, candidate: str, fmt: str, output: str | None,
-                 config_file: str | None, warmup: int | None, launch_bound_us: float,
-                 nsys: str | None, **limits: Any) -> int:
+def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | None,
+                 markdown_file: str | None, junit_file: str | None, html_file: str | None,
+                 json_file: str | None, config_file: str | None, warmup: int | None,
+                 launch_bound_us: float, nsys: str | None, no_cache: bool = False,
+                 **limits: Any) -> int:
     """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
 
     Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep) or a summary JSON from
     'nsysscope summarize' or 'nsysscope report --format json'. Compares steady-state
     per-launch distributions with a noise model (README, "Regression gate"): stall shares per
-    class, the overlap window, the GPU idle gap and fraction, and the launch rate. Exit codes:
-    0 pass, 1 regression, 2 unusable input, 4 not comparable.
+    class, the overlap window, the GPU idle gap and fraction, and the launch rate. One run
+    writes the text report (stdout, or -o) and any of --markdown, --junit, --html, --json.
+
+    \b
+    Exit codes:
     """
+    fmt = output_format("gate", fmt, output)
+    extra = [(opt, f, path) for (opt, f), path in
+             zip(EXTRA_OUTPUTS, (markdown_file, junit_file, html_file, json_file), strict=True)
+             if path]
+    for opt, f, path in extra:
+        output_format("gate", f, path, option=opt)
+    for opt, path in (("-o", output), *((o, p) for o, _, p in extra)):
+        check_writable(path, opt)
+    use_cache(no_cache)
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
     thresholds, source = load_thresholds(config_file, overrides)
     cfg = config_from(warmup, launch_bound_us)
@@ -103,7 +149,14 @@ def gate_command(baseline: str, candidate: str, fmt: str, output: str | None,
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
-    write_output(render.render("gate", fmt, result, baseline=base, candidate=cand), output)
+    write_output(render.render("gate", fmt, result, baseline=base, candidate=cand,
+                               width=text_width(output)), output)
+    for opt, f, path in extra:
+        write_output(render.render("gate", f, result, baseline=base, candidate=cand), path, opt)
     if output:
         click.echo(f"nsysscope gate: {result.verdict}")
     return result.exit_code
+
+
+gate_command.help = (gate_command.help or "") + "\n" + "\n".join(
+    f"  {line}" for line in exit_codes_text(GATE_EXIT_CODES).split("; "))

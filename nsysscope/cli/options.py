@@ -1,7 +1,14 @@
-"""Options and output handling shared by every ``nsysscope`` command that analyses a trace."""
+"""Options and output handling shared by every ``nsysscope`` command that analyses a trace.
+
+Everything a command can check before analysing is checked here first (option ranges, where
+the output goes, the output format against the file name), so a mistake costs a second and one
+line, not a whole analysis.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -9,20 +16,37 @@ from typing import Any, TypeVar
 import click
 
 from ..analysis import AnalysisConfig
-from ..errors import UnreadableInput
+from ..errors import NothingSteady, UnreadableInput
+from ..model import Summary
+from ..trace.cache import disable_cache
+from ..util.text import DEFAULT_WIDTH, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: what a file name's extension says its format is, per kind of result
+EXTENSION_FORMATS = {
+    "report": {".txt": "text", ".text": "text", ".json": "json", ".md": "markdown",
+               ".markdown": "markdown", ".html": "html", ".htm": "html"},
+    "gate": {".txt": "text", ".text": "text", ".json": "json", ".md": "markdown",
+             ".markdown": "markdown", ".xml": "junit", ".html": "html", ".htm": "html"},
+}
+
 
 def analysis_options(f: F) -> F:
-    """``--warmup``, ``--launch-bound-us`` and ``--nsys``: how a trace is analysed."""
-    f = click.option("--warmup", type=int, default=None, metavar="N",
-                     help="Launches to treat as warm-up (default: max(5, 2%)).")(f)
-    f = click.option("--launch-bound-us", type=float, default=AnalysisConfig.launch_bound_gap_us,
-                     show_default=True, help="GPU idle gap above which a launch with no stall "
-                                             "counts as launch-bound.")(f)
+    """``--warmup``, ``--launch-bound-us``, ``--nsys`` and ``--no-cache``: how a trace is
+    read and analysed."""
+    f = click.option("--warmup", type=click.IntRange(min=0), default=None, metavar="N",
+                     help="Launches to treat as warm-up, 0 or more (default: max(5, 2%)); "
+                          "none left to judge exits 8.")(f)
+    f = click.option("--launch-bound-us", type=click.FloatRange(min=0, min_open=True),
+                     default=AnalysisConfig.launch_bound_gap_us, show_default=True, metavar="US",
+                     help="GPU idle gap (microseconds, > 0) above which a launch with no "
+                          "stall counts as launch-bound.")(f)
     f = click.option("--nsys", metavar="PATH", default=None,
                      help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")(f)
+    f = click.option("--no-cache", is_flag=True, default=False,
+                     help="Decompress .xz/.gz and export .nsys-rep into a temporary folder "
+                          "removed on exit, instead of the cache ('nsysscope cache info').")(f)
     return f
 
 
@@ -30,7 +54,84 @@ def config_from(warmup: int | None, launch_bound_us: float) -> AnalysisConfig:
     return AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
 
 
-def write_output(text: str | bytes, output: str | None) -> None:
+def use_cache(no_cache: bool) -> None:
+    """``--no-cache``: this run's decompressed and exported files go to a temporary folder."""
+    if no_cache:
+        disable_cache()
+
+
+def require_steady(s: Summary, warmup: int | None) -> None:
+    """Exit 8 with one line when no launch is left to judge after the warm-up."""
+    if s.steady_launches:
+        return
+    how = f"--warmup {warmup}" if warmup is not None else "the default warm-up"
+    raise NothingSteady(
+        f"{s.trace.path}: nothing steady to judge: {how} leaves no steady launch "
+        f"({s.launches} graph launch{'es' if s.launches != 1 else ''}, "
+        f"{s.warmup_launches} warm-up, the last one never counts); lower --warmup "
+        "or capture more steps")
+
+
+def output_format(kind: str, fmt: str | None, output: str | None, option: str = "-o") -> str:
+    """The format to write: ``--format`` when given, else the one ``output``'s extension names,
+    else text. A ``--format`` the file name contradicts is a usage error."""
+    by_ext = EXTENSION_FORMATS[kind]
+    named = by_ext.get(Path(output).suffix.lower()) if output else None
+    if fmt is None:
+        return named or "text"
+    if named is not None and named != fmt:
+        raise click.UsageError(
+            f"{option} {output} names {_FORMAT_NAMES.get(named, named)} file, but --format "
+            f"{fmt} was given; drop --format (the extension decides) or name a "
+            f"{_ext_of(kind, fmt)} file")
+    return fmt
+
+
+_FORMAT_NAMES = {"text": "a text", "json": "a JSON", "markdown": "a Markdown", "html": "an HTML",
+                 "junit": "a JUnit XML"}
+
+
+def _ext_of(kind: str, fmt: str) -> str:
+    return next((e for e, f in EXTENSION_FORMATS[kind].items() if f == fmt), ".txt")
+
+
+def check_writable(path: str | None, option: str = "-o") -> None:
+    """Refuse, before any analysis, an output path whose folder is missing or not writable,
+    or that names a folder."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UnreadableInput(f"{option} {path}: is a directory; name a file")
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise UnreadableInput(f"{option} {path}: cannot write: no such folder {folder}")
+    if p.exists() and not os.access(p, os.W_OK) or not p.exists() and \
+            not os.access(folder, os.W_OK | os.X_OK):
+        raise UnreadableInput(f"{option} {path}: cannot write: permission denied")
+
+
+def check_per_launch(path: str | None) -> None:
+    """``--per-launch``: a .csv or .parquet name in a writable folder, and for parquet an
+    engine to write it, checked before the analysis."""
+    if not path:
+        return
+    low = path.lower()
+    if not low.endswith((".csv", ".parquet")):
+        raise UnreadableInput(f"--per-launch {path}: name a .csv or .parquet file")
+    if low.endswith(".parquet") and not any(importlib.util.find_spec(m) is not None
+                                            for m in ("pyarrow", "fastparquet")):
+        raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
+                              "pip install 'nsysscope[parquet]', or name a .csv file")
+    check_writable(path, "--per-launch")
+
+
+def text_width(output: str | None) -> int:
+    """The width text reports wrap to: the terminal's for stdout, 80 for a file."""
+    return DEFAULT_WIDTH if output else terminal_width()
+
+
+def write_output(text: str | bytes, output: str | None, option: str = "-o") -> None:
     """What a renderer returned (text, or bytes from a binary format) to the file ``output``,
     or to stdout."""
     if output:
@@ -40,6 +141,6 @@ def write_output(text: str | bytes, output: str | None) -> None:
             else:
                 Path(output).write_text(text, encoding="utf-8")
         except OSError as e:
-            raise UnreadableInput(f"{output}: cannot write: {e.strerror or e}") from None
+            raise UnreadableInput(f"{option} {output}: cannot write: {e.strerror or e}") from None
     else:
         click.echo(text, nl=False)

@@ -5,29 +5,43 @@ from __future__ import annotations
 import dataclasses
 
 import click
-import pandas as pd
 
 from .. import render
 from ..analysis import analyze
 from ..batch import expand, names_many, run_batch
 from ..errors import UnreadableInput
+from ..render.per_launch import per_launch_table
 from ..trace import load
-from .options import analysis_options, config_from, write_output
+from ..util.progress import note
+from .options import (
+    analysis_options,
+    check_per_launch,
+    check_writable,
+    config_from,
+    output_format,
+    require_steady,
+    text_width,
+    use_cache,
+    write_output,
+)
 
 
 @click.command("report")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str),
                 metavar="TRACE...")
-@click.option("--format", "fmt", type=click.Choice(render.REPORT_FORMATS), default="text",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(render.REPORT_FORMATS), default=None,
+              help="Output format [default: from -o's extension (.txt, .json, .md, .html), "
+                   "else text].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write here instead of stdout.")
+              help="Write here instead of stdout; the extension picks the format.")
 @click.option("--per-launch", type=click.Path(dir_okay=False), metavar="FILE.csv|FILE.parquet",
-              help="Also write the full per-launch table.")
-@click.option("--source-root", type=click.Path(file_okay=False, path_type=str), default=None,
-              metavar="DIR", help="Where the profiled program's source files are, to show the "
-                                  "text of each stall's line (default: the trace's working "
-                                  "directory, then the current one).")
+              help="Also write the full per-launch table (columns: docs/per-launch.md; "
+                   "parquet needs the [parquet] extra).")
+@click.option("--source-root", type=click.Path(exists=True, file_okay=False, path_type=str),
+              default=None, metavar="DIR",
+              help="Where the profiled program's source files are, to show the text of each "
+                   "stall's line (default: the trace's working directory, then the current "
+                   "one).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Several traces: analyse N at a time in worker processes (default: one "
                    "per CPU).")
@@ -38,18 +52,25 @@ from .options import analysis_options, config_from, write_output
               help="Several traces: show how long each took (off: the same traces give the "
                    "same output).")
 @analysis_options
-def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
+def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                    per_launch: str | None, warmup: int | None, launch_bound_us: float,
-                   nsys: str | None, source_root: str | None = None, jobs: int | None = None,
-                   scheduler: str | None = None, timings: bool = False) -> int:
+                   nsys: str | None, no_cache: bool = False, source_root: str | None = None,
+                   jobs: int | None = None, scheduler: str | None = None,
+                   timings: bool = False) -> int:
     """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
-    one row per trace, an aggregate row, and the rank that stalls most."""
+    one row per trace, an aggregate row, and the rank that stalls most. Exit codes: 0
+    analysed, 2 usage or unreadable file, 3 nothing to analyse, 5 not an nsys export, 6 nsys
+    missing or too old, 7 the profiler lost the data, 8 nothing steady to judge (see
+    'nsysscope --help')."""
+    fmt = output_format("report", fmt, output)
+    check_writable(output)
+    use_cache(no_cache)
     cfg = config_from(warmup, launch_bound_us)
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
-    if len(traces) > 1 or scheduler or names_many(traces[0]):
+    if len(traces) > 1 or names_many(traces[0]):
         if per_launch:
             raise click.UsageError("--per-launch takes a single trace")
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
@@ -58,24 +79,34 @@ def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
         batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings)
-        write_output(render.render("batch", fmt, batch), output)
+        write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
         return batch.exit_code
+    if scheduler or jobs or timings:
+        used = [o for o, v in (("--scheduler", scheduler), ("-j", jobs), ("--timings", timings))
+                if v]
+        note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
+             "one trace is analysed here, in this process")
+    check_per_launch(per_launch)
     a = analyze(load(traces[0], nsys=nsys), cfg)
+    require_steady(a.summary, warmup)
     if per_launch:
-        write_per_launch(a.launches, per_launch)
-    write_output(render.render("report", fmt, a), output)
+        write_per_launch(a, per_launch)
+    write_output(render.render("report", fmt, a, width=text_width(output)), output)
     return 0
 
 
-def write_per_launch(df: pd.DataFrame, path: str) -> None:
-    out = df.drop(columns=[c for c in df.columns if c.startswith("_")])
-    if path.endswith(".parquet"):
-        try:
+
+def write_per_launch(analysis: object, path: str) -> None:
+    """The per-launch table (:func:`nsysscope.render.per_launch.per_launch_table`) to a .csv or
+    .parquet file; a write that fails is one line, exit 2."""
+    out = per_launch_table(analysis)
+    try:
+        if path.lower().endswith(".parquet"):
             out.to_parquet(path, index=False)
-        except ImportError as e:
-            raise UnreadableInput(f"--per-launch {path}: parquet needs pyarrow ({e}); "
-                                  "use a .csv name") from None
-    elif path.endswith(".csv"):
-        out.to_csv(path, index=False)
-    else:
-        raise UnreadableInput(f"--per-launch {path}: name a .csv or .parquet file")
+        else:
+            out.to_csv(path, index=False)
+    except ImportError as e:  # checked before the analysis; a broken pyarrow still lands here
+        raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow ({e}): pip "
+                              "install 'nsysscope[parquet]', or name a .csv file") from None
+    except OSError as e:
+        raise UnreadableInput(f"--per-launch {path}: cannot write: {e.strerror or e}") from None

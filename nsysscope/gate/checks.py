@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NotComparable, UnreadableInput
+from ..errors import NotComparable, NothingSteady, UnreadableInput
 from ..model import (
     CHANGED,
     FAIL,
@@ -44,8 +44,8 @@ def values(xs: list[float | None] | None) -> np.ndarray:
 
 
 def check_comparable(base: Summary, cand: Summary) -> list[str]:
-    """Raise :class:`NotComparable` or :class:`UnreadableInput`; return notes on minor
-    differences (nsys version, analysis settings)."""
+    """Raise :class:`NotComparable`, :class:`NothingSteady` (a side with no steady launch) or
+    :class:`UnreadableInput`; return notes on minor differences (nsys version, settings)."""
     for name, s in (("baseline", base), ("candidate", cand)):
         if s.distributions is None:
             raise UnreadableInput(
@@ -53,8 +53,9 @@ def check_comparable(base: Summary, cand: Summary) -> list[str]:
                 "with 'nsysscope summarize TRACE -o FILE.json' (or 'report --format json' of "
                 "this version; an older report's JSON has none)")
         if not s.steady_launches or not len(s.distributions.klass):
-            raise NotComparable(f"{name} {s.trace.path} has no steady-state launches "
-                                f"({s.launches} graph launches, {s.warmup_launches} warm-up)")
+            raise NothingSteady(f"{name} {s.trace.path} has no steady-state launches, nothing "
+                                f"steady to judge ({s.launches} graph launches, "
+                                f"{s.warmup_launches} warm-up)")
     gb, gc = set(base.trace.gpus), set(cand.trace.gpus)
     if gb and gc and gb != gc:
         raise NotComparable(f"different GPUs: baseline ran on {', '.join(sorted(gb))}, "

@@ -147,12 +147,27 @@ def read_summary(path: str | Path) -> Summary:
         raise UnreadableInput(f"{p}: not valid JSON ({e})") from None
     if not isinstance(d, dict):
         raise UnreadableInput(f"{p}: not an nsysscope summary (a JSON object is expected)")
+    missing = _missing_keys(d)
+    if isinstance(d.get("schema"), str) and d["schema"].startswith("nsysscope.summary/") \
+            and missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4
+                                          else "")
+        raise UnreadableInput(f"{p}: an incomplete nsysscope summary: no {shown}; write it "
+                              "with 'nsysscope summarize TRACE -o FILE.json'")
     try:
         return Summary.from_dict(d)
     except NsysscopeError as e:  # a newer schema
         raise type(e)(f"{p}: {e}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise UnreadableInput(f"{p}: not an nsysscope summary ({e})") from None
+
+
+def _missing_keys(d: dict[str, Any]) -> list[str]:
+    """The keys every summary has (fields without a default) that ``d`` lacks."""
+    import dataclasses
+    return [f.name for f in dataclasses.fields(Summary)
+            if f.name not in d and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING]
 
 
 def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = None) -> Summary:

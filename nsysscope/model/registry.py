@@ -9,12 +9,19 @@ figure). Renderers are handed what they draw: they never load or analyse anythin
 
 The registry lives here, below every layer that has results, so that ``Summary._repr_html_``
 finds the notebook renderer without importing :mod:`nsysscope.render`: that package registers
-its renderers when it is imported (``import nsysscope`` imports it).
+its renderers when it is imported. ``import nsysscope`` no longer imports it up front (the
+command line starts faster), so the registry loads the shipped renderers by name the first
+time one is looked up and none is registered yet: a plugin lookup, not an import of a higher
+layer.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Protocol, runtime_checkable
+
+#: the package whose import registers the renderers nsysscope ships
+DEFAULT_RENDERERS = "nsysscope.render"
 
 
 @runtime_checkable
@@ -34,6 +41,15 @@ class Renderer(Protocol):
 
 
 _RENDERERS: dict[tuple[str, str], Renderer] = {}
+_defaults_loaded = False
+
+
+def _ensure_defaults() -> None:
+    """Import the shipped renderers once, the first time the registry is asked for one."""
+    global _defaults_loaded
+    if not _defaults_loaded:
+        _defaults_loaded = True
+        importlib.import_module(DEFAULT_RENDERERS)
 
 
 def register(renderer: Renderer) -> Renderer:
@@ -46,15 +62,18 @@ def register(renderer: Renderer) -> Renderer:
 
 def names(kind: str) -> tuple[str, ...]:
     """The formats registered for ``kind``, in the order they were registered."""
+    _ensure_defaults()
     return tuple(name for k, name in _RENDERERS if k == kind)
 
 
 def kinds() -> tuple[str, ...]:
+    _ensure_defaults()
     return tuple(dict.fromkeys(k for k, _ in _RENDERERS))
 
 
 def get(kind: str, name: str) -> Renderer:
     """The renderer of ``kind`` in format ``name``; LookupError names the ones there are."""
+    _ensure_defaults()
     try:
         return _RENDERERS[(kind, name)]
     except KeyError:
@@ -69,6 +88,7 @@ def render(kind: str, name: str, result: Any, **context: Any) -> str | bytes:
 def render_fragment(name: str, result: Any) -> str | None:
     """The notebook HTML of ``result``, or None (Jupyter then shows the repr) when no
     renderer is registered."""
+    _ensure_defaults()
     r = _RENDERERS.get(("notebook", name))
     if r is None:
         return None

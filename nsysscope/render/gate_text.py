@@ -1,16 +1,25 @@
 """The gate's terminal report: verdict, side-by-side table, regressions with their sites and
-fixes, improvements, notes. The cell formatting here is shared by the other gate renderers."""
+fixes, improvements, notes. The cell formatting here is shared by the other gate renderers.
+
+Every line fits ``width`` columns (the terminal's, 80 by default): prose is wrapped, and a
+table too wide for the terminal is split in two (the values, then each check's threshold and
+p-value).
+"""
 
 from __future__ import annotations
 
-import textwrap
-
 from ..gate import ListedFinding, arrange
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
-from ..util.units import us
+from ..util.text import DEFAULT_WIDTH, wrap
+from ..util.units import times_in, us
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
 RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a", CHANGED: "changed"}
+#: where a gate's numbers differ from ``nsysscope report``'s for the same trace, and why
+PAUSES_LEFT_OUT = ("The gate's GPU idle fraction and launch rate leave host pauses out (GPU "
+                   "idle gaps above their 99th percentile, --pause-quantile), so they can "
+                   "differ from the GPU busy and launches/s of 'nsysscope report' for the same "
+                   "trace.")
 
 
 def value(c: Check, v: float | None) -> str:
@@ -58,18 +67,21 @@ def side_line(s: Side) -> str:
             f"{s.launches} launches)")
 
 
-def site_lines(f: Finding, indent: str = "     ") -> list[str]:
+def site_lines(f: Finding, indent: str = "     ", width: int | None = None) -> list[str]:
+    """A finding's sites, one block each; ``width`` wraps them (None: one line per item)."""
+    w = width or 10_000
     out = []
+    sub = indent + " " * 11
     for s in f.sites:
-        out.append(f"{indent}at {s.where}: {s.klass} on {s.baseline_count} -> "
-                   f"{s.candidate_count} launches, {us(s.lost_us)} GPU idle")
+        out += wrap(f"at {s.where}: {s.klass} on {s.baseline_count} -> {s.candidate_count} "
+                    f"launches, {us(s.lost_us)} GPU idle", w, indent, indent + "   ")
         if s.source:
             text = f": {s.source_text}" if s.source_text else ""
-            out.append(f"{indent}   source: {s.source}{text}")
+            out += wrap(f"{s.source}{text}", w, f"{indent}   source: ", sub)
         if s.api_chain:
-            out.append(f"{indent}   chain:  {s.api_chain}")
+            out += wrap(s.api_chain, w, f"{indent}   chain:  ", sub)
         if s.nvtx_path:
-            out.append(f"{indent}   NVTX:   {s.nvtx_path} (first one)")
+            out += wrap(f"{s.nvtx_path} (first one)", w, f"{indent}   NVTX:   ", sub)
     return out
 
 
@@ -79,37 +91,55 @@ def same_as(item: ListedFinding) -> str:
     return f"same site{'s' if len(f.sites) > 1 else ''}{' and fix' if f.fix else ''}"
 
 
-def findings_lines(findings: tuple[Finding, ...]) -> list[str]:
+def findings_lines(findings: tuple[Finding, ...], width: int = DEFAULT_WIDTH) -> list[str]:
     """Numbered findings; sites and fixes already shown under an earlier one are referred to."""
     out: list[str] = []
     for item in arrange(findings):
         f = item.finding
-        out.append(f"  {item.number}. {f.message}")
+        out += wrap(f.message, width, f"  {item.number}. ", "     ")
         if item.only_repeats:
             out.append(f"     {same_as(item)} as {item.repeats[0]}.")
             continue
-        out += site_lines(f)
+        out += site_lines(f, width=width)
         if f.fix:
-            out += textwrap.wrap(f.fix, width=96, initial_indent="     fix: ",
-                                 subsequent_indent="          ")
+            out += wrap(f.fix, width, "     fix: ", " " * 10)
     return out
 
 
-def render(r: GateResult) -> str:
-    out = [f"nsysscope gate: {r.verdict}", "",
-           f"  baseline:  {side_line(r.baseline)}",
-           f"  candidate: {side_line(r.candidate)}", ""]
-    rows = [COLUMNS] + [cells(c) for c in r.checks]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
     for i, row in enumerate(rows):
         out.append("  " + "  ".join(f"{v:<{w}}" for v, w in zip(row, widths, strict=True)
                                     ).rstrip())
         if i == 0:
             out.append("  " + "  ".join("-" * w for w in widths))
+    return out
+
+
+def table_lines(r: GateResult, width: int = DEFAULT_WIDTH) -> list[str]:
+    """The side-by-side table of checks; split in two when it does not fit ``width``."""
+    rows = [COLUMNS] + [cells(c) for c in r.checks]
+    full = _table(rows)
+    if max(len(line) for line in full) <= width:
+        return full
+    values = [tuple(row[i] for i in (0, 1, 2, 3, 6)) for row in rows]
+    rules = [tuple(row[i] for i in (0, 4, 5)) for row in rows]
+    return _table(values) + ["", *wrap("Each check's threshold (the change that fails it) and "
+                                       "the p-value of its test:", width, "  ")] + _table(rules)
+
+
+def render(r: GateResult, width: int | None = None) -> str:
+    w = width or DEFAULT_WIDTH
+    out = wrap(times_in(r.verdict), w, "nsysscope gate: ", "  ")
+    out += ["", *wrap(f"baseline:  {side_line(r.baseline)}", w, "  ", " " * 13),
+            *wrap(f"candidate: {side_line(r.candidate)}", w, "  ", " " * 13), ""]
+    out += table_lines(r, w)
     for title, findings in (("Regressions", r.regressions), ("Improvements", r.improvements)):
         if not findings:
             continue
-        out += ["", title] + findings_lines(findings)
-    if r.notes:
-        out += ["", "Notes"] + [f"  - {n}" for n in r.notes]
+        out += ["", title] + findings_lines(findings, w)
+    out += ["", "Notes"]
+    for n in (*r.notes, PAUSES_LEFT_OUT):
+        out += wrap(n, w, "  - ")
     return "\n".join(out) + "\n"

@@ -5,24 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import StallSite
-from ..util.units import us
+from ..util.units import plural, us
 from .base import as_summary, cell
 from .text import (
     PROCESS_COLUMNS,
+    SOURCE_ROOT_HINT,
     chain,
     gain,
     header,
     latent_line,
     metrics_rows,
     process_rows,
+    split_sites,
+    verdict,
 )
 
 
 def _where(site: StallSite) -> str:
     """The site's location, its source line (with the line's text) first when known."""
     src = site.source
-    if not (src and src.text):
+    if not src:
         return cell(site.where)
+    if not src.text:
+        return cell(f"{site.where} ({SOURCE_ROOT_HINT})")
     rest = site.where.split(", ", 1)[1] if ", " in site.where else ""
     line = f"{src.file}:{src.line} `{src.text.strip().replace('`', '')}`"
     return cell(f"{line}, {rest}" if rest else line)
@@ -31,7 +36,7 @@ def _where(site: StallSite) -> str:
 def render(result: Any) -> str:
     s = as_summary(result)
     icon = "\u2705" if s.overlap_ok else "\u274c"
-    out = [f"## nsysscope: {icon} {s.verdict}", "", f"`{header(s)}`", "",
+    out = [f"## nsysscope: {icon} {verdict(s)}", "", f"`{header(s)}`", "",
            "| steady state | value |", "|---|---|"]
     out += [f"| {k} | {cell(v)} |" for k, v in metrics_rows(s)]
     if len(s.processes) > 1:
@@ -40,16 +45,26 @@ def render(result: Any) -> str:
                 "|" + "---|" * (len(PROCESS_COLUMNS) + 1)]
         out += ["| " + " | ".join(cell(c) for c in row) + f" | {cell(p.verdict)} |"
                 for row, p in zip(process_rows(s), s.processes, strict=True)]
-    if s.sites:
+    stalls, late = split_sites(s)
+    if stalls:
         out += ["", "### Stall sites", "",
                 "| # | class | launches | GPU idle | if fixed | where | API chain | fix |",
                 "|---|---|---|---|---|---|---|---|"]
-        for i, site in enumerate(s.sites, 1):
+        for i, site in enumerate(stalls, 1):
             fixed = gain(s.launches_per_s, site.speedup_if_fixed) if site.speedup_if_fixed \
                 else "-"
             out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | {fixed} | "
                        f"{_where(site)} | `{cell(chain(site) if site.api_chain else '-')}` | "
                        f"{cell(site.fix)} |")
+    if late:
+        total = sum(x.count for x in late)
+        out += ["", "### Launch-bound gaps", "",
+                f"{plural(total, 'launch', 'launches')} with no stall where the GPU idled "
+                "longer than the threshold before the next replay (the host was late). "
+                f"{cell(late[0].fix)}", "",
+                "| launches | GPU idle | where | NVTX |", "|---|---|---|---|"]
+        out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | `{cell(x.nvtx_path or '-')}` |"
+                for x in late]
     if s.latent:
         out += ["", "**Also seen, not (yet) costing you** (fix the stalls above and these are "
                 "next)", ""] + [f"- {cell(latent_line(x))}" for x in s.latent]

@@ -1,13 +1,22 @@
-"""The terminal report: verdict first, then the numbers, then what to fix."""
+"""The terminal report: verdict first, then the numbers, then what to fix.
+
+Every line is wrapped to ``width`` columns (the CLI passes the terminal's width; 80 by
+default), continuation lines indented under their label.
+"""
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from ..model import LatentSite, LaunchClass, StallSite, Summary
-from ..util.units import pct, triple, us
+from ..util.text import DEFAULT_WIDTH, wrap
+from ..util.units import pct, plural, times_in, triple, us
 from .base import as_summary
+
+#: what "host never waited" counts, wherever the row is shown
+NEVER_WAITED = "no host call waited on their GPU work"
+#: the hint when a stall's line was found but not its text
+SOURCE_ROOT_HINT = "source file not found here: pass --source-root DIR"
 
 
 def header(s: Summary) -> str:
@@ -15,6 +24,11 @@ def header(s: Summary) -> str:
     gpu = ", ".join(t.gpus) or "GPU unknown"
     return (f"{t.path}  (nsys {t.nsys_version}, schema {t.schema_version}, {gpu}, "
             f"graph trace: {t.graph_trace})")
+
+
+def verdict(s: Summary) -> str:
+    """The verdict, its times in the report's units (``1.92 ms``, not ``1918.05 us``)."""
+    return times_in(s.verdict)
 
 
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:
@@ -28,7 +42,7 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("stalls cpu_to_gpu (case 2)", str(s.stalls.get(LaunchClass.CPU_TO_GPU, 0))),
         ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
         ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
-        ("host never waited", str(s.no_wait)),
+        ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
         ("overlap window p10/p50/p90", triple(s.window_us)),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
         ("GPU busy", pct(s.gpu_busy)),
@@ -76,44 +90,95 @@ def latent_line(x: LatentSite) -> str:
             f"({x.calls} calls, {us(x.mean_call_us)} each)")
 
 
+def _processes(s: Summary, width: int) -> list[str]:
+    """A table of the processes when it fits ``width``, else one wrapped block each; then each
+    process's verdict."""
+    rows = process_rows(s)
+    table = _table(PROCESS_COLUMNS, rows)
+    if max(len(line) for line in table) <= width:
+        out = table
+    else:
+        out = []
+        for row in rows:
+            out += wrap(", ".join(f"{k} {v}" for k, v in zip(PROCESS_COLUMNS[1:], row[1:],
+                                                               strict=True)),
+                        width, f"  pid {row[0]}: ", "    ")
+    for p in s.processes:
+        out += wrap(times_in(p.verdict), width, f"  pid {p.pid}: ", "    ")
+    return out
+
+
 def _table(header_row: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header_row, *rows]) for i in range(len(header_row))]
     return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in [header_row, *rows]]
 
 
-def render(result: Any) -> str:
+def split_sites(s: Summary) -> tuple[list[StallSite], list[StallSite]]:
+    """The summary's stall sites, and its launch-bound gaps (no stall: the host was late)."""
+    stalls = [x for x in s.sites if x.klass != LaunchClass.LAUNCH_BOUND]
+    late = [x for x in s.sites if x.klass == LaunchClass.LAUNCH_BOUND]
+    return stalls, late
+
+
+def _site_lines(i: int, site: StallSite, width: int, rate: float | None) -> list[str]:
+    out = wrap(f"{site.klass}: {plural(site.count, 'launch', 'launches')}, "
+               f"{us(site.lost_us)} GPU idle -- {site.where}", width, f" #{i} ", "     ")
+    if site.speedup_if_fixed:
+        out += wrap(f"fixing it -> {gain(rate, site.speedup_if_fixed)}", width, "     gain:  ",
+                    " " * 12)
+    if site.source:
+        src = site.source
+        text = f"{src.text.strip()}  " if src.text else f"({SOURCE_ROOT_HINT})  "
+        out += wrap(f"{text}(in {src.function}; {src.samples} samples, {src.agreement:.0%} of "
+                    "those in the blocks)", width, "     line:  ", " " * 12)
+    if site.api_chain:
+        out += wrap(chain(site), width, "     chain: ", " " * 12)
+    out += wrap(f"{site.nvtx_path or '-'}   thread: {site.thread}", width, "     NVTX:  ",
+                " " * 12)
+    out += wrap(site.fix, width, "     fix:   ", " " * 12)
+    return out
+
+
+def _late_lines(late: list[StallSite], width: int) -> list[str]:
+    total = sum(x.count for x in late)
+    out = ["", *wrap(f"Launch-bound gaps: {plural(total, 'launch', 'launches')} with no stall, "
+                     "where the GPU idled longer than the threshold before the next replay "
+                     "(the host was late), longest first", width, "", "")]
+    for site in late:
+        out += wrap(f"{plural(site.count, 'launch', 'launches')}, {us(site.lost_us)} GPU idle "
+                    f"-- {site.where}   ({site.nvtx_path or '-'}, thread {site.thread})", width,
+                    "  - ")
+    out += wrap(late[0].fix, width, "  fix: ", " " * 7)
+    return out
+
+
+def render(result: Any, width: int | None = None) -> str:
     s = as_summary(result)
-    out = [f"nsysscope report: {header(s)}", "", s.verdict, "",
-           "Steady state (warm-up excluded)"]
+    w = width or DEFAULT_WIDTH
+    out = wrap(f"nsysscope report: {header(s)}", w, "", "  ")
+    out += ["", *wrap(verdict(s), w, "", "  "), "", "Steady state (warm-up excluded)"]
     rows = metrics_rows(s)
-    width = max(len(k) for k, _ in rows)
-    out += [f"  {k:<{width}}  {v}" for k, v in rows]
+    key_width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out += wrap(v, w, f"  {k:<{key_width}}  ")
     if len(s.processes) > 1:
         out += ["", f"Processes ({len(s.processes)}; the numbers above are their totals)"]
-        out += _table(PROCESS_COLUMNS, process_rows(s))
-        out += [f"  pid {p.pid}: {p.verdict}" for p in s.processes]
-    if s.sites:
+        out += _processes(s, w)
+    stalls, late = split_sites(s)
+    if stalls:
         out += ["", "Top stall sites (biggest projected gain first)"]
-        for i, site in enumerate(s.sites, 1):
-            out.append(f" #{i} {site.klass}: {site.count} launches, {us(site.lost_us)} GPU idle"
-                       f" -- {site.where}")
-            if site.speedup_if_fixed:
-                fixed = gain(s.launches_per_s, site.speedup_if_fixed)
-                out.append(f"     gain:  fixing it -> {fixed}")
-            if site.source:
-                src = site.source
-                text = f"{src.text.strip()}  " if src.text else ""
-                out.append(f"     line:  {text}(in {src.function}; {src.samples} samples, "
-                           f"{src.agreement:.0%} of those in the blocks)")
-            if site.api_chain:
-                out.append(f"     chain: {chain(site)}")
-            out.append(f"     NVTX:  {site.nvtx_path or '-'}   thread: {site.thread}")
-            out += textwrap.wrap(site.fix, width=96, initial_indent="     fix:   ",
-                                 subsequent_indent="            ")
+        for i, site in enumerate(stalls, 1):
+            out += _site_lines(i, site, w, s.launches_per_s)
+    if late:
+        out += _late_lines(late, w)
     if s.latent:
-        out += ["", "Also seen, not (yet) costing you (fix the stalls above and these are next)"]
-        out += [f"  - {latent_line(x)}" for x in s.latent]
+        out += ["", *wrap("Also seen, not (yet) costing you (fix the stalls above and these are "
+                          "next)", w, "", "")]
+        for x in s.latent:
+            out += wrap(latent_line(x), w, "  - ", "    ")
     if s.notes:
-        out += ["", "Notes"] + [f"  - {n}" for n in s.notes]
+        out += ["", "Notes"]
+        for n in s.notes:
+            out += wrap(n, w, "  - ")
     return "\n".join(out) + "\n"

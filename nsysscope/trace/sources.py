@@ -7,7 +7,11 @@ The file's first bytes decide what it is, its name only when they cannot:
 * An Nsight Systems report (``.nsys-rep``, or the older ``.qdrep``) is exported with
   ``nsys export --type sqlite`` (nsys from ``--nsys``, ``$NSYS`` or ``PATH``) next to the
   report when that folder can be written, else into the user cache folder, and reused while it
-  is newer than the report.
+  is newer than the report. An export the user made already, ``NAME.sqlite`` beside
+  ``NAME.nsys-rep`` (what ``nsys export`` and ``nsys stats`` write), is read instead when it is
+  newer than the report, with a note saying so.
+
+The user cache folder has a size cap with least-recently-used eviction (:mod:`.cache`).
 
 Every cache file is written to a temporary name in its final folder and renamed into place, so
 concurrent runs never see a torn file: each run either finds a complete file or writes its own.
@@ -30,6 +34,8 @@ import zlib
 from pathlib import Path
 
 from ..errors import NsysUnavailable, UnreadableInput
+from ..util.progress import note
+from .cache import cache_dir, cache_disabled, evict, touch
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -39,14 +45,6 @@ CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
-
-
-def cache_dir() -> Path:
-    """``$NSYSSCOPE_CACHE``, else ``$XDG_CACHE_HOME/nsysscope``, else ``~/.cache/nsysscope``."""
-    if os.environ.get("NSYSSCOPE_CACHE"):
-        return Path(os.environ["NSYSSCOPE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "nsysscope"
 
 
 def resolve(path: str | os.PathLike, nsys: str | None = None) -> Path:
@@ -148,6 +146,7 @@ def _cache_temp(final: Path) -> Path:
 def _decompressed(p: Path, opener) -> Path:
     final = _cache_folder() / f"{_stem(p)}-{_fingerprint(p)}.sqlite"
     if final.is_file():
+        touch(final)
         return final
     tmp = _cache_temp(final)
     try:
@@ -159,6 +158,7 @@ def _decompressed(p: Path, opener) -> Path:
                               "(set NSYSSCOPE_CACHE to a writable folder with room)") from None
     finally:
         tmp.unlink(missing_ok=True)
+    evict(keep=final)
     return final
 
 
@@ -261,15 +261,47 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
 
 
+def _users_export(report: Path) -> Path | None:
+    """``NAME.sqlite`` beside ``NAME.nsys-rep``, when it is an SQLite file newer than the
+    report (an export the user or ``nsys stats`` made)."""
+    own = report.with_name(_stem(report) + ".sqlite")
+    if not _fresh(own, report):
+        return None
+    try:
+        with own.open("rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return None
+    except OSError:
+        return None
+    return own
+
+
 def _exported(report: Path, nsys: str | None) -> Path:
     stem = _stem(report)
+    own = _users_export(report)
+    if own is not None:
+        note(f"reading {own.name}, the export beside {report.name} (newer than the report)")
+        return own
     beside = report.with_name(stem + CACHE_SUFFIX)
     cached = cache_dir() / f"{stem}-{_fingerprint(report)}.sqlite"
-    for candidate in (beside, cached):
-        if _fresh(candidate, report):
-            return candidate
-    exe = find_nsys(nsys, report)
+    if not cache_disabled():
+        if _fresh(beside, report):
+            return beside
+        if _fresh(cached, report):
+            touch(cached)
+            return cached
     try:
+        exe = find_nsys(nsys, report)
+    except NsysUnavailable as e:
+        older = report.with_name(stem + ".sqlite")
+        if older.is_file():
+            raise NsysUnavailable(f"{e} ({older.name} beside it is older than the report, so "
+                                  "it was not used; pass it directly if it is this "
+                                  "capture's export)") from None
+        raise
+    try:
+        if cache_disabled():
+            raise OSError("--no-cache")
         target, tmp = beside, _temp_beside(beside)
     except OSError:  # a read-only folder (or one we may not write): the user cache folder
         target = _cache_folder() / cached.name
@@ -292,6 +324,8 @@ def _exported(report: Path, nsys: str | None) -> Path:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    if target.parent == cache_dir():
+        evict(keep=target)
     return target
 
 
@@ -313,6 +347,10 @@ def _export_error(report: Path, exe: str, output: str) -> Exception:
     detail = next((line for line in reversed(lines) if "error" in line.lower()),
                   lines[-1] if lines else "")
     have, made_by = _nsys_version(exe), report_version(report)
+    if have == "unknown":
+        return NsysUnavailable(
+            f"{report}: {exe} does not look like nsys ('{Path(exe).name} --version' names no "
+            f"nsys version, and its export wrote no SQLite file); {_NO_NSYS}")
     newer = bool(made_by) and _version_tuple(made_by) > _version_tuple(have)
     unparsable = re.search(r"protobuf|newer version|not supported|unsupported", output, re.I) \
         and "Version tag is not found" not in output

@@ -131,3 +131,14 @@ def _width() -> int:
 def progress(label: str, total: int | None = None, **kwargs) -> Progress:
     """A :class:`Progress` line: a bar when ``total`` is known, else a spinner."""
     return Progress(label, total=total, **kwargs)
+
+
+def note(message: str, stream: TextIO | None = None) -> None:
+    """One ``nsysscope: note: ...`` line on stderr: something the user should know that is not
+    an error (which file was read instead of the one named)."""
+    stream = stream if stream is not None else sys.stderr
+    try:
+        stream.write(f"nsysscope: note: {message}\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass

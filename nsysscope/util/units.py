@@ -10,6 +10,7 @@ below are its settings for each place, so a change of style is made once.
 from __future__ import annotations
 
 import math
+import re
 from typing import Protocol
 
 
@@ -76,3 +77,17 @@ class _P10P50P90(Protocol):
 def triple(p: _P10P50P90) -> str:
     """``p10 / p50 / p90`` of a :class:`~nsysscope.model.Percentiles` (microseconds)."""
     return " / ".join(us(x) for x in (p.p10, p.p50, p.p90))
+
+
+_BARE_US = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) us\b")
+
+
+def times_in(text: str) -> str:
+    """``text`` with every bare ``1918.05 us`` written as :func:`us` writes it (``1.92 ms``):
+    for sentences made elsewhere (a verdict) shown next to numbers formatted here."""
+    return _BARE_US.sub(lambda m: us(float(m.group(1))), text)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 launch``, ``2 launches``."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"

@@ -105,8 +105,9 @@ def test_json_gives_each_site_a_source(sample_path):
 def test_text_and_markdown_name_the_line_first(sample_path):
     n = line_of(ENGINE / "engine.py", CASE2_LINE[1])
     for fmt in ("text", "markdown"):
-        res = CliRunner().invoke(cli, ["report", str(sample_path("case2_py")), "--format", fmt,
-                                       "--source-root", str(ROOT)])
+        res = CliRunner(env={"COLUMNS": "1000"}).invoke(  # one line per item, unwrapped
+            cli, ["report", str(sample_path("case2_py")), "--format", fmt,
+                  "--source-root", str(ROOT)])
         assert res.exit_code == 0, res.output
         site_line = next(ln for ln in res.output.splitlines()
                          if "cpu_to_gpu" in ln and "launches" in ln or ln.startswith("| 1 |"))

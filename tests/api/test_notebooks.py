@@ -42,3 +42,12 @@ def test_notebook_runs_top_to_bottom(path):
         assert len(images) >= 6, "the timelines, distributions and comparison did not show"
         html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
         assert "nsysscope-summary" in html  # the rich summary of an opened trace
+
+
+def test_stalls_match_the_summary(analysed, sample_path):
+    """``t.stalls`` is the steady state, as the summary counts it (issue 13: 298 against 293)."""
+    import nsysscope
+    t = nsysscope.open(sample_path("case1"))
+    assert len(t.stalls) == sum(t.summary().stalls.values()) == 293
+    assert len(t.all_stalls) > len(t.stalls) and t.stalls["steady"].all()
+    assert "t.stalls: 293 steady-state stalls, 5 more in warm-up (t.all_stalls)" in repr(t)

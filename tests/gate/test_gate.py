@@ -42,7 +42,9 @@ def _empty_cwd(tmp_path, monkeypatch):
 
 
 def gate(*args: str):
-    return CliRunner().invoke(cli, ["gate", *map(str, args)])
+    # a wide "terminal": these tests read what the report says, not how it wraps (that is
+    # tests/cli/test_usability.py's)
+    return CliRunner(env={"COLUMNS": "1000"}).invoke(cli, ["gate", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -251,10 +253,15 @@ def test_markdown_fits_a_pr_comment(sample_path):
     r = gate(sample_path("healthy"), sample_path("case2"), "--format", "markdown")
     assert r.exit_code == 1
     md = r.stdout
-    assert md.startswith("## nsysscope gate: \u274c REGRESSION")
+    assert md.startswith("<!-- nsysscope-gate -->\n## nsysscope gate: \u274c REGRESSION: 4 of 9 "
+                         "checks fail, 1 root cause\n")
     assert "| metric | baseline | candidate | change | threshold | p | result |" in md
     assert "| cpu_to_gpu stalls | 0.0% | 99.3% | +99.3 pp |" in md
-    assert "### Regressions" in md and "**Fix:**" in md
+    assert "### Regressions, by root cause" in md and md.count("**Fix:**") == 1
+    # the four failing checks under their one root cause, no "same site as above"
+    cause = md.split("### Regressions, by root cause")[1].split("### Checks")[0]
+    assert cause.count("\n   - ") == 5 and "same site" not in md
+    assert "1. `cpu_to_gpu` at phase 'launch': 0 \u2192 290 launches" in cause
     assert len(md) < 65_000  # GitHub's comment limit
 
 
@@ -280,8 +287,7 @@ def test_pyproject_thresholds_are_honoured(summary_file, tmp_path, monkeypatch):
     sub.mkdir()
     for cwd in (tmp_path, sub):  # found from the cwd upwards
         monkeypatch.chdir(cwd)
-        r = CliRunner().invoke(cli, ["gate", str(summary_file("healthy")),
-                                     str(summary_file("healthy_long"))])
+        r = gate(summary_file("healthy"), summary_file("healthy_long"))
         assert r.exit_code == 1, r.output
         assert "GPU work per launch p50: 3.24 ms -> 3.24 ms" in r.stdout
         assert f"thresholds from {tmp_path / 'pyproject.toml'}" in r.stdout
@@ -326,14 +332,14 @@ def test_other_gpu_is_not_comparable(summary_file, tmp_path):
                                 "candidate on NVIDIA A100-SXM4-80GB")
 
 
-def test_no_steady_launches_is_not_comparable(summary_file, tmp_path):
+def test_no_steady_launches_is_nothing_to_judge(summary_file, tmp_path):
     d = json.loads(summary_file("healthy").read_text())
     d["steady_launches"] = 0
     d["distributions"] = {"window_us": [], "gpu_idle_us": [], "klass": [], "sampled_from": 0}
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps(d))
     r = gate(empty, summary_file("healthy"))
-    assert r.exit_code == 4
+    assert r.exit_code == 8
     assert "has no steady-state launches" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

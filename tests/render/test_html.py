@@ -22,6 +22,7 @@ from PIL import Image
 
 from nsysscope.cli import cli
 from nsysscope.render import html
+from nsysscope.util.units import times_in
 
 IMG = re.compile(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 
@@ -64,7 +65,7 @@ def test_report_html_is_one_self_contained_page_with_everything(case1_page, anal
     page = case1_page.read_text(encoding="utf-8")
     assert_self_contained(page)
     s = analysed("case1").summary
-    assert escape(s.verdict) in page
+    assert escape(times_in(s.verdict)) in page
     site = s.sites[0]
     assert "gpu_to_cpu" in page and "phase &#x27;sample&#x27;" in page
     assert escape(site.fix) in page
@@ -91,7 +92,7 @@ def test_healthy_report_says_there_is_no_stall(analysed):
 def test_summary_fragment_for_jupyter(analysed, sample_path):
     s = analysed("case2").summary
     frag = html.summary_fragment(s)
-    assert escape(s.verdict) in frag and "cpu_to_gpu" in frag
+    assert escape(times_in(s.verdict)) in frag and "cpu_to_gpu" in frag
     assert "<style" not in frag and "<script" not in frag and "<img" not in frag
     import nsysscope
     t = nsysscope.open(sample_path("case2"))
@@ -140,9 +141,26 @@ def test_gate_html_embeds_the_comparison(analysed, tmp_path):
     images = decoded_images(page)
     assert len(images) == 1 and images[0].size[1] > 900
     assert "cpu_to_gpu" in page
+    # the CI flow: a summary as baseline, a trace as candidate; the candidate's timeline stays
+    summary = gate.read_summary(tmp_path / "healthy.json")
+    res = gate.compare(summary, b)
+    page = html.gate_page(res, baseline=summary, candidate=b)
+    images = decoded_images(page)
+    assert len(images) == 1 and 700 < images[0].size[1] < images_height_both(a, b)
+    assert "the baseline is a summary" not in page  # said in the figure, not the page text
     # without the sides it compared, the page never reads them again: the tables, and a note
     page = html.gate_page(res)
     assert "No figure" in page and not decoded_images(page)
+
+
+def images_height_both(a, b) -> int:
+    """The height of the gate figure with both sides' timelines."""
+    return decoded_images(html.gate_page(gate_compare(a, b), baseline=a, candidate=b))[0].size[1]
+
+
+def gate_compare(a, b):
+    from nsysscope.gate import compare
+    return compare(a, b)
 
 
 # -- a real browser ------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from ..base import as_summary
 from ..gate_text import change as change_text
 from ..gate_text import p_value, value
 from ..palette import BAD_COLOR, IMPROVED_COLOR, OK_COLOR, class_color, text_on
-from ..text import header, metrics_rows
-from .page import TD, TH
+from ..text import header, metrics_rows, verdict
+from .page import TD, TH, inline
 
 _OK_BG, _BAD_BG = "#E6F5F0", "#FBEDE5"
 
@@ -28,7 +28,7 @@ def summary_fragment(result: Any) -> str:
     s = as_summary(result)
     td, th = TD, TH
     out = ['<div class="nsysscope-summary" style="font-family:sans-serif;font-size:13px">',
-           _verdict(s.verdict, s.overlap_ok),
+           _verdict(verdict(s), s.overlap_ok),
            f'<div style="color:#555;font-size:11.5px;margin-bottom:4px">{escape(header(s))}</div>',
            "<table>"]
     out += [f"<tr><th {th}>{escape(k)}</th><td {td}>{escape(v)}</td></tr>"
@@ -51,7 +51,7 @@ def summary_fragment(result: Any) -> str:
     if s.notes:
         out.append('<div style="margin-top:6px;font-weight:600">Notes</div>'
                    '<ul style="margin:2px 0">'
-                   + "".join(f"<li>{escape(n)}</li>" for n in s.notes) + "</ul>")
+                   + "".join(f"<li>{inline(n)}</li>" for n in s.notes) + "</ul>")
     out.append("</div>")
     return "\n".join(out)
 

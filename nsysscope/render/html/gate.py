@@ -9,9 +9,9 @@ from typing import Any
 
 from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
-from ...util.units import us
+from ...util.units import times_in, us
+from ..gate_text import PAUSES_LEFT_OUT, ci, p_value, side_line, value
 from ..gate_text import change as change_text
-from ..gate_text import ci, p_value, side_line, value
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
@@ -87,8 +87,9 @@ def _comparison(r: GateResult, baseline: Any, candidate: Any) -> str:
         lambda: compare_figure(a, b, labels=labels), "baseline and candidate compared",
         "Top: the CDFs of the overlap window and the GPU idle gap of both traces' steady "
         "launches (baseline dashed grey, candidate solid blue) and each class's share of "
-        "the launches. Below, when both sides are traces: the baseline's typical launch and "
-        "the candidate's worst stall on the same time scale. " + TIMELINE_HELP)
+        "the launches. Below, a timeline of each side that is a trace (a summary has none): "
+        "the baseline's typical launch and the candidate's worst stall, on the same time "
+        "scale when both are drawn. " + TIMELINE_HELP)
 
 
 def gate_page(result: GateResult, baseline: Any = None, candidate: Any = None,
@@ -96,17 +97,17 @@ def gate_page(result: GateResult, baseline: Any = None, candidate: Any = None,
     """The gate's result as one self-contained HTML page.
 
     ``baseline`` / ``candidate``: what the gate compared (an Analysis, OpenTrace or a Summary
-    with distributions), for the side-by-side figure; a summary gives the distributions only,
-    an analysis the timelines too. Without them the page has no figure."""
+    with distributions), for the side-by-side figure; a summary gives its distributions, an
+    analysis its timeline too. Without them the page has no figure."""
     r = result
     cls = "ok" if r.passed else "bad"
     parts = [f"<h1>nsysscope gate: {'PASS' if r.passed else 'REGRESSION'}</h1>",
              f'<div class="verdict {cls}">{escape(r.verdict)}</div>',
              "<table>",
              f"<tr><th>baseline</th><td>{escape(side_line(r.baseline))}<br>"
-             f'<span class="note">{escape(r.baseline.verdict)}</span></td></tr>',
+             f'<span class="note">{escape(times_in(r.baseline.verdict))}</span></td></tr>',
              f"<tr><th>candidate</th><td>{escape(side_line(r.candidate))}<br>"
-             f'<span class="note">{escape(r.candidate.verdict)}</span></td></tr>',
+             f'<span class="note">{escape(times_in(r.candidate.verdict))}</span></td></tr>',
              "</table>", "<h2>Checks</h2>"]
     parts += _checks_table(r)
     parts.append("<h2>Baseline and candidate side by side</h2>")
@@ -114,7 +115,7 @@ def gate_page(result: GateResult, baseline: Any = None, candidate: Any = None,
     parts.append(_findings_html("Regressions", r.regressions))
     parts.append(_findings_html("Improvements", r.improvements))
     parts.append("<h2>Notes</h2>")
-    parts.append(notes(list(r.notes)))
+    parts.append(notes([*r.notes, PAUSES_LEFT_OUT]))
     if r.thresholds:
         th = ", ".join(f"{k}={v}" for k, v in r.thresholds.items())
         parts.append(f'<p class="note">Thresholds: <code>{escape(th)}</code></p>')

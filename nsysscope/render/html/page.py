@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from html import escape
@@ -53,16 +54,18 @@ footer{color:#777;font-size:12px;margin-top:36px;border-top:1px solid #e5e5e5;pa
 
 
 TIMELINE_HELP = (
-    "How to read it: one lane per host thread (its NVTX ranges, then its CUDA API calls), one "
-    "per GPU stream (graph replays in dark blue, eager kernels and copies in light blue). A "
+    "How to read it: one lane per host thread (its NVTX ranges, then its CUDA API calls, with "
+    "<code>cudaMemcpyAsync</code> calls in yellow), one per GPU stream (graph replays in dark "
+    "blue, eager kernels and copies in light blue). A "
     "host wait is coloured by what it did to the launch it waited on: "
     "<span style='color:#009E73'>green</span> the GPU still had queued work after it (healthy), "
     "<span style='color:#D55E00'>vermillion</span> a GPU&rarr;CPU readback stall, "
     "<span style='color:#B07800'>orange</span> a pageable CPU&rarr;GPU copy stall, "
     "<span style='color:#CC79A7'>purple</span> another stall. The bracket under the API lane is "
     "the overlap window, from the end of the launch call to the wait on it; hatched spans on the "
-    "GPU lane are idle time, tinted by the stall that caused them. Dotted arrows join each "
-    "<code>cudaGraphLaunch</code> to its replay.")
+    "GPU lane are idle time, tinted by the stall that caused them, and the same span is a pale "
+    "band across the host lanes, so you can see what the host was doing while the GPU waited. "
+    "Dotted arrows join each <code>cudaGraphLaunch</code> to its replay.")
 
 #: inline styles of the notebook fragments' cells
 TD = 'style="padding:2px 10px;text-align:left;border-bottom:1px solid #e5e5e5;font-size:13px"'
@@ -102,10 +105,18 @@ def chip(klass: str) -> str:
             f"{escape(klass)}</span>")
 
 
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def inline(text: str) -> str:
+    """``text`` escaped for HTML, its Markdown code spans (```nsys export```) as ``<code>``."""
+    return _CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text))
+
+
 def notes(items: Sequence[str]) -> str:
     if not items:
         return '<p class="note">None.</p>'
-    return "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{inline(n)}</li>" for n in items) + "</ul>"
 
 
 def name(path: str) -> str:

@@ -12,19 +12,21 @@ from ..base import as_summary
 from ..palette import class_color
 from ..text import (
     PROCESS_COLUMNS,
+    SOURCE_ROOT_HINT,
     chain,
     gain,
     header,
     latent_line,
     metrics_rows,
     process_rows,
+    verdict,
 )
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
 
-def verdict(s: Summary) -> str:
+def verdict_box(s: Summary) -> str:
     cls = "ok" if s.overlap_ok else "bad"
-    return f'<div class="verdict {cls}">{escape(s.verdict)}</div>'
+    return f'<div class="verdict {cls}">{escape(verdict(s))}</div>'
 
 
 def _metrics_table(s: Summary) -> str:
@@ -57,7 +59,8 @@ def _site_card(i: int, site: StallSite) -> str:
         rows.append(("if fixed", escape(gain(None, site.speedup_if_fixed))))
     if site.source:
         src = site.source
-        text = f" <code>{escape(src.text.strip())}</code>" if src.text else ""
+        text = f" <code>{escape(src.text.strip())}</code>" if src.text else \
+            f' <span class="note">({escape(SOURCE_ROOT_HINT)})</span>'
         rows.append(("source line", f"<code>{escape(src.file)}:{src.line}</code> in "
                      f"<code>{escape(src.function)}</code>{text} ({src.samples} Python samples, "
                      f"{src.agreement:.0%} of those inside the blocks)"))
@@ -88,7 +91,7 @@ def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
     s = as_summary(analysis)
     file = name(s.trace.path)
     parts = [f"<h1>nsysscope report: {escape(file)}</h1>",
-             f'<div class="sub">{escape(header(s))}</div>', verdict(s),
+             f'<div class="sub">{escape(header(s))}</div>', verdict_box(s),
              "<h2>Summary (steady state, warm-up excluded)</h2>", _metrics_table(s),
              _processes_table(s),
              "<h2>Top stall sites (and launch-bound gaps), biggest projected gain first</h2>",
@@ -132,8 +135,9 @@ def _figures(analysis: Any) -> list[str]:
     return [f"<h2>{worst_title}</h2>",
             _timeline(plots, "worst", TIMELINE_HELP),
             "<h2>Timeline: a typical step</h2>",
-            _timeline(plots, "typical", "The launch whose GPU idle gap is the median of the "
-                                        "steady state, drawn like the one above."),
+            _timeline(plots, "typical", "A steady launch whose GPU idle gap is close to the "
+                                        "median, and whose neighbours' gaps are too, drawn "
+                                        "like the one above."),
             "<h2>Distributions</h2>",
             _distributions(plots.distributions),
             figure(plots.series, "per-launch series over the capture",

@@ -12,9 +12,19 @@ from matplotlib.ticker import FuncFormatter
 
 from ...analysis import Analysis
 from ...model import LaunchClass, Summary
+from ...util.units import times_in
 from ...util.units import us_figure as fmt_us
 from .distributions import cdf, dist_data
-from .style import CLASS_COLORS, OKABE_ITO, NsysscopeFigure, class_order, us_axis_formatter, use_log
+from .style import (
+    CLASS_COLORS,
+    LEGEND_COLUMNS,
+    LEGEND_SIZE,
+    OKABE_ITO,
+    NsysscopeFigure,
+    class_order,
+    us_axis_formatter,
+    use_log,
+)
 from .timeline import draw_timeline
 from .views import TraceViews
 
@@ -38,20 +48,23 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                    which: tuple[str, str] = ("typical", "worst")) -> Figure:
     """Baseline ``a`` next to candidate ``b`` (each an Analysis, an OpenTrace or a Summary
     with ``distributions``): CDFs of both traces' overlap windows and GPU gaps on shared
-    axes, the share of steady launches per class, and, when both are analyses, a timeline
-    of each on the same time scale (by default the baseline's typical launch above the
-    candidate's worst stall; ``which`` picks)."""
+    axes, the share of steady launches per class, and a timeline of each side that is an
+    analysis (by default the baseline's typical launch above the candidate's worst stall, on
+    the same time scale; ``which`` picks). A summary has no timeline: with a summary as
+    baseline, the candidate's timeline is drawn alone."""
     a = getattr(a, "analysis", a)
     b = getattr(b, "analysis", b)
     labels = labels or (f"baseline: {_name_of(a, 'a')}", f"candidate: {_name_of(b, 'b')}")
     da, db = dist_data(a), dist_data(b)
-    both_traces = timelines and isinstance(a, Analysis) and isinstance(b, Analysis)
+    drawn = [(x, w, lab) for x, w, lab in ((a, which[0], labels[0]), (b, which[1], labels[1]))
+             if timelines and isinstance(x, Analysis)]
+    both_traces = bool(drawn)
     sa, sb = _summary_of(a), _summary_of(b)
     head = 0.45 if (sa and sb) else 0.1  # inches for the verdict lines on top
-    height = (10.8 if both_traces else 4.6) + head
+    height = 4.6 + 3.1 * len(drawn) + (1.1 if drawn else 0.0) + head
     fig = NsysscopeFigure(figsize=(14, height))
     if both_traces:
-        gs = fig.add_gridspec(3, 3, height_ratios=[1.15, 1.45, 1.45])
+        gs = fig.add_gridspec(1 + len(drawn), 3, height_ratios=[1.15] + [1.45] * len(drawn))
         top = [fig.add_subplot(gs[0, i]) for i in range(3)]
     else:
         top = list(fig.subplots(1, 3))
@@ -74,7 +87,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         ax.set_ylabel("fraction of steady launches ≤ x", fontsize=8.5)
         ax.grid(True, color="#E5E5E5", lw=0.6)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+            ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12),
+                      frameon=False)
     # class shares: baseline hatched and pale, candidate solid
     ax = top[2]
     klasses = class_order(list(da["klass"]) + list(db["klass"])) or [LaunchClass.HEALTHY]
@@ -98,28 +112,32 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                              label=f"{labels[0].split(':')[0]} (upper bar, hatched)"),
                        Patch(facecolor="#555555", edgecolor="black",
                              label=f"{labels[1].split(':')[0]} (lower bar)")],
-              fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
+              fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
     ax.grid(True, axis="x", color="#E5E5E5", lw=0.6)
     bottom = 0.0
     if both_traces:
-        pa, pb = TraceViews(a), TraceViews(b)
-        wa, wb = pa.window_for(which=which[0]), pb.window_for(which=which[1])
-        width = max(wa[1] - wa[0], wb[1] - wb[0]) * 1.03
+        views = [(TraceViews(x), lab) for x, _, lab in drawn]
+        windows = [v.window_for(which=w) for (v, _), (_, w, _) in zip(views, drawn, strict=True)]
+        width = max(w[1] - w[0] for w in windows) * 1.03
         legend: dict = {}
-        for row, (p, w, lab) in enumerate(((pa, wa, labels[0]), (pb, wb, labels[1]))):
+        same = "; both timelines on the same time scale" if len(drawn) == 2 else \
+            ("; the baseline is a summary, which has no timeline" if drawn[0][0] is b else
+             "; the candidate is a summary, which has no timeline")
+        for row, ((p, lab), w) in enumerate(zip(views, windows, strict=True)):
             axt = fig.add_subplot(gs[1 + row, :])
             t0 = w[0] - 0.015 * width
             info = draw_timeline(p, axt, t0, t0 + width, w[2])
             legend.update(info["legend"])
             klass = p.analysis.launches.loc[w[2], "klass"]
-            axt.set_title(f"{lab} - {w[3]} (launch {w[2]}, {klass}); "
-                          "both timelines on the same time scale", loc="left", fontsize=10)
-        fig.legend(handles=list(legend.values()), loc="lower center", ncol=4, fontsize=7.5,
-                   frameon=False)
-        bottom = (0.22 * -(-len(legend) // 4) + 0.05) / height
+            axt.set_title(f"{lab} - {w[3]} (launch {w[2]}, {klass}){same}", loc="left",
+                          fontsize=10)
+        fig.legend(handles=list(legend.values()), loc="lower center", ncol=LEGEND_COLUMNS,
+                   fontsize=LEGEND_SIZE, frameon=False)
+        bottom = (0.26 * -(-len(legend) // LEGEND_COLUMNS) + 0.05) / height
     if sa and sb:
-        fig.suptitle(f"{labels[0]}: {sa.verdict}\n{labels[1]}: {sb.verdict}", x=0.01, y=0.995,
-                     ha="left", va="top", fontsize=9.5)
+        fig.suptitle(f"{labels[0]}: {times_in(sa.verdict)}\n"
+                     f"{labels[1]}: {times_in(sb.verdict)}", x=0.01, y=0.995, ha="left",
+                     va="top", fontsize=9.5)
     fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout makes room for the suptitle
     return fig
 

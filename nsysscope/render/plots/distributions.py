@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ...analysis import Analysis
 from ...model import Summary
@@ -15,6 +16,7 @@ from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
     CLASS_LABELS,
+    LEGEND_SIZE,
     NsysscopeFigure,
     class_order,
     us_axis_formatter,
@@ -55,6 +57,17 @@ def cdf(ax: Any, v: np.ndarray, log: bool, total: int | None = None, **kw: Any) 
     return ax.step(np.concatenate([[v[0]], v]), np.concatenate([[0], p]), where="post", **kw)
 
 
+def _bins(finite: np.ndarray, log: bool, n: int = 60) -> np.ndarray:
+    """Shared bin edges for every class: geometric on a log axis (so a class packed near
+    170 µs gets many bins, not one), else linear over the values' range."""
+    pos = finite[finite > 0]
+    if log and len(pos):
+        lo, hi = max(float(pos.min()), 1.0), float(pos.max())
+        return np.geomspace(lo, max(hi, lo * 1.01) * 1.01, n)
+    lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    return np.linspace(lo, hi if hi > lo else lo + 1.0, n)
+
+
 def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
                threshold_us: float | None = None) -> None:
     vals = data[col].to_numpy(dtype=float)
@@ -71,11 +84,9 @@ def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
         label = f"{CLASS_LABELS[klass]} (n={len(v)}, p50 {fmt_us(np.median(v))})"
         color = CLASS_COLORS[klass]
         if kind == "hist":
-            pos = finite[finite > 0]
-            lo, hi = (max(pos.min(), 1.0), pos.max()) if len(pos) else (1.0, 10.0)
-            bins = np.geomspace(lo, hi * 1.01, 50) if log else np.linspace(finite.min(), hi, 50)
-            ax.hist(np.maximum(v, lo) if log else v, bins=bins, histtype="stepfilled",
-                    alpha=0.35, color=color, label=label, edgecolor=color, linewidth=1.2)
+            ax.hist(np.maximum(v, 1.0) if log else v, bins=_bins(finite, log),
+                    histtype="stepfilled", alpha=0.35, color=color, label=label,
+                    edgecolor=color, linewidth=1.2)
         else:  # each class ends at its share of the steady launches
             cdf(ax, v, log, total=len(data), color=color, lw=2, label=label)
     if log:
@@ -90,12 +101,14 @@ def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
     ax.set_ylabel("fraction of steady launches ≤ x" if kind == "cdf" else "launches")
     if kind == "cdf":
         ax.set_ylim(0, 1.02)
+    else:  # counts of launches: whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, color="#E5E5E5", lw=0.6)
     if not len(finite):
         ax.text(0.5, 0.5, "no values", transform=ax.transAxes, ha="center", color="#777777")
     elif ax.get_legend_handles_labels()[0]:  # below the axes: never over a curve
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0.0, -0.16), frameon=False,
-                  ncol=2)
+        ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0.0, -0.16),
+                  frameon=False, ncol=1)
 
 
 def distributions_figure(source: Any, kind: str = "cdf", name: str | None = None) -> Figure:
@@ -105,8 +118,8 @@ def distributions_figure(source: Any, kind: str = "cdf", name: str | None = None
     if kind not in ("cdf", "hist"):
         raise ValueError("kind must be 'cdf' or 'hist'")
     data = dist_data(source)
-    n_leg = -(-(data["klass"].nunique() + 1) // 2)
-    fig = NsysscopeFigure(figsize=(13, 4.0 + 0.2 * n_leg))
+    n_leg = data["klass"].nunique() + 1
+    fig = NsysscopeFigure(figsize=(13, 4.0 + 0.22 * n_leg))
     ax1, ax2 = fig.subplots(1, 2)
     threshold = None
     summary = getattr(source, "summary", source)

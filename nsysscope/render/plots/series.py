@@ -17,6 +17,7 @@ from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
     CLASS_LABELS,
+    LEGEND_SIZE,
     STALLS,
     NsysscopeFigure,
     class_order,
@@ -106,7 +107,7 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
     if warm:
         h.append(Patch(color="#BBBBBB", alpha=0.5))
         lab.append(f"warm-up ({warm} launches, not judged)")
-    fig.legend(h, lab, fontsize=8, loc="lower center", ncol=min(len(h), 4), frameon=False,
+    fig.legend(h, lab, fontsize=LEGEND_SIZE, loc="lower center", ncol=min(len(h), 4), frameon=False,
                markerscale=1.8)
     axes[-1].set_xlabel("time since the first graph launch (s)")
     title = f"{name or ''}: per-launch series, {len(L)} launches".lstrip(": ")

@@ -51,12 +51,17 @@ STALLS = (LaunchClass.GPU_TO_CPU, LaunchClass.CPU_TO_GPU, LaunchClass.OTHER_STAL
 SHOWN_ORDER = (*STALLS, LaunchClass.LAUNCH_BOUND, LaunchClass.HEALTHY)
 GRAPH_COLOR = OKABE_ITO["blue"]
 EAGER_COLOR = OKABE_ITO["sky_blue"]
-COPY_CALL_COLOR = OKABE_ITO["sky_blue"]
+#: a copy call on the host: yellow, so it never reads as the GPU's light-blue eager work
+COPY_CALL_COLOR = OKABE_ITO["yellow"]
+COPY_CALL_EDGE = "#8C8200"
 OTHER_CALL_COLOR = "#C8C8C8"
 UNPAIRED_WAIT_COLOR = "#7F7F7F"
 NVTX_COLORS = ("#E4E4E4", "#F1F1F1")
 IDLE_COLOR = "#7F7F7F"
 GRID_COLOR = "#E5E5E5"
+#: legend text: readable at the size the HTML pages show the figures (about 9 pt)
+LEGEND_SIZE = 9.0
+LEGEND_COLUMNS = 3
 
 
 def class_order(klasses: Iterable[str]) -> list[str]:
@@ -70,9 +75,13 @@ def us_axis_formatter() -> FuncFormatter:
 
 
 def use_log(values: np.ndarray) -> bool:
-    """Log scale when the values span more than about a decade and a half."""
+    """Log scale when the values span more than about a decade and a half, or when a few
+    outliers lie far beyond the bulk (case 2's idle gaps: most near 170 µs, two launch-bound
+    gaps near 2.5 ms), which a linear axis would squash the bulk against."""
     v = values[np.isfinite(values) & (values > 0)]
-    return len(v) > 1 and v.max() / max(v.min(), 1.0) > 30
+    if len(v) < 2:
+        return False
+    return bool(v.max() / max(v.min(), 1.0) > 30 or v.max() > 6 * max(np.median(v), 1.0))
 
 
 def fig_ax(ax: Any, figsize: tuple[float, float]) -> tuple[Figure, Any, bool]:

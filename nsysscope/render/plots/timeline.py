@@ -27,9 +27,12 @@ from .style import (
     BLOCK_LABELS,
     CLASS_COLORS,
     COPY_CALL_COLOR,
+    COPY_CALL_EDGE,
     EAGER_COLOR,
     GRAPH_COLOR,
     IDLE_COLOR,
+    LEGEND_COLUMNS,
+    LEGEND_SIZE,
     NVTX_COLORS,
     OTHER_CALL_COLOR,
     STALLS,
@@ -43,7 +46,8 @@ _BAR_H = 0.72
 _MAX_NVTX_ROWS = 4
 _MAX_THREADS = 6
 _HEALTHY = CLASS_COLORS[LaunchClass.HEALTHY]
-_IDLE_LEGEND = "GPU idle (shaded: coloured by the stall that caused it)"
+_IDLE_LEGEND = "GPU idle (hatched, tinted by the stall that caused it)"
+_BAND_LEGEND = "GPU idle, carried across the host lanes (pale band)"
 
 
 def timeline_figure(views: TraceViews, steps: Sequence[int] | None = None,
@@ -61,12 +65,12 @@ def timeline_figure(views: TraceViews, steps: Sequence[int] | None = None,
         title = _title(views, what, focus)
     ax.set_title(title, loc="left", fontsize=10)
     if own:
-        n_leg = -(-len(info["legend"]) // 4)
-        height = 1.3 + 0.36 * info["rows"] + 0.2 * n_leg + 0.2 * title.count("\n")
+        n_leg = -(-len(info["legend"]) // LEGEND_COLUMNS)
+        height = 1.3 + 0.36 * info["rows"] + 0.24 * n_leg + 0.2 * title.count("\n")
         fig.set_size_inches(13, height)
-        fig.legend(handles=list(info["legend"].values()), loc="lower center", ncol=4,
-                   fontsize=7.5, frameon=False)
-        fig.tight_layout(rect=(0, (0.22 * n_leg + 0.05) / height, 1, 1))
+        fig.legend(handles=list(info["legend"].values()), loc="lower center",
+                   ncol=LEGEND_COLUMNS, fontsize=LEGEND_SIZE, frameon=False)
+        fig.tight_layout(rect=(0, (0.26 * n_leg + 0.05) / height, 1, 1))
     return fig
 
 
@@ -98,6 +102,8 @@ class _Canvas:
     y: dict[str, float] = field(default_factory=dict)
     separators: list[float] = field(default_factory=list)
     legend: dict[str, Any] = field(default_factory=dict)
+    #: per row, the right edge (axis units) of the last free-standing label drawn on it
+    label_end: dict[float, float] = field(default_factory=dict)
 
     @property
     def width(self) -> float:
@@ -230,13 +236,14 @@ def _draw_gaps(c: _Canvas, near: pd.DataFrame, span: float) -> None:
         c.ax.axvspan(a, b, color=color, alpha=0.07, lw=0, zorder=0)
         key = f"gpu:{r.stream}"
         if key in c.y:
-            c.bars(key, a, b, "white", _IDLE_LEGEND, edge=color, hatch="////", lw=0.8,
-                   gid="gpu-idle", z=1)
-            c.legend[_IDLE_LEGEND] = Patch(
-                facecolor="white", edgecolor=IDLE_COLOR, hatch="////",
-                label="GPU idle (hatched, tinted by the stall that caused it)")
+            c.bars(key, a, b, "white", None, edge=color, hatch="////", lw=0.8, gid="gpu-idle",
+                   z=1)
+            c.legend.setdefault(_IDLE_LEGEND, Patch(facecolor="white", edgecolor=IDLE_COLOR,
+                                                    hatch="////", label=_IDLE_LEGEND))
             c.labels(key, a, b, [f"GPU idle {fmt_us(r.gpu_idle_ns / 1e3)}"], color=color,
                      min_chars=14, box="white")
+        c.legend.setdefault(_BAND_LEGEND, Patch(facecolor=IDLE_COLOR, alpha=0.15, lw=0,
+                                                label=_BAND_LEGEND))
 
 
 def _draw_nvtx(c: _Canvas, w: _Window) -> None:
@@ -268,7 +275,7 @@ def _draw_api(c: _Canvas, w: _Window) -> None:
                "other CUDA call (event record...)", gid="api:other")
         cp = part[is_copy]
         c.bars(key, c.x(cp["start_ns"]), c.x(cp["end_ns"]), COPY_CALL_COLOR,
-               "cudaMemcpyAsync call", gid="api:copy")
+               "cudaMemcpyAsync call", gid="api:copy", edge=COPY_CALL_EDGE)
         ln = part[is_launch]
         c.bars(key, c.x(ln["start_ns"]), c.x(ln["end_ns"]), GRAPH_COLOR,
                "cudaGraphLaunch call / graph replay", gid="api:launch")
@@ -304,10 +311,13 @@ def _draw_windows(c: _Canvas, w: _Window) -> None:
         part = near[(near["tid"] == tid) & near["waited"] & (near["block_start_ns"] > c.t0) &
                     (near["api_end_ns"] < c.t1)]
         two = f"win2:{tid}" in c.y
-        for r in part.itertuples():
+        starts = c.x(part["api_end_ns"].to_numpy(dtype=float))
+        rows = list(part.itertuples())
+        for i, r in enumerate(rows):
             color = CLASS_COLORS.get(str(r.klass), _HEALTHY) if r.stall else _HEALTHY
             base = c.y[f"win2:{tid}"] if two and r.launch % 2 else c.y[key]
-            _bracket(c, r, base + 0.22, color)  # the bracket's bar; its ends rise to the top
+            k = i + (2 if two else 1)  # a label beside it stops at the row's next bracket
+            _bracket(c, r, base + 0.22, color, float(starts[k]) if k < len(rows) else c.width)
         if len(part):
             stalled = part["stall"].to_numpy()
             color = CLASS_COLORS.get(str(part.loc[part["stall"], "klass"].iloc[0]), "#555555") \
@@ -317,7 +327,7 @@ def _draw_windows(c: _Canvas, w: _Window) -> None:
                 label="overlap window (launch end to its wait; class colour)")
 
 
-def _bracket(c: _Canvas, r: Any, yy: float, color: str) -> None:
+def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float = np.inf) -> None:
     a, b = float(c.x(r.api_end_ns)), float(c.x(r.block_start_ns))
     c.ax.plot([a, a, b, b], [yy - 0.3, yy, yy, yy - 0.3], color=color, lw=1.6,
               solid_capstyle="butt", zorder=4, gid="window")
@@ -328,9 +338,15 @@ def _bracket(c: _Canvas, r: Any, yy: float, color: str) -> None:
     if vis >= len(txt) + 2:
         c.ax.text((max(a, 0) + min(b, c.width)) / 2, yy - 0.06, txt, ha="center",
                   va="bottom", fontsize=7, color=color, clip_on=True, zorder=6)
-    else:  # too narrow for the text inside: put it to the right of the bracket
-        c.ax.text(b + c.width * 0.004, yy - 0.06, txt, ha="left", va="bottom", fontsize=7,
-                  color=color, clip_on=True, zorder=6)
+        return
+    # too narrow for the text inside: to the right of the bracket, unless that would run
+    # into the previous label on this row (many steps in view) or the next bracket's
+    per_char, x = c.width / c.width_chars * 0.95, b + c.width * 0.004
+    if x < c.label_end.get(yy, -np.inf) or x + len(txt) * per_char > min(c.width, limit):
+        return
+    c.ax.text(x, yy - 0.06, txt, ha="left", va="bottom", fontsize=7, color=color,
+              clip_on=True, zorder=6)
+    c.label_end[yy] = x + (len(txt) + 1) * per_char
 
 
 def _draw_gpu(c: _Canvas, w: _Window, focus: int | None) -> None:

@@ -23,10 +23,33 @@ from ...util.units import us_figure as fmt_us
 from .style import STALLS, ranges
 
 
+def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
+    """For each launch: the host's work between the end of the wait on it and the next launch
+    call (``host_after_ns``), what that takes on a usual stall of its class in the steady state
+    (``usual_after_ns``), the excess (``slow_host_ns``: the host running slower than usual, a
+    GC pause or a hiccup every capture has), and ``stall_cost_ns``: the GPU idle gap without
+    that excess, what the stall itself cost."""
+    L = launches
+    after = (L["next_api_start_ns"] - L["block_end_ns"]).astype(float)
+    usual = pd.Series(np.nan, index=L.index)
+    steady_stalls = L["steady"] & L["stall"] & after.notna()
+    for klass, idx in L[steady_stalls].groupby(L["klass"].astype(str)).groups.items():
+        usual[(L["klass"].astype(str) == klass) & L["stall"]] = float(np.median(after[idx]))
+    slow = (after - usual).clip(lower=0).fillna(0.0).where(L["stall"], 0.0)
+    idle = L["gpu_idle_ns"].astype(float)
+    cost = (idle - slow).clip(lower=0).where(idle.notna())
+    return pd.DataFrame({"host_after_ns": after, "usual_after_ns": usual, "slow_host_ns": slow,
+                         "stall_cost_ns": cost}, index=L.index)
+
+
 def pick_launch(launches: pd.DataFrame, which: str = "worst") -> int | None:
-    """The launch index ``which`` names: ``"worst"`` is the steady-state stall that left the
-    GPU idle longest (or, with no stalls, the longest GPU gap); ``"typical"`` is the steady
-    launch whose GPU gap is closest to the median."""
+    """The launch index ``which`` names.
+
+    ``"worst"``: the steady-state stall that cost the GPU most idle time, counting the stall
+    itself and not the host's own slowness after it (:func:`stall_costs`; a stall the host also
+    slowed down ranks lower); with no stalls, the longest GPU gap. ``"typical"``: a steady
+    launch whose GPU gap is close to the median and whose neighbours (drawn beside it) are
+    typical too: same class as most steady launches, steady, gaps near the median."""
     if launches.empty:
         return None
     steady = launches[launches["steady"] & launches["gpu_idle_ns"].notna()]
@@ -36,13 +59,46 @@ def pick_launch(launches: pd.DataFrame, which: str = "worst") -> int | None:
         return int(launches["launch"].iloc[len(launches) // 2])
     if which == "worst":
         stalls = steady[steady["stall"]]
-        pool = stalls if len(stalls) else steady
-        return int(pool.loc[pool["gpu_idle_ns"].idxmax(), "launch"])
+        if len(stalls):
+            c = stall_costs(launches).loc[stalls.index]
+            # the stall's own cost; of two alike, the one the host did not also slow down
+            score = c["stall_cost_ns"] - c["slow_host_ns"]
+            return int(stalls.loc[score.idxmax(), "launch"])
+        return int(steady.loc[steady["gpu_idle_ns"].idxmax(), "launch"])
     if which == "typical":
-        idle = steady["gpu_idle_ns"].to_numpy()
-        med = np.median(idle)
-        return int(steady["launch"].iloc[int(np.argmin(np.abs(idle - med)))])
+        return _typical(launches, steady)
     raise ValueError(f"which={which!r}: use 'worst' or 'typical'")
+
+
+def _typical(launches: pd.DataFrame, steady: pd.DataFrame) -> int:
+    """The steady launch with the most typical neighbourhood (itself, the two before it, whose
+    gaps its timeline shows, and the one after): each launch's distance from the median gap in
+    units of the gaps' spread, plus a penalty for a neighbour that is warm-up, the last launch
+    or of another class than most steady launches."""
+    idle = launches["gpu_idle_ns"].to_numpy(dtype=float)
+    med = float(np.median(steady["gpu_idle_ns"].to_numpy(dtype=float)))
+    spread = float(np.median(np.abs(steady["gpu_idle_ns"].to_numpy(dtype=float) - med)))
+    dev = np.abs(idle - med) / max(spread, 1000.0)
+    dev[~np.isfinite(dev)] = 50.0
+    klass = launches["klass"].astype(str).to_numpy()
+    usual = steady["klass"].astype(str).mode().iloc[0]
+    odd = (~launches["steady"].to_numpy(dtype=bool)) | (klass != usual)
+    cost = np.minimum(dev, 50.0) + np.where(odd, 50.0, 0.0)
+
+    def shifted(k: int) -> np.ndarray:  # cost of launch i - k (100 beyond either end)
+        out = np.full(len(cost), 100.0)
+        if k > 0:
+            out[k:] = cost[:-k]
+        else:
+            out[:k] = cost[-k:]
+        return out
+
+    # the timeline of launch i shows the gaps after i - 2 (left edge), i - 1 and i; the
+    # launch after it matters less (mostly off the right edge)
+    score = cost + np.maximum(shifted(2), shifted(1)) + 0.5 * shifted(-1)
+    rows = launches.index.get_indexer(steady.index)
+    best = rows[int(np.argmin(score[rows]))]
+    return int(launches["launch"].iloc[best])
 
 
 def _slice(starts: np.ndarray, end_cummax: np.ndarray, t0: float, t1: float) -> slice:
@@ -179,7 +235,7 @@ class TraceViews:
         L = self.analysis.launches
         rows = L[L["launch"].isin(list(ids))]
         if rows.empty:
-            raise ValueError(f"no launches {list(ids)[:5]}... in this trace (0..{len(L) - 1})")
+            raise ValueError(f"no launches {ranges(ids)} in this trace (launches 0-{len(L) - 1})")
         t0 = np.nanmin(rows[["api_start_ns", "gpu_start_ns"]].to_numpy(dtype=float))
         t1 = np.nanmax(rows[["api_end_ns", "gpu_end_ns", "block_end_ns"]].to_numpy(dtype=float))
         return float(t0), float(t1)
@@ -190,12 +246,22 @@ class TraceViews:
         L = self.analysis.launches
         if steps is not None or launches is not None:
             ids = list(launches if launches is not None else steps)
-            span = self._span_of_steps(ids) if launches is None else None
-            what = "steps" if span is not None else "launches"
-            if span is None:
+            if launches is None and not self.steps.empty:
+                span = self._span_of_steps(ids)
+                if span is None:
+                    st = self.steps["step"]
+                    raise ValueError(f"no NVTX steps {ranges(ids)} in this trace (its 'step N' "
+                                     f"ranges run from {int(st.min())} to {int(st.max())}); "
+                                     "pass launches=... for launch indices")
+                return span[0], span[1], None, f"steps {ranges(ids)}"
+            try:
                 span = self._span_of_launches(ids)
-            label = f"{what} {ranges(ids)}"
-            return span[0], span[1], None, label
+            except ValueError as e:
+                if launches is None:  # steps= on a trace without step ranges
+                    raise ValueError(f"this trace has no NVTX 'step N' ranges, so steps= are "
+                                     f"taken as launch indices: {e}") from None
+                raise
+            return span[0], span[1], None, f"launches {ranges(ids)}"
         which = which or "typical"
         focus = pick_launch(L, which)
         if focus is None:
@@ -228,9 +294,10 @@ class TraceViews:
                     text = f" `{src.text.strip()}`" if src.text else ""
                     line = f" at {src.file}:{src.line}{text}"
                     break
-            return (f"After launch #{launch} the host ran {fmt_us(r['window_ns'] / 1e3)} of work, "
-                    f"then blocked{phase}{line} ({chain}) until graph #{launch} finished; only "
-                    f"then could it launch #{launch + 1}: the GPU idled {idle}.")
+            text = (f"After launch #{launch} the host ran {fmt_us(r['window_ns'] / 1e3)} of "
+                    f"work, then blocked{phase}{line} ({chain}) until graph #{launch} finished; "
+                    f"only then could it launch #{launch + 1}: the GPU idled {idle}.")
+            return text + self._slow_host(launch)
         if r["klass"] == LaunchClass.LAUNCH_BOUND:
             return (f"No host wait stalled launch #{launch}, but the next launch came {idle} after "
                     f"the GPU ran dry (host busy{phase}): the host is slower than the GPU here.")
@@ -239,4 +306,36 @@ class TraceViews:
                     f"graph #{launch} ({r['block_name']}{phase}); launch #{launch + 1} was "
                     f"already queued, so the GPU went on after a {idle} gap.")
         return f"The host never waited on launch #{launch}; the GPU gap after it was {idle}."
+
+    @cached_property
+    def costs(self) -> pd.DataFrame:
+        """:func:`stall_costs` of this trace's launches, indexed by launch."""
+        L = self.analysis.launches
+        return stall_costs(L).set_index(L["launch"].to_numpy())
+
+    def _slow_host(self, launch: int) -> str:
+        """The part of a stall's GPU idle time that is the host's own slowness, when it is a
+        real part (over 20 % of the gap and 100 µs), and where the host spent it."""
+        c = self.costs.loc[launch]
+        slow, cost = float(c["slow_host_ns"]), float(c["stall_cost_ns"])
+        if not np.isfinite(slow) or slow < max(1e5, 0.2 * (slow + cost)):
+            return ""
+        r = self.analysis.launches.set_index("launch").loc[launch]
+        where = self._busiest_phase(int(r["tid"]), float(r["block_end_ns"]),
+                                    float(r["next_api_start_ns"]))
+        return (f" Of that, {fmt_us(cost / 1e3)} is the stall (the host's usual "
+                f"{fmt_us(float(c['usual_after_ns']) / 1e3)} of work after such a wait) and "
+                f"{fmt_us(slow / 1e3)} the host running slower than usual{where}, which a "
+                "healthy capture has too.")
+
+    def _busiest_phase(self, tid: int, t0: float, t1: float) -> str:
+        """`` in 'launch' of step 184``: the NVTX phase holding most of [t0, t1] on ``tid``."""
+        nv = self.nvtx.window(t0, t1, "start_ns", "end_ns")
+        nv = nv[(nv["tid"] == tid) & (nv["depth"] == 1)]
+        if nv.empty:
+            return ""
+        overlap = np.minimum(nv["end_ns"], t1) - np.maximum(nv["start_ns"], t0)
+        best = nv.loc[overlap.idxmax()]
+        step = self.step_of(float(best["start_ns"]))
+        return f" in '{best['text']}'" + (f" of step {step}" if step is not None else "")
 

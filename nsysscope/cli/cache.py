@@ -1,0 +1,46 @@
+"""``nsysscope cache info|clear``: the user cache of decompressed traces and exports."""
+
+from __future__ import annotations
+
+import click
+
+from ..trace import cache
+
+
+@click.group("cache")
+def cache_group() -> None:
+    """The cache of decompressed .xz/.gz traces and .nsys-rep exports.
+
+    It lives in $NSYSSCOPE_CACHE (else $XDG_CACHE_HOME/nsysscope, else ~/.cache/nsysscope) and
+    holds at most $NSYSSCOPE_CACHE_MAX (default 2G; 0 for no limit): the least recently used
+    files go first. --no-cache on report, summarize and gate leaves it alone. Exports written
+    beside a report (NAME.nsysscope-cache.sqlite) are not part of it.
+    """
+
+
+@cache_group.command("info")
+def info_command() -> int:
+    """Where the cache is, how many files it holds, their size and the cap."""
+    folder = cache.cache_dir()
+    items = cache.entries(folder)
+    total = sum(c.size for c in items)
+    cap = cache.max_bytes()
+    click.echo(f"folder:  {folder}{'' if folder.is_dir() else '  (not created yet)'}")
+    click.echo(f"files:   {len(items)}")
+    click.echo(f"size:    {cache.human(total)}")
+    click.echo(f"limit:   {cache.human(cap) if cap is not None else 'none'}  "
+               "(NSYSSCOPE_CACHE_MAX; least recently used files are removed first)")
+    for c in reversed(items[-5:]):
+        click.echo(f"  {cache.human(c.size):>9}  {c.path.name}")
+    if len(items) > 5:
+        click.echo(f"  ... and {len(items) - 5} older")
+    return 0
+
+
+@cache_group.command("clear")
+def clear_command() -> int:
+    """Remove every file in the cache folder."""
+    n, size = cache.clear()
+    click.echo(f"removed {n} file{'s' if n != 1 else ''} ({cache.human(size)}) from "
+               f"{cache.cache_dir()}")
+    return 0

@@ -1,0 +1,54 @@
+"""The per-launch table as ``--per-launch FILE.csv|FILE.parquet`` writes it.
+
+The analysis table (:attr:`nsysscope.Analysis.launches`) made readable for a file: internal
+columns (``_*``) dropped, the process id and the operating system's thread id beside nsys's
+global thread id, and copy and memory kinds as names instead of nsys's enum codes. Every column
+is described in ``docs/per-launch.md`` (the tests check that the two agree).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: nsys ENUM_CUDA_MEMCPY_OPER (the same ids in every export schema nsysscope reads)
+COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH",
+              13: "UVM DtoD"}
+#: nsys ENUM_CUDA_MEM_KIND
+MEMORY_KINDS = {0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed",
+                5: "device static", 6: "managed static", 7: "unknown"}
+
+
+def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(pid, OS tid) of nsys global thread ids: ``globalTid = vm << 56 | pid << 24 | tid``."""
+    g = pd.to_numeric(pd.Series(global_tid), errors="coerce").fillna(-1).to_numpy(np.int64)
+    ok = g >= 0
+    return (np.where(ok, (g >> 24) & 0xFFFFFF, -1), np.where(ok, g & 0xFFFFFF, -1))
+
+
+def _names(values: pd.Series, names: dict[int, str]) -> pd.Series:
+    codes = pd.to_numeric(values, errors="coerce")
+    out = codes.map(lambda v: names.get(int(v), f"kind {int(v)}") if pd.notna(v) and v >= 0
+                    else "")
+    return out.astype(object)
+
+
+def per_launch_table(result: Any) -> pd.DataFrame:
+    """The per-launch table of an Analysis (or an OpenTrace), as ``--per-launch`` writes it."""
+    analysis = getattr(result, "analysis", result)
+    df = analysis.launches
+    out = df.drop(columns=[c for c in df.columns if c.startswith("_")]).copy()
+    if "tid" in out.columns:
+        pid, tid = os_ids(out["tid"])
+        at = out.columns.get_loc("tid") + 1
+        out.insert(at, "pid", pid)
+        out.insert(at + 1, "os_tid", tid)
+    if "cause_copy_kind" in out.columns:
+        out["cause_copy_kind"] = _names(out["cause_copy_kind"], COPY_KINDS)
+    for col in ("cause_src_kind", "cause_dst_kind"):
+        if col in out.columns:
+            out[col] = _names(out[col], MEMORY_KINDS)
+    return out

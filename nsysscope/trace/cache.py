@@ -1,0 +1,165 @@
+"""The user cache folder: decompressed ``.xz``/``.gz`` traces and ``.nsys-rep`` exports that
+could not be written beside their report.
+
+Where: ``$NSYSSCOPE_CACHE``, else ``$XDG_CACHE_HOME/nsysscope``, else ``~/.cache/nsysscope``.
+How big: at most ``$NSYSSCOPE_CACHE_MAX`` (``500M``, ``2G``, a number of bytes; ``0`` or
+``none``: no limit), default :data:`DEFAULT_MAX_BYTES`. After each new entry the least
+recently used entries are removed until the folder fits; the entry just written is never
+removed. A file's last use is its access time (set on every cache hit) or, when later, its
+modification time. ``nsysscope cache info`` shows the folder, ``nsysscope cache clear``
+empties it, and ``--no-cache`` (or :func:`disable_cache`) sends one run's files to a temporary
+folder removed when it exits.
+
+Exports written beside a report (``NAME.nsysscope-cache.sqlite``) are the report's, not the
+cache folder's: they are neither counted nor evicted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnreadableInput
+
+#: the default size cap of the cache folder
+DEFAULT_MAX_BYTES = 2 * 1024**3
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
+          "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
+
+_temporary: Path | None = None
+
+
+def cache_dir() -> Path:
+    """``$NSYSSCOPE_CACHE``, else ``$XDG_CACHE_HOME/nsysscope``, else ``~/.cache/nsysscope``;
+    this run's temporary folder after :func:`disable_cache`."""
+    if _temporary is not None:
+        return _temporary
+    if os.environ.get("NSYSSCOPE_CACHE"):
+        return Path(os.environ["NSYSSCOPE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "nsysscope"
+
+
+def cache_disabled() -> bool:
+    return _temporary is not None
+
+
+def disable_cache() -> Path:
+    """Send this process's decompressed and exported files to a fresh temporary folder,
+    removed at exit (``--no-cache``). Existing cache entries are not read either."""
+    global _temporary
+    if _temporary is None:
+        _temporary = Path(tempfile.mkdtemp(prefix="nsysscope-nocache-"))
+        atexit.register(shutil.rmtree, _temporary, ignore_errors=True)
+    return _temporary
+
+
+def max_bytes() -> int | None:
+    """The cache folder's size cap in bytes (None: no cap), from ``$NSYSSCOPE_CACHE_MAX``."""
+    raw = os.environ.get("NSYSSCOPE_CACHE_MAX", "").strip().lower()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    if raw in ("0", "none", "off", "unlimited"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", raw)
+    if not m or m.group(2) not in _UNITS:
+        raise UnreadableInput(f"NSYSSCOPE_CACHE_MAX={raw!r}: give a size such as 500M or 2G "
+                              "(0: no limit)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    path: Path
+    size: int
+    last_used: float  # seconds since the epoch
+
+
+def entries(folder: Path | None = None) -> list[CacheEntry]:
+    """The cache's files, least recently used first (temporary files of runs in progress are
+    left out)."""
+    folder = folder or cache_dir()
+    out = []
+    try:
+        names = list(os.scandir(folder))
+    except OSError:
+        return []
+    for e in names:
+        if e.name.startswith(".") or not e.name.endswith(".sqlite"):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if e.is_file(follow_symlinks=False):
+            out.append(CacheEntry(Path(e.path), st.st_size, max(st.st_atime, st.st_mtime)))
+    return sorted(out, key=lambda c: (c.last_used, c.path.name))
+
+
+def touch(path: Path) -> None:
+    """Mark a cache entry as just used: its access time is set to now, its modification time
+    (when its content was written, which freshness checks compare) is kept."""
+    with contextlib.suppress(OSError):
+        os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))
+
+
+def evict(keep: Path | None = None, limit: int | None = None) -> list[CacheEntry]:
+    """Remove least recently used entries until the folder fits the cap; never ``keep``.
+    Returns what was removed."""
+    if cache_disabled():
+        return []
+    cap = max_bytes() if limit is None else limit
+    if cap is None:
+        return []
+    items = entries()
+    total = sum(c.size for c in items)
+    removed = []
+    for c in items:
+        if total <= cap:
+            break
+        if keep is not None and c.path == keep:
+            continue
+        try:
+            c.path.unlink()
+        except OSError:
+            continue
+        total -= c.size
+        removed.append(c)
+    return removed
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry of the cache folder (and stale temporary files of runs that
+    died); returns (files, bytes) removed."""
+    folder = cache_dir()
+    n = size = 0
+    for c in entries(folder):
+        try:
+            c.path.unlink()
+        except OSError:
+            continue
+        n, size = n + 1, size + c.size
+    now = time.time()
+    for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+        try:
+            if now - tmp.stat().st_mtime > 24 * 3600:  # a run in progress keeps its own
+                tmp.unlink()
+        except OSError:
+            pass
+    return n, size
+
+
+def human(n: float) -> str:
+    """``210.3 MB``: a byte count for people (powers of 1024, as the cap is given)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

@@ -1,0 +1,49 @@
+"""Text for a terminal: how wide it is, and paragraphs wrapped to it.
+
+The terminal reports (``report``, ``gate``) wrap every line to the width of the terminal they
+are printed on: the terminal's own width on a TTY, ``$COLUMNS`` when set, else 80 (a pipe, a
+file, a CI log). Renderers take the width as an argument (default :data:`DEFAULT_WIDTH`), so
+the same result renders the same everywhere unless the CLI passes another width.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import textwrap
+
+DEFAULT_WIDTH = 80
+MIN_WIDTH = 40
+#: a number and its unit stay on one line: ``1.04 ms``, ``5120 B``, ``+2 pp``
+_NUMBER_UNIT = re.compile(r"(\d) (us|µs|ms|s|ns|B|KB|MB|GB|pp|launches|launch)\b")
+_NBSP = "\u00a0"
+
+
+def terminal_width(stream: object = None) -> int:
+    """The width to wrap to: the terminal's on a TTY, ``$COLUMNS`` when set, else 80."""
+    stream = stream if stream is not None else sys.stdout
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return max(MIN_WIDTH, int(cols))
+    try:
+        tty = bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
+        return DEFAULT_WIDTH
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def wrap(text: str, width: int | None, first: str = "", rest: str | None = None) -> list[str]:
+    """``text`` wrapped to ``width`` columns, the first line after ``first``, the others after
+    ``rest`` (default: as many spaces as ``first``). Words are never split, not even at
+    hyphens (``--python-sampling=true`` stays whole), so a path longer than the width makes a
+    long line rather than a broken one."""
+    width = width or DEFAULT_WIDTH
+    rest = " " * len(first) if rest is None else rest
+    glued = _NUMBER_UNIT.sub(lambda m: m.group(1) + _NBSP + m.group(2), text.replace(_NBSP, " "))
+    lines = textwrap.wrap(glued, width=width, initial_indent=first, subsequent_indent=rest,
+                          break_long_words=False, break_on_hyphens=False)
+    return [line.replace(_NBSP, " ") for line in lines] or [first.rstrip()]

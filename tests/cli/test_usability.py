@@ -1,0 +1,345 @@
+"""What a new user tripped over (issue 13): every refusal is one line with a documented exit
+code, checked before the analysis where it can be; formats follow file names; the cache has a
+cap and a command; ``--version`` is fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from nsysscope.cli import cli
+from nsysscope.errors import EXIT_CODES, NothingSteady
+from nsysscope.render.json_ import render as summary_json
+
+
+def run(*args: object, **kw):
+    return CliRunner().invoke(cli, [str(a) for a in args], **kw)
+
+
+def one_error_line(r, code: int) -> str:
+    """The result's single stderr line, after checking the exit code and that it is one line."""
+    assert r.exit_code == code, (r.exit_code, r.output, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("nsysscope: error: ")
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _empty_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml above changes the gate's thresholds
+
+
+# -- click's usage errors: one line, exit 2 ----------------------------------------------------
+
+@pytest.mark.parametrize("args, words", [
+    (["report"], "Missing argument 'TRACE...'"),
+    (["report", "--bogus", "x"], "No such option '--bogus'"),
+    (["bogus"], "No such command 'bogus'"),
+    (["report", "--warmup", "abc", "x"], "'abc' is not a valid integer"),
+    (["report", "--warmup", "-3", "x"], "-3 is not in the range x>=0"),
+    (["report", "--launch-bound-us", "-5", "x"], "-5.0 is not in the range x>0"),
+    (["report", "--launch-bound-us", "0", "x"], "0.0 is not in the range x>0"),
+    (["report", "--format", "pdf", "x"], "'pdf' is not one of"),
+    (["gate", "a.json"], "Missing argument 'CANDIDATE'"),
+    (["summarize", "--warmup", "-1", "x"], "-1 is not in the range x>=0"),
+    (["report", "--source-root", "/nonexistent-nsysscope", "x"],
+     "Directory '/nonexistent-nsysscope' does not exist"),
+])
+def test_usage_errors_are_one_line(args, words):
+    line = one_error_line(run(*args), 2)
+    assert words in line and "--help" in line
+
+
+def test_bare_command_shows_help_with_every_exit_code():
+    r = run()
+    assert r.exit_code == 2 and "Commands:" in r.output
+    r = run("--help")
+    assert r.exit_code == 0
+    for code, text in EXIT_CODES:
+        assert f" {code:>2}  {text}\n" in r.output
+
+
+def test_gate_help_lists_every_exit_code():
+    r = run("gate", "--help")
+    text = " ".join(r.output.split())
+    for code in (0, 1, 2, 3, 4, 5, 6, 7, 8):
+        meaning = dict(EXIT_CODES)[code]
+        assert f"{code} {' '.join(meaning.split())}" in text, code
+
+
+# -- nothing steady to judge: exit 8, and no summary written -----------------------------------
+
+def test_warmup_past_the_launches_is_nothing_steady(sample_path, tmp_path):
+    trace = sample_path("case1")
+    line = one_error_line(run("report", trace, "--warmup", "400"), NothingSteady.exit_code)
+    assert "nothing steady to judge: --warmup 400 leaves no steady launch (300 graph " \
+           "launches, 300 warm-up" in line
+    out = tmp_path / "s.json"
+    one_error_line(run("summarize", trace, "--warmup", "400", "-o", out), 8)
+    assert not out.exists()
+    assert NothingSteady.exit_code == 8 and 8 in dict(EXIT_CODES)
+
+
+# -- outputs: checked before analysing, failures are one line ----------------------------------
+
+def test_per_launch_to_a_missing_folder_is_exit_2(sample_path, tmp_path, monkeypatch):
+    import nsysscope.cli.report as report
+
+    def no_analysis(*a, **k):  # the path is checked before any analysis
+        raise AssertionError("analysed before checking the output path")
+    monkeypatch.setattr(report, "analyze", no_analysis)
+    line = one_error_line(run("report", sample_path("case1"), "--per-launch",
+                              tmp_path / "missing" / "x.csv"), 2)
+    assert line.endswith(f"--per-launch {tmp_path / 'missing' / 'x.csv'}: cannot write: no such "
+                         f"folder {tmp_path / 'missing'}")
+    line = one_error_line(run("report", sample_path("case1"), "-o",
+                              tmp_path / "missing" / "r.txt"), 2)
+    assert "cannot write: no such folder" in line
+    one_error_line(run("report", sample_path("case1"), "--per-launch", tmp_path / "x.tsv"), 2)
+
+
+def test_per_launch_write_failure_is_exit_2(sample_path, tmp_path, monkeypatch):
+    def fail(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(pd.DataFrame, "to_csv", fail)
+    line = one_error_line(run("report", sample_path("case1"), "--per-launch", tmp_path / "x.csv"),
+                          2)
+    assert line.endswith("x.csv: cannot write: Permission denied")
+
+
+def test_parquet_without_pyarrow_fails_first_naming_the_extra(sample_path, tmp_path,
+                                                              monkeypatch):
+    import importlib.util
+
+    import nsysscope.cli.report as report
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("pyarrow", "fastparquet")
+                        else real(name, *a))
+    monkeypatch.setattr(report, "analyze", lambda *a, **k: pytest.fail("analysed first"))
+    line = one_error_line(run("report", sample_path("case1"), "--per-launch",
+                              tmp_path / "x.parquet"), 2)
+    assert "writing parquet needs pyarrow: pip install 'nsysscope[parquet]'" in line
+
+
+def test_per_launch_table_names_processes_threads_and_copy_kinds(sample_path, tmp_path):
+    out = tmp_path / "launches.csv"
+    r = run("report", sample_path("case2"), "--per-launch", out, "-o", tmp_path / "r.txt")
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out)
+    cols = list(df.columns)
+    assert cols[cols.index("tid") + 1: cols.index("tid") + 3] == ["pid", "os_tid"]
+    assert (df["pid"] == (df["tid"] // (1 << 24)) % (1 << 24)).all()
+    assert (df["os_tid"] == df["tid"] % (1 << 24)).all()
+    stalls = df[df["klass"] == "cpu_to_gpu"]
+    assert set(stalls["cause_copy_kind"]) == {"HtoD"}
+    assert set(stalls["cause_src_kind"]) == {"pageable"}
+    assert set(stalls["cause_dst_kind"]) == {"device"}
+    documented = Path(__file__).resolve().parents[2] / "docs" / "per-launch.md"
+    text = documented.read_text(encoding="utf-8")
+    missing = [c for c in cols if f"`{c}`" not in text]
+    assert not missing, f"columns not in docs/per-launch.md: {missing}"
+
+
+@pytest.mark.parametrize("name, fmt, starts", [
+    ("r.html", "html", "<!DOCTYPE html>"), ("r.json", "json", "{"),
+    ("r.md", "markdown", "## nsysscope"), ("r.txt", "text", "nsysscope report: "),
+])
+def test_report_format_follows_the_file_name(name, fmt, starts, tmp_path):
+    out = tmp_path / name
+    r = run("report", _trace("case1"), "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert out.read_text(encoding="utf-8").startswith(starts)
+    other = "json" if fmt != "json" else "text"
+    line = one_error_line(run("report", _trace("case1"), "-o", out, "--format", other), 2)
+    assert f"-o {out} names" in line and f"but --format {other} was given" in line
+    assert run("report", _trace("case1"), "-o", out, "--format", fmt).exit_code == 0
+
+
+def test_gate_format_follows_the_file_name_and_writes_several(summary_file, tmp_path):
+    base, cand = summary_file("healthy"), summary_file("case2")
+    r = run("gate", base, cand, "-o", tmp_path / "g.xml")
+    assert r.exit_code == 1
+    assert (tmp_path / "g.xml").read_text().startswith("<?xml")
+    assert r.stdout.startswith("nsysscope gate: REGRESSION")
+    one_error_line(run("gate", base, cand, "-o", tmp_path / "g.xml", "--format", "markdown"), 2)
+    one_error_line(run("gate", base, cand, "--junit", tmp_path / "g.md"), 2)
+    r = run("gate", base, cand, "--markdown", tmp_path / "g.md", "--junit", tmp_path / "j.xml",
+            "--html", tmp_path / "g.html", "--json", tmp_path / "g.json")
+    assert r.exit_code == 1
+    assert r.stdout.startswith("nsysscope gate: REGRESSION") and "metric" in r.stdout
+    assert (tmp_path / "g.md").read_text().startswith("<!-- nsysscope-gate -->")
+    assert (tmp_path / "j.xml").read_text().startswith("<?xml")
+    assert (tmp_path / "g.html").read_text().startswith("<!DOCTYPE html>")
+    assert json.loads((tmp_path / "g.json").read_text())["exit_code"] == 1
+
+
+# -- misleading messages -------------------------------------------------------------------------
+
+def test_summary_with_only_a_schema_key(tmp_path, summary_file):
+    bad = tmp_path / "only.json"
+    bad.write_text('{"schema": "nsysscope.summary/1"}')
+    line = one_error_line(run("gate", bad, summary_file("healthy")), 2)
+    assert line == (f"nsysscope: error: {bad}: an incomplete nsysscope summary: no trace, "
+                    "verdict, overlap_ok, launches and 13 more; write it with 'nsysscope "
+                    "summarize TRACE -o FILE.json'")
+
+
+def test_nsys_that_is_not_nsys(tmp_path):
+    rep = tmp_path / "tiny.nsys-rep"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "nsys2025.3_tiny_redacted.nsys-rep",
+                rep)
+    true = shutil.which("true")
+    line = one_error_line(run("report", rep, "--nsys", true), 6)
+    assert f"{true} does not look like nsys" in line and "unknown" not in line
+
+
+def test_existing_export_beside_the_report_is_used(tmp_path, sample_path, monkeypatch):
+    rep = tmp_path / "run.nsys-rep"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "nsys2025.3_tiny_redacted.nsys-rep",
+                rep)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nsys anywhere
+    monkeypatch.delenv("NSYS", raising=False)
+    one_error_line(run("report", rep), 6)
+    from nsysscope.trace import resolve
+    export = tmp_path / "run.sqlite"
+    shutil.copy(resolve(sample_path("case1")), export)
+    old = time.time() - 3600
+    os.utime(export, (old, old))  # older than the report: not used, and the message says so
+    line = one_error_line(run("report", rep), 6)
+    assert "run.sqlite beside it is older than the report" in line
+    os.utime(export)
+    r = run("report", rep)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.strip() == ("nsysscope: note: reading run.sqlite, the export beside "
+                                "run.nsys-rep (newer than the report)")
+    assert "OVERLAP BROKEN" in r.stdout
+
+
+def test_single_trace_with_batch_options_says_so(sample_path):
+    r = run("report", sample_path("case1"), "-j", "4")
+    assert r.exit_code == 0
+    assert r.stderr.strip() == ("nsysscope: note: -j applies to several traces; one trace is "
+                                "analysed here, in this process")
+    assert r.stdout.startswith("nsysscope report: ")  # the one-trace report, not the table
+
+
+def test_unreachable_scheduler_fails_fast(sample_path):
+    t0 = time.monotonic()
+    line = one_error_line(run("report", sample_path("case1"), sample_path("case2"),
+                              "--scheduler", "tcp://127.0.0.1:9"), 2)
+    assert time.monotonic() - t0 < 10
+    assert "cannot reach the Dask scheduler (127.0.0.1:9:" in line
+
+
+# -- the cache -----------------------------------------------------------------------------------
+
+def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
+    from nsysscope.trace import cache
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSYSSCOPE_CACHE", str(folder))
+    r = run("cache", "info")
+    assert r.exit_code == 0 and "files:   0" in r.output and "limit:   2.0 GB" in r.output
+    # one decompressed sample is ~7.5 MB: a 10 MB cap keeps one
+    monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "10M")
+    for name in ("healthy", "case1"):
+        assert run("summarize", sample_path(name), "-o", tmp_path / f"{name}.json").exit_code == 0
+    names = [c.path.name for c in cache.entries(folder)]
+    assert len(names) == 1 and names[0].startswith("h200_case1_300-")
+    r = run("cache", "info")
+    assert "files:   1" in r.output and "limit:   10.0 MB" in r.output
+    r = run("cache", "clear")
+    assert r.exit_code == 0 and r.output.startswith("removed 1 file (")
+    assert cache.entries(folder) == []
+    # --no-cache leaves the cache folder alone (a subprocess: the switch lasts a process)
+    p = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", "--no-cache",
+                        str(sample_path("healthy")), "-o", str(tmp_path / "h.json")],
+                       capture_output=True, text=True, env={**os.environ}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert cache.entries(folder) == []
+    monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "lots")
+    one_error_line(run("cache", "info"), 2)
+
+
+# -- --version is fast: no pandas, numpy or matplotlib ------------------------------------------
+
+def test_version_imports_nothing_heavy():
+    code = ("import sys; from nsysscope.cli import main; sys.argv = ['nsysscope', '--version']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout + p.stderr
+
+
+_SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _trace(name: str) -> Path:
+    return _SAMPLES / {"case1": "h200_case1_300.sqlite.xz"}[name]
+
+
+@pytest.fixture(scope="module")
+def summary_file(analysed, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("summaries")
+
+    def get(name: str) -> Path:
+        out = folder / f"{name}.json"
+        if not out.exists():
+            out.write_text(summary_json(analysed(name).summary), encoding="utf-8")
+        return out
+    return get
+
+
+# -- the README says what the commands do --------------------------------------------------------
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_lists_every_exit_code_and_the_ci_snippet_every_gate_code():
+    for code, _ in EXIT_CODES:
+        assert f"\n| {code} | " in README, code
+    snippet = README[README.index("name: overlap-gate"):README.index("**Pull requests from forks")]
+    comments = " ".join(line.strip().lstrip("#") for line in snippet.splitlines()
+                        if line.strip().startswith("#"))
+    for code in range(9):
+        assert f"{code} " in comments, code
+    assert "pip install nsysscope" not in README and "git+https://" in snippet
+    assert "<!-- nsysscope-gate -->" in snippet and "--edit-last" not in snippet
+    assert "--markdown gate.md --junit gate.xml --html gate.html" in snippet
+
+
+def test_readme_starts_with_capture_and_documents_the_extras():
+    sections = [line for line in README.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## Capture your engine"
+    for extra in ("[parquet]", "[notebook]", "[dask]"):
+        assert f"`{extra}`" in README
+    assert "--capture-range=cudaProfilerApi" in README and "--delay" in README
+    assert "`cuda_memcpy_async`" in README and "`cuda_api_sync`" in README
+
+
+def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
+    from nsysscope.trace import cache
+    monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
+    files = []
+    for i, name in enumerate(("a", "b", "c")):
+        f = tmp_path / f"{name}.sqlite"
+        f.write_bytes(b"x" * 1024)
+        os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+        files.append(f)
+    mtime = files[0].stat().st_mtime_ns
+    cache.touch(files[0])  # a cache hit: "a" is now the most recently used ...
+    assert files[0].stat().st_mtime_ns == mtime  # ... and its content time is kept
+    removed = cache.evict(keep=files[2], limit=2048)
+    assert [c.path.name for c in removed] == ["b.sqlite"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "c.sqlite"]

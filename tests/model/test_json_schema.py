@@ -1,0 +1,80 @@
+"""The summary JSON's reference (docs/json.md) and schema (docs/summary.schema.json), checked
+against what nsysscope really writes (issue 13)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from nsysscope.cli import cli
+from nsysscope.model import Summary
+from nsysscope.model.summary import Distributions, Percentiles, SourceLine, StallSite, TraceInfo
+from nsysscope.render.json_ import render as summary_json
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text(encoding="utf-8"))
+REFERENCE = (ROOT / "docs" / "json.md").read_text(encoding="utf-8")
+
+
+def validate(d: dict) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(d)
+
+
+def test_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("golden", ["healthy.json", "case1.json", "case2.json"])
+def test_golden_reports_follow_the_schema(golden):
+    validate(json.loads((ROOT / "tests" / "golden" / golden).read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("name", ["case1_py", "case2_cpubound", "both", "healthy_long"])
+def test_sample_summaries_follow_the_schema(analysed, name):
+    d = json.loads(summary_json(analysed(name).summary))
+    validate(d)
+    if name == "case1_py":  # a site with its Python source line
+        assert d["sites"][0]["source"]["line"] > 0
+
+
+def test_summarize_and_report_json_are_the_same_object(sample_path, tmp_path):
+    a, b = tmp_path / "s.json", tmp_path / "r.json"
+    trace = str(sample_path("case2"))
+    assert CliRunner().invoke(cli, ["summarize", trace, "-o", str(a)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["report", trace, "-o", str(b)]).exit_code == 0  # from .json
+    assert a.read_bytes() == b.read_bytes()
+    validate(json.loads(a.read_text(encoding="utf-8")))
+
+
+def test_schema_rejects_what_is_not_a_summary(analysed):
+    d = json.loads(summary_json(analysed("case1").summary))
+    for broken in ({k: v for k, v in d.items() if k != "trace"}, {**d, "launches": -1},
+                   {**d, "schema": "nsysscope.gate/1"}, {**d, "gpu_busy": 1.5}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+    validate({**d, "a_key_from_a_newer_minor_version": [1, 2]})  # additions are allowed
+
+
+def _required(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.name != "extra" and
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
+@pytest.mark.parametrize("cls, where", [
+    (Summary, SCHEMA), (TraceInfo, SCHEMA["properties"]["trace"]),
+    (StallSite, SCHEMA["$defs"]["site"]), (SourceLine, SCHEMA["$defs"]["source"]),
+    (Distributions, SCHEMA["$defs"]["distributions"]),
+    (Percentiles, SCHEMA["$defs"]["percentiles"]),
+])
+def test_schema_and_reference_name_every_field(cls, where):
+    """A field added to the model must be added to the schema and to docs/json.md."""
+    fields = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+    assert set(_required(cls)) <= set(where["required"]) | {"schema"}
+    assert set(fields) <= set(where.get("properties", {})) | {"p10", "p50", "p90"}
+    missing = [f for f in fields if f"`{f}`" not in REFERENCE]
+    assert not missing, f"fields not described in docs/json.md: {missing}"

@@ -1,0 +1,95 @@
+"""How the reports read (issue 13): every line fits the terminal, one unit style, the words
+defined, launch-bound gaps apart from stalls, Markdown code spans as HTML code."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from click.testing import CliRunner
+
+from nsysscope import AnalysisConfig, analyze, load
+from nsysscope.cli import cli
+from nsysscope.gate import compare
+from nsysscope.model import registry
+from nsysscope.render.html.page import inline
+from nsysscope.util.text import terminal_width, wrap
+from nsysscope.util.units import plural, times_in
+
+
+@pytest.mark.parametrize("name", ["healthy", "case1", "case2", "case1_py", "both"])
+def test_text_report_fits_80_columns(analysed, name):
+    out = registry.render("report", "text", analysed(name))
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    narrow = registry.render("report", "text", analysed(name), width=60)
+    too_long = [ln for ln in narrow.splitlines() if len(ln) > 60 and "/" not in ln]
+    assert not too_long  # only a path longer than the width may overflow
+
+
+def test_gate_text_fits_80_columns(analysed):
+    r = compare(analysed("healthy"), analysed("case2"))
+    out = registry.render("gate", "text", r)
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "Each check's threshold" in out  # the table split in two to fit
+    wide = registry.render("gate", "text", r, width=200)
+    assert "threshold" in wide.splitlines()[wide.splitlines().index("") + 4]
+    assert "leave host pauses out" in out  # where gate and report numbers differ, and why
+
+
+def test_cli_wraps_to_80_when_not_a_tty(sample_path, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    r = CliRunner().invoke(cli, ["report", str(sample_path("case2"))])
+    assert r.exit_code == 0
+    assert max(len(ln) for ln in r.stdout.splitlines()) <= 80
+    assert terminal_width() == 80
+    monkeypatch.setenv("COLUMNS", "120")
+    assert terminal_width() == 120
+
+
+def test_one_unit_style(analysed):
+    case2 = analysed("case2")
+    assert "1918.05 us" in case2.summary.verdict  # the analysis's own sentence ...
+    out = registry.render("report", "text", case2)
+    assert "1918.05 us" not in out and "median overlap window 1.92 ms" in out  # ... as shown
+    assert times_in("window 185.77 us, gap 30.6 us, 2.5 ms") == \
+        "window 185.8 us, gap 30.6 us, 2.5 ms"
+
+
+def test_words(analysed):
+    out = registry.render("report", "text", analysed("case2"))
+    assert "1 launches" not in out and "#2 cpu_to_gpu: 1 launch, " in out
+    assert "host never waited           2  (no host call waited on their GPU work)" in out
+    assert plural(1, "launch", "launches") == "1 launch"
+    healthy = registry.render("report", "text", analysed("healthy"))
+    assert "Top stall sites" not in healthy  # its two launch-bound gaps are not stalls
+    assert "Launch-bound gaps: 2 launches with no stall" in healthy
+    md = registry.render("report", "markdown", analysed("healthy"))
+    assert "### Stall sites" not in md and "### Launch-bound gaps" in md
+
+
+def test_missing_source_text_says_source_root(sample_path, tmp_path):
+    a = analyze(load(sample_path("case1_py")), AnalysisConfig(source_root=str(tmp_path)))
+    assert a.summary.sites[0].source.text is None
+    for fmt in ("text", "markdown", "html"):
+        out = registry.render("report", fmt, a.summary)
+        assert "source file not found here: pass --source-root DIR" in " ".join(out.split())
+
+
+def test_html_notes_show_code_spans(analysed):
+    page = registry.render("report", "html", analysed("case1").summary)
+    assert "<code>nsys export --type sqlite --include-json true</code>" in page
+    assert "`nsys export" not in page
+    assert inline("a `<b>` c") == "a <code>&lt;b&gt;</code> c"
+
+
+def test_wrap_keeps_numbers_with_units_and_flags_whole():
+    lines = wrap("x" * 60 + " mean block 2.75 ms and --python-sampling=true", 70)
+    assert "2.75 ms" in " ".join(lines) and all("--python-sampling=true" in ln or
+                                                "--python" not in ln for ln in lines)
+    assert wrap("", 80, "  - ") == ["  -"]
+
+
+def test_summary_renders_identically_with_a_renamed_path(analysed):
+    s = analysed("case1").summary
+    t = dataclasses.replace(s, trace=dataclasses.replace(s.trace, path="x.sqlite"))
+    assert registry.render("report", "text", t).startswith("nsysscope report: x.sqlite  (")
