@@ -670,37 +670,24 @@ def python_stacks(c: _Collector, api: pd.DataFrame, origin: float) -> PythonSamp
     if not len(py):
         return PythonSamples.none(NO_STACKS)
     start, end = _ns(py["ts"], py["dur"], origin)
-    gtid, code = py["gtid"], py["name"]
-    names = list(c.py_names)
-    parsed = [_py_frame(str(n)) for n in names]
+    code = py["name"]
+    parsed = [_py_frame(str(n)) for n in c.py_names]
     builtin = np.array([p is None for p in parsed], dtype=bool)
-    # per thread, by start; an enclosing range first when two start together
-    order = np.lexsort((-end, start, gtid))
-    start, end, gtid, code = start[order], end[order], gtid[order], code[order]
-    parent = _parents(start, end, gtid)
     t = api["start_ns"].to_numpy() + (api["end_ns"].to_numpy() - api["start_ns"].to_numpy()) // 2
     tids = api["tid"].to_numpy()
     s_sample, s_tid, s_time = [], [], []
     f_sample, f_depth, f_code = [], [], []
-    for sid, (tid, when) in enumerate(zip(tids.tolist(), t.tolist(), strict=True)):
-        lo = int(np.searchsorted(gtid, tid, side="left"))
-        hi = int(np.searchsorted(gtid, tid, side="right"))
+    for sid, stack in enumerate(enclosing_stacks(start, end, py["gtid"], t, tids)):
         s_sample.append(sid)
-        s_tid.append(tid)
-        s_time.append(when)
-        if lo == hi:
-            continue
-        j = lo + int(np.searchsorted(start[lo:hi], when, side="right")) - 1
-        while j >= lo and end[j] < when:
-            j = parent[j]
+        s_tid.append(int(tids[sid]))
+        s_time.append(int(t[sid]))
         depth = 0
-        while j >= 0:
+        for j in stack:
             if not builtin[code[j]]:
                 f_sample.append(sid)
                 f_depth.append(depth)
                 f_code.append(code[j])
                 depth += 1
-            j = parent[j]
     samples = pd.DataFrame({"sample": np.asarray(s_sample, dtype=np.int64),
                             "tid": np.asarray(s_tid, dtype=np.int64),
                             "time_ns": np.asarray(s_time, dtype=np.int64),
@@ -717,6 +704,28 @@ def python_stacks(c: _Collector, api: pd.DataFrame, origin: float) -> PythonSamp
         "line": lines[fc] if len(fc) else np.zeros(0, dtype=np.int64),
         "function": pd.Categorical(np.asarray(funcs, dtype=object)[fc] if len(fc) else [])})
     return PythonSamples(OK, samples, frames, marks=len(samples))
+
+
+def enclosing_stacks(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, times: np.ndarray,
+                     tids: np.ndarray) -> Iterator[list[int]]:
+    """For each (thread ``tids[k]``, time ``times[k]``): the indices of the ranges
+    (``start``, ``end``, ``gtid``: python_function ranges in any order) that enclose it on
+    that thread, innermost first (empty where none does)."""
+    order = np.lexsort((-end, start, gtid))  # per thread, by start; enclosing range first
+    start, end, gtid = start[order], end[order], gtid[order]
+    parent = _parents(start, end, gtid)
+    for tid, when in zip(tids.tolist(), times.tolist(), strict=True):
+        lo = int(np.searchsorted(gtid, tid, side="left"))
+        hi = int(np.searchsorted(gtid, tid, side="right"))
+        stack: list[int] = []
+        if lo < hi:
+            j = lo + int(np.searchsorted(start[lo:hi], when, side="right")) - 1
+            while j >= lo and end[j] < when:
+                j = int(parent[j])
+            while j >= 0:
+                stack.append(int(order[j]))
+                j = int(parent[j])
+        yield stack
 
 
 def _py_frame(name: str) -> tuple[str, int, str] | None:

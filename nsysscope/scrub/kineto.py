@@ -1,0 +1,448 @@
+"""Scrub a torch.profiler (Kineto) JSON trace: paths and host names out, the analysis kept.
+
+What a Kineto trace gives away, and what it becomes:
+
+``abs_path``
+    Absolute paths in any string: ``traceName`` (the path the trace was written to), and
+    ``python_function`` names when the profiled code ran from absolute paths
+    (``/opt/venv/lib/python3.12/site-packages/torch/cuda/graphs.py(137): replay``). They are
+    rewritten exactly as the nsys scrub rewrites them (:func:`~.policy.rewrite_path`):
+    ``<site-packages>/torch/cuda/graphs.py``, ``<stdlib>/json/encoder.py``, a path of the
+    program's own relative to its working directory (``engine_under_test/sampler.py``), any
+    other ``<path>/<basename>``. The working directory is derived from the data: the common
+    folder of the absolute ``.py`` files that are not library files, walked up while it is a
+    package (its ``__init__.py`` was recorded). Relative paths (what torch >= 2 records for
+    everything on ``sys.path``) are kept: they name no machine.
+``host``
+    The host name: torch >= 2.10 writes it as ``host_name`` at the top of the file, and
+    ``tensorboard_trace_handler`` (which sglang and vLLM use) names each file
+    ``{hostname}_{pid}.{time}.pt.trace.json``, and that name is in ``traceName``. Wherever it
+    recurs as a whole word in any string it becomes ``host``.
+``user``
+    A ``/home/NAME/`` or ``/Users/NAME/`` in any path: NAME becomes ``user`` wherever it recurs
+    as a whole word (paths are rewritten anyway).
+
+Kept: every timestamp, id and number, event names (CUDA API, kernels, copies, ranges), GPU
+properties (``deviceProperties``: model names, no serial numbers), process and thread names
+(``python3``) once scrubbed as above.
+
+``slim`` (only when asked) also drops the ``python_function`` events that enclose none of the
+CUDA calls the analysis uses (graph launches, syncs, copies, event records and queries, stream
+waits): a Python loop's ``len()``/``dict.get`` calls are ~80 % of a trace's events and say
+nothing about a stall. The events that enclose such a call are kept with all their ancestors,
+so the stack nsysscope attributes each stall to is unchanged.
+
+The output is written to a temporary file next to the destination and renamed over it;
+``.gz`` destinations are gzip-compressed (level 9, no name or time in the header, so the same
+input gives the same bytes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..trace.kineto import JsonStream, enclosing_stacks, open_text
+from ..trace.load import _wanted_api
+from ..trace.schema import api_base_name
+from .policy import HOST_PLACEHOLDER, USER_PLACEHOLDER, Leak, PathLike, ScrubError, rewrite_path
+
+# an absolute path, as the nsys scrub finds them (policy._PATH)
+_PATH = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
+_KEEP = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
+_LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
+_HOME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
+#: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
+_WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
+_PY_FILE = re.compile(r"^(/.*\.py)\(\d+\): ")
+_GENERIC = frozenset({"", "host", "localhost", "user", "root", "nobody"})
+
+
+@dataclass(frozen=True)
+class KinetoScrubResult:
+    """What :func:`scrub_kineto` did."""
+
+    src: Path
+    dst: Path
+    working_dir: str | None
+    hosts: tuple[str, ...]
+    users: tuple[str, ...]
+    events_in: int
+    events_out: int
+    strings_rewritten: int
+    kinds: dict[str, int] = field(default_factory=dict)
+    #: python_function events dropped by ``slim``
+    dropped: int = 0
+
+
+@dataclass
+class _Context:
+    working_dir: str | None = None
+    hosts: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    # for slim: every python_function in file order, and the CUDA calls that matter
+    py: list[list[float]] = field(default_factory=lambda: [[], [], []])
+    calls: list[list[float]] = field(default_factory=lambda: [[], [], []])
+    py_files: set[str] = field(default_factory=set)
+    events: int = 0
+
+
+def _gtid(e: dict) -> int:
+    pid, tid = e.get("pid"), e.get("tid")
+    try:
+        return (int(pid) << 24) | (int(tid) & 0xFFFFFF)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return -1
+
+
+def _times(e: dict) -> tuple[float, float]:
+    try:
+        return float(e["ts"]), float(e.get("dur") or 0.0)
+    except (KeyError, TypeError, ValueError):
+        return float("nan"), float("nan")
+
+
+def _stream(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-def]
+    """One pass: ``on_field(key, value)`` for top-level fields, ``on_event(e)`` per event
+    (``on_field("traceEvents", None)`` where the events array starts)."""
+    try:
+        with open_text(path) as f:
+            s = JsonStream(f, path)
+            first = s.top()
+            if first == "[":
+                on_field("traceEvents", None)
+                s.events(on_event)
+            elif first == "{":
+                for key in s.fields():
+                    if key == "traceEvents" and s.is_array():
+                        on_field(key, None)
+                        s.events(on_event)
+                    else:
+                        on_field(key, s.value())
+            else:
+                raise ScrubError(f"{path}: not a torch.profiler JSON trace")
+    except OSError as e:
+        raise ScrubError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _survey(src: Path, slim: bool) -> _Context:
+    """Pass 1: the working directory, host and user names, and (slim) what to keep."""
+    ctx = _Context()
+    trace_names: list[str] = []
+    named_hosts: set[str] = set()
+    homes: Counter[str] = Counter()
+    wanted: dict[str, bool] = {}
+
+    def on_field(key: str, value: Any) -> None:
+        if key == "traceName" and isinstance(value, str):
+            trace_names.append(value)
+        if key.lower().replace("_", "") == "hostname" and isinstance(value, str) and \
+                value.strip() not in _GENERIC:
+            named_hosts.add(value.strip())
+        for text in _strings(value):
+            homes.update(_HOME.findall(text))
+
+    def on_event(e: Any) -> None:
+        ctx.events += 1
+        if type(e) is not dict:
+            return
+        cat = e.get("cat")
+        name = e.get("name")
+        if cat == "python_function":
+            if isinstance(name, str):
+                m = _PY_FILE.match(name)
+                if m:
+                    ctx.py_files.add(m.group(1))
+            if slim:
+                ts, dur = _times(e)
+                ctx.py[0].append(ts)
+                ctx.py[1].append(ts + dur)
+                ctx.py[2].append(_gtid(e))
+        elif slim and cat in ("cuda_runtime", "cuda_driver", "runtime", "driver") \
+                and isinstance(name, str):
+            w = wanted.get(name)
+            if w is None:
+                w = wanted[name] = _wanted_api(api_base_name(name))
+            if w:
+                ts, dur = _times(e)
+                ctx.calls[0].append(ts)
+                ctx.calls[1].append(ts + dur)
+                ctx.calls[2].append(_gtid(e))
+        if isinstance(name, str) and "/" in name:
+            homes.update(_HOME.findall(name))
+        args = e.get("args")
+        if type(args) is dict and cat == "Trace":
+            for text in _strings(args):
+                homes.update(_HOME.findall(text))
+
+    _stream(src, on_field, on_event)
+    ctx.working_dir = _working_dir(ctx.py_files)
+    hosts = set(named_hosts)
+    for name in trace_names:
+        m = _WORKER.match(os.path.basename(name))
+        if m and m.group("host") not in _GENERIC:
+            hosts.add(m.group("host"))
+    ctx.hosts = tuple(sorted(hosts))
+    ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC))
+    return ctx
+
+
+def _whole_word(word: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9_\-])")
+
+
+def _working_dir(files: set[str]) -> str | None:
+    """The program's working directory, from the absolute ``.py`` files of its stacks."""
+    own = sorted(f for f in files if not _LIBRARY.search(f) and not f.startswith(_KEEP))
+    if not own:
+        return None
+    common = os.path.dirname(os.path.commonpath(own)) if len(own) == 1 else os.path.commonpath(own)
+    while common not in ("", "/") and f"{common}/__init__.py" in files:
+        common = os.path.dirname(common)
+    return common if common.count("/") >= 1 and common != "/" else None
+
+
+def _strings(value: Any):  # type: ignore[no-untyped-def]
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _keep_mask(ctx: _Context) -> np.ndarray:
+    """Which python_function events (in file order) enclose a CUDA call the analysis uses,
+    or are ancestors of one that does."""
+    py = [np.asarray(c, dtype=np.float64) for c in ctx.py]
+    keep = np.zeros(len(py[0]), dtype=bool)
+    if not len(keep) or not ctx.calls[0]:
+        return keep
+    # integer nanoseconds, as the reader computes them (same rounding, same midpoints)
+    origin = float(np.floor(np.nanmin(py[0])))
+    start = np.rint((np.nan_to_num(py[0], nan=-1e18) - origin) * 1e3).astype(np.int64)
+    dur = np.maximum(np.nan_to_num(py[1] - py[0], nan=0.0), 0)
+    end = start + np.rint(dur * 1e3).astype(np.int64)
+    c0 = np.asarray(ctx.calls[0], dtype=np.float64)
+    c1 = np.asarray(ctx.calls[1], dtype=np.float64)
+    cs = np.rint((c0 - origin) * 1e3).astype(np.int64)
+    ce = cs + np.rint(np.maximum(c1 - c0, 0) * 1e3).astype(np.int64)
+    times = cs + (ce - cs) // 2
+    gtid = np.asarray(ctx.py[2], dtype=np.int64)
+    tids = np.asarray(ctx.calls[2], dtype=np.int64)
+    for stack in enclosing_stacks(start, end, gtid, times, tids):
+        keep[stack] = True
+    return keep
+
+
+class _Cleaner:
+    """Rewrites the strings of values (paths, host and user names)."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.wd = ctx.working_dir
+        words = [(h, HOST_PLACEHOLDER) for h in ctx.hosts] + \
+            [(u, USER_PLACEHOLDER) for u in ctx.users]
+        self.words = [(w, _whole_word(w), new) for w, new in words]
+        self.kinds: Counter[str] = Counter()
+        self.rewritten = 0
+        self._cache: dict[str, str] = {}
+
+    def _path(self, m: re.Match[str]) -> str:
+        path = m.group(0)
+        parts = [p for p in path.split("/") if p]
+        if path.startswith(_KEEP) or not (len(parts) >= 2 or parts == ["root"]):
+            return path
+        self.kinds["abs_path"] += 1
+        return rewrite_path(path, self.wd)
+
+    def text(self, s: str) -> str:
+        hit = self._cache.get(s)
+        if hit is not None:
+            return hit
+        out = _PATH.sub(self._path, s) if "/" in s else s
+        for word, rx, new in self.words:
+            if word in out:
+                out, n = rx.subn(new, out)
+                if n:
+                    self.kinds["host" if new == HOST_PLACEHOLDER else "user"] += n
+        if out != s:
+            self.rewritten += 1
+        if len(self._cache) < 1 << 16:
+            self._cache[s] = out
+        return out
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, dict):
+            return {k: self.value(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        return v
+
+
+def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = False,
+                 in_place: bool = False) -> KinetoScrubResult:
+    """Write a scrubbed copy of the Kineto trace ``src`` to ``dst`` (see the module
+    docstring); ``slim`` also drops the python_function events no CUDA call needs."""
+    src = Path(src)
+    if in_place:
+        dst = src
+    elif dst is None:
+        raise ScrubError("scrub needs a destination (or in_place=True)")
+    dst = Path(dst)
+    if not in_place and dst.exists() and dst.resolve() == src.resolve():
+        raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
+    if not dst.parent.is_dir():
+        raise ScrubError(f"{dst.parent}: destination directory does not exist")
+    ctx = _survey(src, slim)
+    keep = _keep_mask(ctx) if slim else None
+    clean = _Cleaner(ctx)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".scrub-tmp", dir=dst.parent)
+    except OSError as e:
+        raise ScrubError(f"{dst.parent}: cannot write the scrubbed file there "
+                         f"({e.strerror})") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    mode = (dst if dst.exists() else src).stat().st_mode & 0o777
+    os.chmod(tmp, mode | 0o200)  # mkstemp makes 0600: keep the usual mode, writable by its owner
+    counts = {"in": 0, "out": 0, "py": 0, "dropped": 0}
+    try:
+        with _writer(tmp, dst.name.endswith(".gz")) as out:
+            state = {"first_field": True, "first_event": True, "in_events": False}
+
+            def on_field(key: str, value: Any) -> None:
+                if state["in_events"]:
+                    out.write("\n]")
+                    state["in_events"] = False
+                out.write("{\n" if state["first_field"] else ",\n")
+                state["first_field"] = False
+                out.write(json.dumps(key) + ": ")
+                if key == "traceEvents" and value is None:
+                    out.write("[")
+                    state["in_events"] = True
+                else:
+                    out.write(json.dumps(clean.value(value), ensure_ascii=False))
+
+            def on_event(e: Any) -> None:
+                counts["in"] += 1
+                if keep is not None and type(e) is dict and e.get("cat") == "python_function":
+                    i = counts["py"]
+                    counts["py"] += 1
+                    if not keep[i]:
+                        counts["dropped"] += 1
+                        return
+                out.write("\n" if state["first_event"] else ",\n")
+                state["first_event"] = False
+                out.write(json.dumps(clean.value(e), ensure_ascii=False, separators=(",", ":")))
+                counts["out"] += 1
+
+            _stream(src, on_field, on_event)
+            if state["in_events"]:
+                out.write("\n]")
+            out.write("\n}\n" if not state["first_field"] else "{}\n")
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return KinetoScrubResult(src=src, dst=dst, working_dir=ctx.working_dir, hosts=ctx.hosts,
+                             users=ctx.users, events_in=counts["in"], events_out=counts["out"],
+                             strings_rewritten=clean.rewritten, kinds=dict(clean.kinds),
+                             dropped=counts["dropped"])
+
+
+class _writer:
+    """A text file, gzip-compressed (deterministic header) when ``gz``."""
+
+    def __init__(self, path: Path, gz: bool) -> None:
+        self.path, self.gz = path, gz
+
+    def __enter__(self) -> TextIO:
+        self.raw = open(self.path, "wb")  # noqa: SIM115
+        if self.gz:
+            self.zf = gzip.GzipFile(filename="", mode="wb", fileobj=self.raw, compresslevel=9,
+                                    mtime=0)
+            self.f = _Text(self.zf)
+        else:
+            self.zf = None
+            self.f = _Text(self.raw)
+        return self.f  # type: ignore[return-value]
+
+    def __exit__(self, *exc: Any) -> None:
+        self.f.flush()
+        if self.zf is not None:
+            self.zf.close()
+        self.raw.flush()
+        os.fsync(self.raw.fileno())
+        self.raw.close()
+
+
+class _Text:
+    """Buffered UTF-8 writes to a binary stream."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.parts, self.size = f, [], 0
+
+    def write(self, s: str) -> None:
+        self.parts.append(s)
+        self.size += len(s)
+        if self.size > 1 << 20:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.f.write("".join(self.parts).encode("utf-8"))
+            self.parts, self.size = [], 0
+
+
+def find_kineto_leaks(src: PathLike) -> list[Leak]:
+    """What in the Kineto trace ``src`` identifies a machine or a person: absolute paths, and
+    host and user names (one :class:`Leak` per string and kind)."""
+    src = Path(src)
+    ctx = _survey(src, slim=False)
+    words = [(h, "host") for h in ctx.hosts] + [(u, "user") for u in ctx.users]
+    leaks: list[Leak] = []
+    seen: set[tuple[str, str]] = set()
+
+    def check(where: str, key: int | str, value: Any) -> None:
+        for text in _strings(value):
+            if text in seen_text:
+                continue
+            seen_text.add(text)
+            for m in _PATH.finditer(text):
+                path = m.group(0)
+                parts = [p for p in path.split("/") if p]
+                if not path.startswith(_KEEP) and (len(parts) >= 2 or parts == ["root"]) and \
+                        (where, path) not in seen:
+                    seen.add((where, path))
+                    shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
+                    leaks.append(Leak(where, "string", key, "abs_path", shown))
+            for word, kind in words:
+                if _whole_word(word).search(text):
+                    leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
+
+    seen_text: set[str] = set()
+    index = {"n": 0}
+
+    def on_field(key: str, value: Any) -> None:
+        if value is not None:
+            check("metadata", key, value)
+
+    def on_event(e: Any) -> None:
+        check("traceEvents", index["n"], e)
+        index["n"] += 1
+
+    _stream(src, on_field, on_event)
+    return leaks
