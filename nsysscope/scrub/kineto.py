@@ -5,14 +5,14 @@ What a Kineto trace gives away, and what it becomes:
 ``abs_path``
     Absolute paths in any string: ``traceName`` (the path the trace was written to), and
     ``python_function`` names when the profiled code ran from absolute paths
-    (``/opt/venv/lib/python3.12/site-packages/torch/cuda/graphs.py(137): replay``). They are
-    rewritten exactly as the nsys scrub rewrites them (:func:`~.policy.rewrite_path`):
+    (``/opt/venv/lib/python3.12/site-packages/torch/cuda/graphs.py(137): replay``). They
+    are rewritten exactly as the nsys scrub rewrites them (:func:`~.policy.rewrite_path`):
     ``<site-packages>/torch/cuda/graphs.py``, ``<stdlib>/json/encoder.py``, a path of the
     program's own relative to its working directory (``engine_under_test/sampler.py``), any
     other ``<path>/<basename>``. The working directory is derived from the data: the common
     folder of the absolute ``.py`` files that are not library files, walked up while it is a
-    package (its ``__init__.py`` was recorded). Relative paths (what torch >= 2 records for
-    everything on ``sys.path``) are kept: they name no machine.
+    package (its ``__init__.py`` or ``__main__.py`` was recorded). Relative paths (what
+    torch >= 2 records for everything on ``sys.path``) are kept: they name no machine.
 ``host``
     The host name: torch >= 2.10 writes it as ``host_name`` at the top of the file, and
     ``tensorboard_trace_handler`` (which sglang and vLLM use) names each file
@@ -197,7 +197,9 @@ def _survey(src: Path, slim: bool) -> _Context:
 
 
 def _whole_word(word: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9_\-])")
+    """``word`` where it stands alone; also before ``_<digits>`` (``{host}_{pid}``, the
+    worker names of tensorboard_trace_handler)."""
+    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9\-]|_(?!\d))")
 
 
 def _working_dir(files: set[str]) -> str | None:
@@ -206,8 +208,9 @@ def _working_dir(files: set[str]) -> str | None:
     if not own:
         return None
     common = os.path.dirname(os.path.commonpath(own)) if len(own) == 1 else os.path.commonpath(own)
-    while common not in ("", "/") and f"{common}/__init__.py" in files:
-        common = os.path.dirname(common)
+    while common not in ("", "/") and (f"{common}/__init__.py" in files
+                                       or f"{common}/__main__.py" in files):
+        common = os.path.dirname(common)  # a package (``python -m PKG`` runs its __main__)
     return common if common.count("/") >= 1 and common != "/" else None
 
 
@@ -428,6 +431,8 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
                         (where, path) not in seen:
                     seen.add((where, path))
                     shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
+                    for word, _ in words:
+                        shown = _whole_word(word).sub(word[:1] + "…", shown)
                     leaks.append(Leak(where, "string", key, "abs_path", shown))
             for word, kind in words:
                 if _whole_word(word).search(text):

@@ -282,6 +282,7 @@ class _Collector:
         self.span: tuple[float, float] | None = None
         self.ids: dict[Any, int] = {}  # non-integer pids/tids -> synthetic numbers
         self.skipped = 0  # kept kinds of event without a usable ts/dur
+        self.events = 0  # JSON objects in the events array
         py = self.py.cols
         self._py_ts, self._py_dur, self._py_tid, self._py_name = (c.append for c in py)
 
@@ -312,6 +313,7 @@ class _Collector:
     def add(self, e: Any) -> None:
         if type(e) is not dict:
             return
+        self.events += 1
         if e.get("cat") == "python_function" and e.get("ph") == "X":  # ~80% of the events
             ts, dur = e.get("ts"), e.get("dur")
             if type(ts) is not float or type(dur) is not float:
@@ -454,7 +456,7 @@ def read_kineto(path: str | Path) -> Trace:
             first = s.top()
             if first == "[":
                 s.events(c.add)
-                saw_events = True
+                saw_events = c.events > 0 or s.count == 0
             elif first == "{":
                 for key in s.fields():
                     if key == "traceEvents" and s.is_array():
