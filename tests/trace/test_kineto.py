@@ -358,3 +358,24 @@ def test_gate_reads_kineto_traces_and_their_summaries(tmp_path):
     # an nsys baseline, a Kineto candidate of the same healthy command: no regression
     proc = cli("gate", twin_path("healthy"), kineto_path("healthy"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_replicated_in_time(tmp_path):
+    """bench/replicate_kineto.py: K copies, each launch keeps its class, window and stack;
+    the padding (C-function python events) changes no attribution."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import replicate_kineto as rep
+
+    dst = tmp_path / "x3.pt.trace.json"
+    info = rep.replicate(kineto_path("case1"), dst, k=3, pad_python=200)
+    assert info["launches"] == 3 * info["source_launches"] == 180
+    a, b = pair("case1")[0], analyze(load(dst))
+    assert len(b.launches) == 180
+    for col in ("klass", "n_ops", "api_chain", "phase", "src_function", "src_line"):
+        text = [str(v) if pd.notna(v) else "-" for v in a.launches[col]]
+        assert text * 3 == [str(v) if pd.notna(v) else "-" for v in b.launches[col]], col
+    for col in ("window_ns", "gpu_idle_ns"):  # times are float microseconds in the file:
+        x = np.tile(a.launches[col].to_numpy(dtype=float), 3)  # shifted copies round to
+        y = b.launches[col].to_numpy(dtype=float)  # the nanosecond either way
+        assert np.allclose(x, y, rtol=0, atol=2, equal_nan=True), col
