@@ -671,15 +671,16 @@ def python_stacks(c: _Collector, api: pd.DataFrame, origin: float) -> PythonSamp
     py = c.py
     if not len(py):
         return PythonSamples.none(NO_STACKS)
-    start, end = _ns(py["ts"], py["dur"], origin)
-    code = py["name"]
+    mine = np.isin(py["gtid"], api["tid"].unique())  # threads that made the calls
+    start, end = _ns(py["ts"][mine], py["dur"][mine], origin)
+    code, gtid = py["name"][mine], py["gtid"][mine]
     parsed = [_py_frame(str(n)) for n in c.py_names]
     builtin = np.array([p is None for p in parsed], dtype=bool)
     t = api["start_ns"].to_numpy() + (api["end_ns"].to_numpy() - api["start_ns"].to_numpy()) // 2
     tids = api["tid"].to_numpy()
     s_sample, s_tid, s_time = [], [], []
     f_sample, f_depth, f_code = [], [], []
-    for sid, stack in enumerate(enclosing_stacks(start, end, py["gtid"], t, tids)):
+    for sid, stack in enumerate(enclosing_stacks(start, end, gtid, t, tids)):
         s_sample.append(sid)
         s_tid.append(int(tids[sid]))
         s_time.append(int(t[sid]))
@@ -743,18 +744,21 @@ def _py_frame(name: str) -> tuple[str, int, str] | None:
 def _parents(start: np.ndarray, end: np.ndarray, gtid: np.ndarray) -> np.ndarray:
     """The index of each range's innermost enclosing range on its thread (-1: none), for
     ranges sorted by thread, start, and longest first. Ranges that overlap without nesting
-    (clock jitter at their edges) are treated as siblings."""
-    parent = np.full(len(start), -1, dtype=np.int64)
+    (clock jitter at their edges) are treated as siblings. One pass with a stack; the columns
+    are read as typed arrays (a list of Python ints would take ~100 bytes an event)."""
+    n = len(start)
+    parent = array("q", bytes(8 * n))
+    s, e, g = (array("q", np.ascontiguousarray(x, dtype=np.int64).tobytes())
+               for x in (start, end, gtid))
     stack: list[int] = []
     prev_tid = None
-    s, e, g = start.tolist(), end.tolist(), gtid.tolist()
-    for i in range(len(s)):
+    for i in range(n):
         if g[i] != prev_tid:
             stack.clear()
             prev_tid = g[i]
-        while stack and e[stack[-1]] < e[i]:
+        ei = e[i]
+        while stack and e[stack[-1]] < ei:
             stack.pop()
-        if stack:
-            parent[i] = stack[-1]
+        parent[i] = stack[-1] if stack else -1
         stack.append(i)
-    return parent
+    return np.frombuffer(parent, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
