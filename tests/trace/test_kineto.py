@@ -263,7 +263,7 @@ def test_invariant_to_event_order(tmp_path):
 def test_window_boundaries_anywhere(tmp_path, monkeypatch):
     """Tiny read windows cut every number, string and event somewhere: same result."""
     ref = load(kineto_path("healthy"))
-    monkeypatch.setattr(kineto, "_CHUNK", 97)
+    monkeypatch.setattr(kineto.stream, "_CHUNK", 97)
     _assert_same(_tables(ref), _tables(load(kineto_path("healthy"))))
 
 
@@ -379,3 +379,34 @@ def test_replicated_in_time(tmp_path):
         x = np.tile(a.launches[col].to_numpy(dtype=float), 3)  # shifted copies round to
         y = b.launches[col].to_numpy(dtype=float)  # the nanosecond either way
         assert np.allclose(x, y, rtol=0, atol=2, equal_nan=True), col
+
+
+def test_two_processes_in_one_file(tmp_path):
+    """Two engine processes in one file (healthy, and case 1 run later as another pid): GPU
+    work goes to the process whose call has its correlation id, though both count from 1."""
+    h = json.loads(gzip.decompress(kineto_path("healthy").read_bytes()))
+    c = json.loads(gzip.decompress(kineto_path("case1").read_bytes()))
+    pid_h = next(e["pid"] for e in h["traceEvents"] if e.get("cat") == "cuda_runtime")
+    pid_c = next(e["pid"] for e in c["traceEvents"] if e.get("cat") == "cuda_runtime")
+    t_end = max(e["ts"] + e.get("dur", 0) for e in h["traceEvents"]
+                if isinstance(e.get("ts"), float))
+    t0 = min(e["ts"] for e in c["traceEvents"] if isinstance(e.get("ts"), float))
+    shift = round(t_end - t0 + 1000.0, 3)  # case 1 starts 1 ms after healthy ends
+    events = list(h["traceEvents"])
+    for e in c["traceEvents"]:
+        e = dict(e)
+        if isinstance(e.get("ts"), float):
+            e["ts"] = round(e["ts"] + shift, 3)
+        if e.get("pid") == pid_c:
+            e["pid"] = pid_h + 1
+            if e.get("tid") == pid_c:
+                e["tid"] = pid_h + 1
+        events.append(e)
+    p = tmp_path / "two.json"
+    p.write_text(json.dumps({**h, "traceEvents": events}))
+    t = load(p)
+    assert sorted(t.processes["proc"]) == [pid_h, pid_h + 1]
+    a = analyze(t)
+    by_proc = a.launches[a.launches["steady"]].groupby("proc")["klass"].agg(lambda k: set(k))
+    assert by_proc[pid_h] == {"healthy"} and by_proc[pid_h + 1] == {"gpu_to_cpu"}
+    assert (a.launches["n_ops"] == 452).all()
