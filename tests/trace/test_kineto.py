@@ -410,3 +410,19 @@ def test_two_processes_in_one_file(tmp_path):
     by_proc = a.launches[a.launches["steady"]].groupby("proc")["klass"].agg(lambda k: set(k))
     assert by_proc[pid_h] == {"healthy"} and by_proc[pid_h + 1] == {"gpu_to_cpu"}
     assert (a.launches["n_ops"] == 452).all()
+
+
+def test_driver_calls_inside_runtime_calls_are_not_counted_twice(tmp_path):
+    """Where the trace also has the driver calls a runtime call makes (``cuda_driver``
+    ``cuGraphLaunch`` inside ``cudaGraphLaunch``), each launch still counts once."""
+    d = json.loads(gzip.decompress(kineto_path("case1").read_bytes()))
+    extra = []
+    for e in d["traceEvents"]:
+        if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaGraphLaunch":
+            extra.append({**e, "cat": "cuda_driver", "name": "cuGraphLaunch",
+                          "ts": round(e["ts"] + 0.5, 3), "dur": max(e["dur"] - 1.0, 0.0),
+                          "args": {**e["args"], "correlation": e["args"]["correlation"] + 10**6}})
+    p = tmp_path / "driver.json"
+    p.write_text(json.dumps({**d, "traceEvents": d["traceEvents"] + extra}))
+    s = analyze(load(p)).summary
+    assert len(extra) == 60 and s.launches == 60 and s.classes["gpu_to_cpu"] == 54

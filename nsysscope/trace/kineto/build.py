@@ -142,10 +142,30 @@ def _api_all(c: Collector, origin: float) -> pd.DataFrame:
     sorted by start, then end, thread, correlation id: the same whatever the event order."""
     start, end = to_ns(c.api["ts"], c.api["dur"], origin)
     tid, corr, code = c.api["gtid"], c.api["corr"], c.api["name"]
+    keep = ~_nested_driver_calls(start, end, tid, c.api["driver"].astype(bool))
+    start, end, tid, corr, code, pid = (x[keep] for x in (start, end, tid, corr, code,
+                                                          c.api["pid"]))
     order = np.lexsort((code, corr, tid, end, start))
     return pd.DataFrame({"start_ns": start[order], "end_ns": end[order], "tid": tid[order],
-                         "corr_id": corr[order], "proc": c.api["pid"][order],
-                         "name_code": code[order]})
+                         "corr_id": corr[order], "proc": pid[order], "name_code": code[order]})
+
+
+def _nested_driver_calls(start: np.ndarray, end: np.ndarray, tid: np.ndarray,
+                         driver: np.ndarray) -> np.ndarray:
+    """Driver-API calls (``cuda_driver``) made inside a runtime call on the same thread: the
+    runtime's own work (a ``cuGraphLaunch`` under ``cudaGraphLaunch``), not a second call."""
+    out = np.zeros(len(start), dtype=bool)
+    if not driver.any() or driver.all():
+        return out
+    rt = np.flatnonzero(~driver)
+    key = np.lexsort((start[rt], tid[rt]))
+    rt_tid, rt_start, rt_end = tid[rt][key], start[rt][key], end[rt][key]
+    for i in np.flatnonzero(driver):
+        lo = np.searchsorted(rt_tid, tid[i], side="left")
+        hi = np.searchsorted(rt_tid, tid[i], side="right")
+        j = lo + np.searchsorted(rt_start[lo:hi], start[i], side="right") - 1
+        out[i] = j >= lo and rt_end[j] >= end[i]
+    return out
 
 
 def _gpu(c: Collector, origin: float, api_all: pd.DataFrame) -> pd.DataFrame:

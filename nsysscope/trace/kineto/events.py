@@ -32,7 +32,7 @@ class Collector:
     """The kept fields of the kept events, in typed arrays (floats for times, in us)."""
 
     def __init__(self) -> None:
-        self.api = Columns("ts dur", "pid gtid corr name")
+        self.api = Columns("ts dur", "pid gtid corr name driver")
         self.gpu = Columns("ts dur", "device stream corr kind copy src dst bytes name pid")
         self.py = Columns("ts dur", "gtid name")
         self.ranges = Columns("ts dur", "gtid name")
@@ -126,7 +126,8 @@ class Collector:
             corr = args.get("correlation", -1)
             self.api.add(ts, dur, pid, (pid << 24) | (tid & 0xFFFFFF),
                          corr if type(corr) is int else self._num(corr),
-                         self._name(self.names, api_base_name(str(e.get("name")))))
+                         self._name(self.names, api_base_name(str(e.get("name")))),
+                         int("driver" in str(cat).lower()))
         elif kind in (_ANNOT, _OP):
             name = e.get("name")
             if not isinstance(name, str) or (kind == _OP and not name.startswith("aten::")):
