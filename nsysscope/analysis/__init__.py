@@ -73,6 +73,8 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
 
 
 def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
+    if trace.python is not None:  # stacks the trace holds itself (torch.profiler)
+        return trace.python
     if trace.source is None:
         return PythonSamples.none()
     return read_python_samples(trace.source, windows=stall_windows(launches))
@@ -86,8 +88,9 @@ def _require_launches(trace: Trace) -> None:
     if lost:
         raise ProfilerLostData(f"{trace.meta.path}: {lost}")
     if trace.api.empty and trace.gpu_ops.empty:
+        how = "ProfilerActivity.CUDA" if trace.meta.format == "kineto" else "-t cuda"
         raise NothingToAnalyse(f"{trace.meta.path}: no CUDA data in this trace (was it captured "
-                               "with -t cuda, and does the program use the GPU?)")
+                               f"with {how}, and does the program use the GPU?)")
     raise NothingToAnalyse(
         f"{trace.meta.path}: no CUDA graph launches ({len(trace.gpu_ops)} eager GPU ops, "
         f"{len(trace.api)} CUDA calls); nsysscope analyses engines that replay CUDA graphs")

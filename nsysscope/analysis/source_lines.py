@@ -268,6 +268,8 @@ def _inside(lines: tuple[str, ...], line: int, function: str) -> bool:
     text = lines[line - 1]
     if not text.strip():
         return True
+    if (m := _DEF.match(text)) and m.group(1) == function:
+        return True  # the def line itself: where torch.profiler places a function
     indent = len(text) - len(text.lstrip())
     for above in reversed(lines[:line - 1]):
         body = above.lstrip()

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..model import ProcessSummary, StallSite, Summary
 from ..trace.load import Trace
-from ..trace.python_samples import NO_PAYLOAD, PythonSamples
+from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
 from .config import AnalysisConfig
 
 
@@ -40,7 +40,10 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     if line:
         notes.append(line)
     m = trace.meta
-    if not (m.has_sync_records and m.has_event_records):
+    if m.format == "kineto":
+        notes.append("torch.profiler traces have no sync-to-event records: event waits were "
+                     "matched to launches by timing alone")
+    elif not (m.has_sync_records and m.has_event_records):
         notes.append("no sync-to-event records in this export (needs nsys >= 2024 with "
                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.eventSyncId and CUDA_EVENT): event "
                      "waits were matched to launches by timing alone")
@@ -65,6 +68,8 @@ def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | 
     # samples None with named sites: summarised again from launches attributed before
     have = samples.ok if samples is not None else any(s.source for s in stalls)
     if not have:
+        if samples is not None and samples.status == NO_STACKS:
+            return f"no Python stacks: stalls are attributed to ranges and op only; {STACKS_HINT}"
         if samples is not None and samples.status == NO_PAYLOAD:
             return ("this export has Python samples but no JSON payloads: stalls are attributed "
                     "to NVTX phase and op only; re-export with "

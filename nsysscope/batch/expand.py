@@ -11,7 +11,8 @@ from pathlib import Path
 from ..errors import UnreadableInput
 
 #: what a trace file's name ends with
-TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep")
+TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
+                  ".trace.json.gz")
 _CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
 _GLOB = re.compile(r"[*?\[]")

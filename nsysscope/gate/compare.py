@@ -14,6 +14,7 @@ from ..analysis import Analysis, AnalysisConfig, analyze, summarize
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
 from ..trace import load
+from ..trace.sources import is_kineto
 from .checks import check_comparable, run_checks
 from .findings import finding, verdict
 from .thresholds import GateThresholds
@@ -121,6 +122,8 @@ def is_summary_file(path: str | Path) -> bool:
     """True for a JSON file (``summarize`` or ``report --format json`` output); traces are
     SQLite or compressed."""
     p = Path(path)
+    if is_kineto(p):  # a torch.profiler trace, .json like a summary
+        return False
     if p.suffix.lower() == ".json":
         return True
     try:

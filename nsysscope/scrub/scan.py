@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..trace.sources import is_kineto
 from .context import _columns, _connect_ro, _Context, _context, _q
+from .kineto import find_kineto_leaks
 from .policy import (
     _DELETE,
     _ENV_VAR,
@@ -187,6 +189,8 @@ def find_leaks(path: PathLike) -> list[Leak]:
     ``path`` is not an nsys SQLite export.
     """
     path = Path(path)
+    if is_kineto(path):  # a torch.profiler JSON trace
+        return find_kineto_leaks(path)
     conn = _connect_ro(path)
     try:
         ctx = _context(conn)

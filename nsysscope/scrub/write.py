@@ -9,7 +9,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from ..trace.sources import is_kineto
 from .context import _columns, _connect_ro, _Context, _context, _q
+from .kineto import scrub_kineto
 from .policy import _DELETE, _JSON_IDS, PathLike, ScrubError, ScrubResult
 from .scan import _Finding, _leaks, _scan
 
@@ -155,7 +157,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool = False,
-          drop_nvtx_text: bool = False, in_place: bool = False) -> ScrubResult:
+          drop_nvtx_text: bool = False, in_place: bool = False, slim: bool = False) -> ScrubResult:
     """Write a scrubbed copy of the nsys export ``src`` to ``dst`` (see the module docstring).
 
     ``src`` is never modified unless ``in_place`` (then ``dst`` must be omitted or equal ``src``,
@@ -169,6 +171,8 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
     or registered) with ``range_<n>``, the same text always giving the same ``n``.
     """
     src = Path(src)
+    if is_kineto(src):  # a torch.profiler JSON trace (``slim``: see scrub/kineto.py)
+        return scrub_kineto(src, dst, slim=slim, in_place=in_place)  # type: ignore[return-value]
     if in_place:
         if dst is not None and Path(dst).resolve() != src.resolve():
             raise ScrubError(f"{dst}: in_place scrubs {src} itself; give no other destination")

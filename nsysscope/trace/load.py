@@ -28,8 +28,9 @@ from .apis import (  # noqa: F401 - the vocabulary, re-exported for the analysis
     process_of,
 )
 from .gpu_work import GpuReader, graph_work, own_process
+from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
-from .sources import resolve
+from .sources import json_kind, resolve
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class TraceMeta(TraceInfo):
     capture_start_ns: int = 0
     capture_end_ns: int = 0
     diagnostics: tuple[str, ...] = ()
+    format: str = "nsys"  # what was read: "nsys" (an SQLite export) or "kineto" (torch.profiler)
 
     @property
     def info(self) -> TraceInfo:
@@ -74,10 +76,17 @@ class Trace:
     #                        corr_id, start_ns, end_ns, stream, device, name
     enums: dict[str, int] = field(default_factory=dict)  # htod, dtoh, pageable
     source: Path | None = None  # the SQLite file read
+    #: Python stacks the trace itself holds (Kineto ``python_function`` ranges), one
+    #: pseudo-sample per CUDA call; None: read nsys Python samples from ``source``
+    python: PythonSamples | None = None
 
 
 def load(path: str | Path, nsys: str | None = None) -> Trace:
-    """Read the trace at ``path`` (.sqlite, .sqlite.xz/.gz or .nsys-rep)."""
+    """Read the trace at ``path`` (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
+    JSON trace, plain or compressed: told apart by content)."""
+    if json_kind(path) is not None:
+        from .kineto import read_kineto  # imports this module
+        return read_kineto(path)
     db = resolve(path, nsys=nsys)
     conn = connect_readonly(db)
     try:

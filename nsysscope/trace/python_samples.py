@@ -40,6 +40,10 @@ REEXPORT_HINT = ("the report has Python samples but this export has no JSON payl
                  "it with `nsys export --type sqlite --include-json true REPORT.nsys-rep`")
 
 OK, NOT_CAPTURED, NO_PAYLOAD = "ok", "not_captured", "no_payload"
+#: a torch.profiler trace recorded without ``with_stack=True``: no python_function ranges
+NO_STACKS = "no_stacks"
+STACKS_HINT = ("profile with `torch.profiler.profile(activities=[CPU, CUDA], with_stack=True)` "
+               "to record the Python functions around each CUDA call")
 
 _SAMPLE_COLS = {"sample": "int64", "tid": "int64", "time_ns": "int64", "state": "object"}
 _FRAME_COLS = {"sample": "int64", "depth": "int64", "file": "category", "line": "int64",
@@ -73,7 +77,8 @@ class PythonSamples:
     @property
     def hint(self) -> str | None:
         """What to do to get usable samples, or None when they are there."""
-        return {NOT_CAPTURED: CAPTURE_HINT, NO_PAYLOAD: REEXPORT_HINT}.get(self.status)
+        return {NOT_CAPTURED: CAPTURE_HINT, NO_PAYLOAD: REEXPORT_HINT,
+                NO_STACKS: STACKS_HINT}.get(self.status)
 
     def shifted(self, dt_ns: int | np.ndarray) -> PythonSamples:
         """The same samples with their timestamps moved by ``dt_ns`` (a scalar, or one value

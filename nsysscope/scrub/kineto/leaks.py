@@ -1,0 +1,52 @@
+"""``find_leaks`` for Kineto traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..policy import Leak, PathLike
+from .survey import _KEEP, _PATH, _stream, _strings, _survey, _whole_word
+
+
+def find_kineto_leaks(src: PathLike) -> list[Leak]:
+    """What in the Kineto trace ``src`` identifies a machine or a person: absolute paths, and
+    host and user names (one :class:`Leak` per string and kind)."""
+    src = Path(src)
+    ctx = _survey(src, slim=False)
+    words = [(h, "host") for h in ctx.hosts] + [(u, "user") for u in ctx.users]
+    leaks: list[Leak] = []
+    seen: set[tuple[str, str]] = set()
+
+    def check(where: str, key: int | str, value: Any) -> None:
+        for text in _strings(value):
+            if text in seen_text:
+                continue
+            seen_text.add(text)
+            for m in _PATH.finditer(text):
+                path = m.group(0)
+                parts = [p for p in path.split("/") if p]
+                if not path.startswith(_KEEP) and (len(parts) >= 2 or parts == ["root"]) and \
+                        (where, path) not in seen:
+                    seen.add((where, path))
+                    shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
+                    for word, _ in words:
+                        shown = _whole_word(word).sub(word[:1] + "…", shown)
+                    leaks.append(Leak(where, "string", key, "abs_path", shown))
+            for word, kind in words:
+                if _whole_word(word).search(text):
+                    leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
+
+    seen_text: set[str] = set()
+    index = {"n": 0}
+
+    def on_field(key: str, value: Any) -> None:
+        if value is not None:
+            check("metadata", key, value)
+
+    def on_event(e: Any) -> None:
+        check("traceEvents", index["n"], e)
+        index["n"] += 1
+
+    _stream(src, on_field, on_event)
+    return leaks

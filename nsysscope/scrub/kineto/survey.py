@@ -1,0 +1,240 @@
+"""What a Kineto trace says about itself: its working directory, host and user names, and
+(for ``slim``) which python_function events enclose the CUDA calls the analysis uses; and the
+string cleaner those make."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...trace.apis import wanted_api
+from ...trace.kineto import JsonStream, enclosing_stacks, open_text
+from ...trace.schema import api_base_name
+from ..policy import HOST_PLACEHOLDER, USER_PLACEHOLDER, ScrubError, rewrite_path
+
+# an absolute path, as the nsys scrub finds them (policy._PATH)
+_PATH = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
+_KEEP = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
+_LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
+_HOME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
+#: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
+_WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
+_PY_FILE = re.compile(r"^(/.*\.py)\(\d+\): ")
+_GENERIC = frozenset({"", "host", "localhost", "user", "root", "nobody"})
+
+
+@dataclass
+class _Context:
+    working_dir: str | None = None
+    hosts: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    # for slim: every python_function in file order, and the CUDA calls that matter
+    py: list[list[float]] = field(default_factory=lambda: [[], [], []])
+    calls: list[list[float]] = field(default_factory=lambda: [[], [], []])
+    py_files: set[str] = field(default_factory=set)
+    events: int = 0
+
+
+def _gtid(e: dict) -> int:
+    pid, tid = e.get("pid"), e.get("tid")
+    try:
+        return (int(pid) << 24) | (int(tid) & 0xFFFFFF)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return -1
+
+
+def _times(e: dict) -> tuple[float, float]:
+    try:
+        return float(e["ts"]), float(e.get("dur") or 0.0)
+    except (KeyError, TypeError, ValueError):
+        return float("nan"), float("nan")
+
+
+def _stream(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-def]
+    """One pass: ``on_field(key, value)`` for top-level fields, ``on_event(e)`` per event
+    (``on_field("traceEvents", None)`` where the events array starts)."""
+    try:
+        with open_text(path) as f:
+            s = JsonStream(f, path)
+            first = s.top()
+            if first == "[":
+                on_field("traceEvents", None)
+                s.events(on_event)
+            elif first == "{":
+                for key in s.fields():
+                    if key == "traceEvents" and s.is_array():
+                        on_field(key, None)
+                        s.events(on_event)
+                    else:
+                        on_field(key, s.value())
+            else:
+                raise ScrubError(f"{path}: not a torch.profiler JSON trace")
+    except OSError as e:
+        raise ScrubError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _survey(src: Path, slim: bool) -> _Context:
+    """Pass 1: the working directory, host and user names, and (slim) what to keep."""
+    ctx = _Context()
+    trace_names: list[str] = []
+    named_hosts: set[str] = set()
+    homes: Counter[str] = Counter()
+    wanted: dict[str, bool] = {}
+
+    def on_field(key: str, value: Any) -> None:
+        if key == "traceName" and isinstance(value, str):
+            trace_names.append(value)
+        if key.lower().replace("_", "") == "hostname" and isinstance(value, str) and \
+                value.strip() not in _GENERIC:
+            named_hosts.add(value.strip())
+        for text in _strings(value):
+            homes.update(_HOME.findall(text))
+
+    def on_event(e: Any) -> None:
+        ctx.events += 1
+        if type(e) is not dict:
+            return
+        cat = e.get("cat")
+        name = e.get("name")
+        if cat == "python_function":
+            if isinstance(name, str):
+                m = _PY_FILE.match(name)
+                if m:
+                    ctx.py_files.add(m.group(1))
+            if slim:
+                ts, dur = _times(e)
+                ctx.py[0].append(ts)
+                ctx.py[1].append(ts + dur)
+                ctx.py[2].append(_gtid(e))
+        elif slim and cat in ("cuda_runtime", "cuda_driver", "runtime", "driver") \
+                and isinstance(name, str):
+            w = wanted.get(name)
+            if w is None:
+                w = wanted[name] = wanted_api(api_base_name(name))
+            if w:
+                ts, dur = _times(e)
+                ctx.calls[0].append(ts)
+                ctx.calls[1].append(ts + dur)
+                ctx.calls[2].append(_gtid(e))
+        if isinstance(name, str) and "/" in name:
+            homes.update(_HOME.findall(name))
+        args = e.get("args")
+        if type(args) is dict and cat == "Trace":
+            for text in _strings(args):
+                homes.update(_HOME.findall(text))
+
+    _stream(src, on_field, on_event)
+    ctx.working_dir = _working_dir(ctx.py_files)
+    hosts = set(named_hosts)
+    for name in trace_names:
+        m = _WORKER.match(os.path.basename(name))
+        if m and m.group("host") not in _GENERIC:
+            hosts.add(m.group("host"))
+    ctx.hosts = tuple(sorted(hosts))
+    ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC))
+    return ctx
+
+
+def _whole_word(word: str) -> re.Pattern[str]:
+    """``word`` where it stands alone; also before ``_<digits>`` (``{host}_{pid}``, the
+    worker names of tensorboard_trace_handler)."""
+    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9\-]|_(?!\d))")
+
+
+def _working_dir(files: set[str]) -> str | None:
+    """The program's working directory, from the absolute ``.py`` files of its stacks."""
+    own = sorted(f for f in files if not _LIBRARY.search(f) and not f.startswith(_KEEP))
+    if not own:
+        return None
+    common = os.path.dirname(os.path.commonpath(own)) if len(own) == 1 else os.path.commonpath(own)
+    while common not in ("", "/") and (f"{common}/__init__.py" in files
+                                       or f"{common}/__main__.py" in files):
+        common = os.path.dirname(common)  # a package (``python -m PKG`` runs its __main__)
+    return common if common.count("/") >= 1 and common != "/" else None
+
+
+def _strings(value: Any):  # type: ignore[no-untyped-def]
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _keep_mask(ctx: _Context) -> np.ndarray:
+    """Which python_function events (in file order) enclose a CUDA call the analysis uses,
+    or are ancestors of one that does."""
+    py = [np.asarray(c, dtype=np.float64) for c in ctx.py]
+    keep = np.zeros(len(py[0]), dtype=bool)
+    if not len(keep) or not ctx.calls[0]:
+        return keep
+    # integer nanoseconds, as the reader computes them (same rounding, same midpoints)
+    origin = float(np.floor(np.nanmin(py[0])))
+    start = np.rint((np.nan_to_num(py[0], nan=-1e18) - origin) * 1e3).astype(np.int64)
+    dur = np.maximum(np.nan_to_num(py[1] - py[0], nan=0.0), 0)
+    end = start + np.rint(dur * 1e3).astype(np.int64)
+    c0 = np.asarray(ctx.calls[0], dtype=np.float64)
+    c1 = np.asarray(ctx.calls[1], dtype=np.float64)
+    cs = np.rint((c0 - origin) * 1e3).astype(np.int64)
+    ce = cs + np.rint(np.maximum(c1 - c0, 0) * 1e3).astype(np.int64)
+    times = cs + (ce - cs) // 2
+    gtid = np.asarray(ctx.py[2], dtype=np.int64)
+    tids = np.asarray(ctx.calls[2], dtype=np.int64)
+    for stack in enclosing_stacks(start, end, gtid, times, tids):
+        keep[stack] = True
+    return keep
+
+
+class _Cleaner:
+    """Rewrites the strings of values (paths, host and user names)."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.wd = ctx.working_dir
+        words = [(h, HOST_PLACEHOLDER) for h in ctx.hosts] + \
+            [(u, USER_PLACEHOLDER) for u in ctx.users]
+        self.words = [(w, _whole_word(w), new) for w, new in words]
+        self.kinds: Counter[str] = Counter()
+        self.rewritten = 0
+        self._cache: dict[str, str] = {}
+
+    def _path(self, m: re.Match[str]) -> str:
+        path = m.group(0)
+        parts = [p for p in path.split("/") if p]
+        if path.startswith(_KEEP) or not (len(parts) >= 2 or parts == ["root"]):
+            return path
+        self.kinds["abs_path"] += 1
+        return rewrite_path(path, self.wd)
+
+    def text(self, s: str) -> str:
+        hit = self._cache.get(s)
+        if hit is not None:
+            return hit
+        out = _PATH.sub(self._path, s) if "/" in s else s
+        for word, rx, new in self.words:
+            if word in out:
+                out, n = rx.subn(new, out)
+                if n:
+                    self.kinds["host" if new == HOST_PLACEHOLDER else "user"] += n
+        if out != s:
+            self.rewritten += 1
+        if len(self._cache) < 1 << 16:
+            self._cache[s] = out
+        return out
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, dict):
+            return {k: self.value(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        return v

@@ -1,0 +1,51 @@
+"""Read a torch.profiler (Kineto) Chrome-trace JSON into the normalised :class:`Trace`.
+
+``torch.profiler.profile(activities=[CPU, CUDA], with_stack=True)`` and
+``export_chrome_trace("x.pt.trace.json.gz")`` (sglang's ``/start_profile``, vLLM's
+``VLLM_TORCH_PROFILER_DIR``) write one JSON object whose ``traceEvents`` array holds, as
+complete events (``"ph": "X"``, ``ts``/``dur`` in microseconds):
+
+* ``cuda_runtime`` / ``cuda_driver``: the CUDA calls (``cudaGraphLaunch``,
+  ``cudaStreamSynchronize``, ``cudaMemcpyAsync``...) with ``args.correlation``, on the host
+  process and thread (``pid``, ``tid``);
+* ``kernel``, ``gpu_memcpy``, ``gpu_memset``: GPU work, ``pid`` = device, ``tid`` = stream,
+  ``args.correlation`` = the call that enqueued it. The kernels, copies and memsets of a CUDA
+  graph replay carry the correlation id of its ``cudaGraphLaunch``. A copy's kinds are in its
+  name: ``Memcpy DtoH (Device -> Pinned)``;
+* ``user_annotation`` (``record_function`` ranges: ``step 12``, ``sample``) and ``cpu_op``
+  (``aten::`` ops): they become the NVTX table (``ProfilerStep#N`` becomes ``step N``);
+* ``python_function`` (``with_stack=True``): ``file.py(line): function`` ranges, nested, with
+  ``args["Python id"]`` and ``args["Python parent id"]``. ``line`` is the function's first
+  line (Kineto records the code object, not the line executing).
+
+Metadata events (``"ph": "M"``) name processes and threads.
+
+The file is read as a stream: one JSON event at a time is decoded (``json``'s C scanner on a
+1 MB window of text, gzip or xz decompressed on the fly), and only the fields the analysis
+needs of the event kinds it needs are kept, in typed arrays. Memory is therefore that of the
+kept events (~50 bytes a ``python_function``, less for the rest), not of the file's JSON
+objects. The stdlib reader was measured against ijson (yajl2_c backend) and is faster on
+these files (bench/README.md), so it needs no dependency.
+
+Kineto records no event-sync ids and no stream for a sync, so ``syncs`` and
+``event_records`` are empty and :attr:`TraceMeta.has_sync_records` is False: the analysis
+pairs event waits by timing, and says so. Times are integer nanoseconds from the earliest
+timestamp of the file (``ts`` are absolute microseconds; kept relative so that float math in
+the analysis stays exact to the nanosecond). Thread ids are nsys-style global ids
+``(pid << 24) | tid`` and the process key is the pid.
+
+Python stacks: for every CUDA call the analysis uses (launch, sync, copy, event record,
+query, stream wait) the stack of ``python_function`` ranges enclosing it on its thread,
+innermost first (C functions, ``<built-in ...>``, left out as nsys's sampler does), is one
+pseudo-sample at the call's midpoint in :attr:`Trace.python`; the analysis votes on them as
+on nsys Python samples, so a stall is attributed to the innermost user function around the
+blocking call.
+"""
+
+from .build import FORMAT, build_trace, read_kineto
+from .events import COPY_KINDS, MEMORY_KINDS, copy_kinds
+from .stacks import enclosing_stacks, python_stacks
+from .stream import JsonStream, open_text
+
+__all__ = ["COPY_KINDS", "FORMAT", "MEMORY_KINDS", "JsonStream", "build_trace", "copy_kinds",
+           "enclosing_stacks", "open_text", "python_stacks", "read_kineto"]

@@ -1,0 +1,259 @@
+"""The normalised :class:`~nsysscope.trace.Trace` of a Kineto trace (see the package doc)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import NotAnNsysExport, UnreadableInput
+from ..apis import LAUNCH_APIS, wanted_api
+from ..gpu_work import GRAPH_WORK_COLUMNS
+from ..load import Trace, TraceMeta
+from .events import Collector, to_ns
+from .stacks import python_stacks
+from .stream import JsonStream, open_text
+
+#: what TraceMeta says for a Kineto trace
+FORMAT = "kineto"
+_INT = "int64"
+_GPU_KINDS = ["kernel", "memcpy", "memset"]
+ENUMS = {"htod": 1, "dtoh": 2, "pageable": 0}
+_THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
+
+
+def read_kineto(path: str | Path) -> Trace:
+    """The normalised :class:`Trace` of the Kineto JSON trace at ``path`` (plain, gzip or xz)."""
+    p = Path(path)
+    c = Collector()
+    top: dict[str, Any] = {}
+    saw_events = False
+    try:
+        with open_text(p) as f:
+            s = JsonStream(f, p)
+            first = s.top()
+            if first == "[":
+                s.events(c.add)
+                saw_events = c.events > 0 or s.count == 0
+            elif first == "{":
+                for key in s.fields():
+                    if key == "traceEvents" and s.is_array():
+                        s.events(c.add)
+                        saw_events = True
+                    else:
+                        top[key] = s.value()
+            else:
+                raise NotAnNsysExport(f"{p}: not a JSON trace (it starts with {first[:1]!r})")
+    except OSError as e:
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    if not saw_events:
+        raise _not_a_trace(p, top)
+    return build_trace(c, top, p)
+
+
+def _not_a_trace(p: Path, top: dict[str, Any]) -> Exception:
+    if {"trace", "verdict"} <= set(top) or "distributions" in top:
+        return UnreadableInput(
+            f"{p}: an nsysscope summary (summarize or report --format json output), not a "
+            "trace; give it to 'nsysscope gate' as a side, or report the trace it came from")
+    keys = ", ".join(sorted(top)[:5]) or "none"
+    return NotAnNsysExport(
+        f"{p}: JSON, but not a torch.profiler trace: no traceEvents array (top-level keys: "
+        f"{keys}); nsysscope reads nsys exports and torch.profiler (Kineto) traces")
+
+
+def _categorical(codes: np.ndarray, table: dict[str, int]) -> pd.Categorical:
+    """A Categorical of the names ``codes`` index in ``table``, categories sorted."""
+    names = np.array(list(table), dtype=object)
+    present = np.unique(codes)
+    cats = sorted(names[present].tolist()) if len(present) else []
+    pos = {n: i for i, n in enumerate(cats)}
+    remap = np.full(len(names), -1, dtype=np.int64)
+    for code in present:
+        remap[code] = pos[names[code]]
+    return pd.Categorical.from_codes(remap[codes] if len(codes) else np.zeros(0, dtype=np.int64),
+                                     categories=cats)
+
+
+def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
+    origin = _origin(c)
+    api_all = _api_all(c, origin)
+    wanted_codes = {code for name, code in c.names.items() if wanted_api(name)}
+    api = api_all[api_all["name_code"].isin(wanted_codes)].reset_index(drop=True)
+    api = pd.DataFrame({
+        "start_ns": api["start_ns"], "end_ns": api["end_ns"], "tid": api["tid"],
+        "corr_id": api["corr_id"], "proc": api["proc"],
+        "status": np.zeros(len(api), dtype=np.int32),
+        "name": _categorical(api["name_code"].to_numpy(), c.names)})
+    gpu = _gpu(c, origin, api_all)
+    launches = api.loc[api["name"].isin(LAUNCH_APIS), ["proc", "corr_id"]]
+    in_graph = pd.MultiIndex.from_frame(gpu[["proc", "corr_id"]]).isin(
+        pd.MultiIndex.from_frame(launches)) if len(gpu) else np.zeros(0, dtype=bool)
+    graph_work = _graph_work(gpu[in_graph])
+    gpu_ops = _eager(gpu[~in_graph])
+    nvtx = _nvtx(c, origin)
+    names = _thread_names(c)
+    threads = pd.DataFrame({"tid": pd.Series(list(names), dtype=_INT),
+                            "thread_name": pd.Series(list(names.values()), dtype=str)})
+    procs = sorted(set(api_all["proc"].tolist()) | set((nvtx["tid"].to_numpy() >> 24).tolist())
+                   | set((c.py["gtid"] >> 24).tolist()))
+    processes = pd.DataFrame({
+        "proc": pd.Series(procs, dtype=_INT), "pid": pd.Series(procs, dtype=_INT),
+        "name": pd.Series([_process_name(c, p) for p in procs], dtype=str)})
+    ends = [int(x.max()) for x in (api_all["end_ns"], gpu["end_ns"], nvtx["end_ns"]) if len(x)]
+    if c.span is not None:
+        start_ns, end_ns = to_ns(np.array([c.span[0]]), np.array([c.span[1] - c.span[0]]), origin)
+        span = (int(start_ns[0]), int(end_ns[0]))
+    else:
+        span = (0, max(ends, default=0))
+    devices = top.get("deviceProperties")
+    gpus = tuple(sorted({str(d.get("name")) for d in devices
+                         if isinstance(d, dict) and d.get("name")})) \
+        if isinstance(devices, list) else ()
+    meta = TraceMeta(
+        path=str(path), nsys_version="none",
+        schema_version=f"kineto {top.get('schemaVersion', '?')}",
+        gpus=gpus, graph_trace="node" if len(graph_work) else "none",
+        has_sync_records=False, has_event_records=False, has_nvtx=bool(len(nvtx)),
+        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(), format=FORMAT)
+    return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
+                 syncs=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
+                 event_records=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
+                 nvtx=nvtx, threads=threads, processes=processes,
+                 collectives=_collectives(c, gpu), enums=dict(ENUMS), source=None,
+                 python=python_stacks(c, api, origin))
+
+
+def _origin(c: Collector) -> float:
+    """The time zero: the earliest timestamp kept, in whole microseconds."""
+    firsts = [float(t["ts"].min()) for t in (c.api, c.gpu, c.py, c.ranges) if len(t)]
+    if c.span is not None:
+        firsts.append(c.span[0])
+    return float(np.floor(min(firsts))) if firsts else 0.0
+
+
+def _empty(cols: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({col: pd.Series(dtype=_INT) for col in cols})
+
+
+def _api_all(c: Collector, origin: float) -> pd.DataFrame:
+    """Every CUDA call, wanted or not (their correlation ids place GPU work in a process),
+    sorted by start, then end, thread, correlation id: the same whatever the event order."""
+    start, end = to_ns(c.api["ts"], c.api["dur"], origin)
+    tid, corr, code = c.api["gtid"], c.api["corr"], c.api["name"]
+    keep = ~_nested_driver_calls(start, end, tid, c.api["driver"].astype(bool))
+    start, end, tid, corr, code, pid = (x[keep] for x in (start, end, tid, corr, code,
+                                                          c.api["pid"]))
+    order = np.lexsort((code, corr, tid, end, start))
+    return pd.DataFrame({"start_ns": start[order], "end_ns": end[order], "tid": tid[order],
+                         "corr_id": corr[order], "proc": pid[order], "name_code": code[order]})
+
+
+def _nested_driver_calls(start: np.ndarray, end: np.ndarray, tid: np.ndarray,
+                         driver: np.ndarray) -> np.ndarray:
+    """Driver-API calls (``cuda_driver``) made inside a runtime call on the same thread: the
+    runtime's own work (a ``cuGraphLaunch`` under ``cudaGraphLaunch``), not a second call."""
+    out = np.zeros(len(start), dtype=bool)
+    if not driver.any() or driver.all():
+        return out
+    rt = np.flatnonzero(~driver)
+    key = np.lexsort((start[rt], tid[rt]))
+    rt_tid, rt_start, rt_end = tid[rt][key], start[rt][key], end[rt][key]
+    for i in np.flatnonzero(driver):
+        lo = np.searchsorted(rt_tid, tid[i], side="left")
+        hi = np.searchsorted(rt_tid, tid[i], side="right")
+        j = lo + np.searchsorted(rt_start[lo:hi], start[i], side="right") - 1
+        out[i] = j >= lo and rt_end[j] >= end[i]
+    return out
+
+
+def _gpu(c: Collector, origin: float, api_all: pd.DataFrame) -> pd.DataFrame:
+    g = c.gpu
+    start, end = to_ns(g["ts"], g["dur"], origin)
+    df = pd.DataFrame({"start_ns": start, "end_ns": end, "stream": g["stream"],
+                       "device": g["device"], "corr_id": g["corr"], "kind": g["kind"],
+                       "copy_kind": g["copy"], "src_kind": g["src"], "dst_kind": g["dst"],
+                       "bytes": g["bytes"], "name": g["name"]})
+    df = df.sort_values(["start_ns", "kind", "end_ns", "stream", "corr_id", "device", "name"],
+                        kind="stable").reset_index(drop=True)
+    df.insert(5, "proc", _gpu_process(df, api_all))
+    return df
+
+
+def _gpu_process(gpu: pd.DataFrame, api_all: pd.DataFrame) -> np.ndarray:
+    """The process of each GPU op: the one whose CUDA call has its correlation id. Where
+    several processes of the file used that id, the call that started last before the op."""
+    proc = np.full(len(gpu), -1, dtype=np.int64)
+    if not len(gpu) or not len(api_all):
+        return proc
+    calls = api_all[["corr_id", "proc", "start_ns"]].drop_duplicates(["corr_id", "proc"])
+    procs = calls["proc"].unique()
+    if len(procs) == 1:
+        # one process: its GPU work, also that of calls made before the capture started
+        return np.full(len(gpu), procs[0], dtype=np.int64)
+    ops = pd.DataFrame({"i": np.arange(len(gpu)), "corr_id": gpu["corr_id"].to_numpy(),
+                        "op_start": gpu["start_ns"].to_numpy()})
+    m = ops.merge(calls, on="corr_id")
+    m = m[m["start_ns"] <= m["op_start"]].sort_values(["i", "start_ns", "proc"])
+    last = m.drop_duplicates("i", keep="last")
+    proc[last["i"].to_numpy()] = last["proc"].to_numpy()
+    return proc
+
+
+def _graph_work(g: pd.DataFrame) -> pd.DataFrame:
+    if not len(g):
+        return _empty(GRAPH_WORK_COLUMNS)
+    agg = g.groupby(["proc", "corr_id"], sort=True).agg(
+        gpu_start_ns=("start_ns", "min"), gpu_end_ns=("end_ns", "max"),
+        stream=("stream", "min"), device=("device", "min"), n_ops=("start_ns", "size"))
+    out = agg.reset_index()[GRAPH_WORK_COLUMNS]
+    return out.astype(dict.fromkeys(GRAPH_WORK_COLUMNS, _INT))
+
+
+def _eager(g: pd.DataFrame) -> pd.DataFrame:
+    cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",
+            "src_kind", "dst_kind", "bytes"]
+    df = g[cols].reset_index(drop=True).astype({k: _INT for k in cols if k != "kind"})
+    df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=_GPU_KINDS)
+    return df
+
+
+def _collectives(c: Collector, gpu: pd.DataFrame) -> pd.DataFrame:
+    cols = ["proc", "corr_id", "start_ns", "end_ns", "stream", "device"]
+    nccl = gpu[gpu["name"] >= 0]
+    df = nccl[cols].reset_index(drop=True).astype(dict.fromkeys(cols, _INT))
+    df["name"] = _categorical(nccl["name"].to_numpy(), c.kernel_names) if len(nccl) else \
+        pd.Series(dtype=str)
+    return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _nvtx(c: Collector, origin: float) -> pd.DataFrame:
+    r = c.ranges
+    start, end = to_ns(r["ts"], r["dur"], origin)
+    names = np.array(list(c.names), dtype=object)
+    text = names[r["name"]] if len(r) else np.zeros(0, dtype=object)
+    order = np.lexsort((text.astype(str), r["gtid"], -end, start)) if len(r) else \
+        np.zeros(0, dtype=np.int64)
+    df = pd.DataFrame({"start_ns": start[order], "end_ns": end[order], "tid": r["gtid"][order],
+                       "text": text[order]})
+    df["text"] = df["text"].astype(str)
+    return df
+
+
+def _thread_names(c: Collector) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for (pid, tid), name in sorted(c.thread_names.items(), key=lambda kv: str(kv[0])):
+        if pid in c.process_labels and c.process_labels[pid].startswith("GPU"):
+            continue  # a stream lane ("stream 7")
+        if not (isinstance(pid, int) and isinstance(tid, int)):
+            continue
+        m = _THREAD_NAME.match(name)
+        out.setdefault((pid << 24) | (tid & 0xFFFFFF), m.group(1) if m else name)
+    return out
+
+
+def _process_name(c: Collector, pid: int) -> str:
+    return c.process_names.get(pid, "")

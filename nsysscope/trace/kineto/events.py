@@ -1,0 +1,213 @@
+"""Collecting the events the analysis needs from a Kineto trace, in typed arrays."""
+
+from __future__ import annotations
+
+import re
+from array import array
+from typing import Any
+
+import numpy as np
+
+from ..schema import api_base_name
+
+# event categories, as Kineto writes them (current names first, torch < 1.10 names after)
+_API, _KERNEL, _MEMCPY, _MEMSET, _PY, _ANNOT, _OP, _SPAN = range(8)
+_CATEGORIES = {
+    "cuda_runtime": _API, "cuda_driver": _API, "runtime": _API, "driver": _API,
+    "kernel": _KERNEL, "gpu_memcpy": _MEMCPY, "memcpy": _MEMCPY,
+    "gpu_memset": _MEMSET, "memset": _MEMSET, "python_function": _PY,
+    "user_annotation": _ANNOT, "cpu_op": _OP, "operator": _OP, "trace": _SPAN,
+}
+
+# copy kinds and memory kinds: the ids nsys uses (ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND)
+COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
+              "DtoD": 8, "HtoH": 9, "PtoP": 10}
+MEMORY_KINDS = {"pageable": 0, "pinned": 1, "device": 2, "array": 3, "managed": 4,
+                "device static": 5, "managed static": 6, "unknown": 7}
+_COPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)(?:\s*\(\s*([^)>]*?)\s*->\s*([^)]*?)\s*\))?", re.I)
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class Collector:
+    """The kept fields of the kept events, in typed arrays (floats for times, in us)."""
+
+    def __init__(self) -> None:
+        self.api = Columns("ts dur", "pid gtid corr name driver")
+        self.gpu = Columns("ts dur", "device stream corr kind copy src dst bytes name pid")
+        self.py = Columns("ts dur", "gtid name")
+        self.ranges = Columns("ts dur", "gtid name")
+        self.names: dict[str, int] = {}  # API and range names
+        self.kernel_names: dict[str, int] = {}  # NCCL kernels only
+        self.py_names: dict[Any, int] = {}
+        self.copy_names: dict[str, tuple[int, int, int]] = {}
+        self.process_names: dict[Any, str] = {}
+        self.process_labels: dict[Any, str] = {}
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.span: tuple[float, float] | None = None
+        self.ids: dict[Any, int] = {}  # non-integer pids/tids -> synthetic numbers
+        self.skipped = 0  # kept kinds of event without a usable ts/dur
+        self.events = 0  # JSON objects in the events array
+        py = self.py.cols
+        self._py_ts, self._py_dur, self._py_tid, self._py_name = (c.append for c in py)
+
+    def _num(self, v: Any) -> int:
+        if type(v) is int:
+            return v
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return self.ids.setdefault(v, (1 << 23) + len(self.ids))
+
+    def _name(self, table: dict[str, int], name: Any) -> int:
+        if not isinstance(name, str):
+            name = str(name)
+        code = table.get(name)
+        if code is None:
+            code = table[name] = len(table)
+        return code
+
+    def _times(self, e: dict) -> tuple[float, float] | None:
+        try:
+            ts, dur = float(e["ts"]), float(e.get("dur") or 0.0)
+        except (KeyError, TypeError, ValueError):
+            self.skipped += 1
+            return None
+        return (ts, dur) if ts == ts and dur == dur else None  # NaN
+
+    def add(self, e: Any) -> None:
+        if type(e) is not dict:
+            return
+        self.events += 1
+        if e.get("cat") == "python_function" and e.get("ph") == "X":  # ~80% of the events
+            ts, dur = e.get("ts"), e.get("dur")
+            if type(ts) is not float or type(dur) is not float:
+                times = self._times(e)
+                if times is None:
+                    return
+                ts, dur = times
+            pid, tid = e.get("pid"), e.get("tid")
+            if type(pid) is not int:
+                pid = self._num(pid)
+            if type(tid) is not int:
+                tid = self._num(tid)
+            name = e.get("name")
+            code = self.py_names.get(name)
+            if code is None:
+                code = self.py_names[name] = len(self.py_names)
+            self._py_ts(ts)
+            self._py_dur(dur)
+            self._py_tid((pid << 24) | (tid & 0xFFFFFF))
+            self._py_name(code)
+            return
+        ph = e.get("ph")
+        if ph != "X":
+            if ph == "M":
+                self._meta(e)
+            return
+        cat = e.get("cat")
+        kind = _CATEGORIES.get(cat)
+        if kind is None and (not isinstance(cat, str)
+                             or (kind := _CATEGORIES.get(cat.lower())) is None):
+            return
+        times = self._times(e)
+        if times is None:
+            return
+        ts, dur = times
+        args = e.get("args")
+        if type(args) is not dict:
+            args = {}
+        if kind == _PY:  # a category spelt otherwise
+            gtid = (self._num(e.get("pid")) << 24) | (self._num(e.get("tid")) & 0xFFFFFF)
+            self.py.add(ts, dur, gtid, self._name(self.py_names, e.get("name")))
+        elif kind in (_KERNEL, _MEMCPY, _MEMSET):
+            self._gpu(kind, e, ts, dur, args)
+        elif kind == _API:
+            pid, tid = self._num(e.get("pid")), self._num(e.get("tid"))
+            corr = args.get("correlation", -1)
+            self.api.add(ts, dur, pid, (pid << 24) | (tid & 0xFFFFFF),
+                         corr if type(corr) is int else self._num(corr),
+                         self._name(self.names, api_base_name(str(e.get("name")))),
+                         int("driver" in str(cat).lower()))
+        elif kind in (_ANNOT, _OP):
+            name = e.get("name")
+            if not isinstance(name, str) or (kind == _OP and not name.startswith("aten::")):
+                return
+            if kind == _ANNOT and (m := _PROFILER_STEP.match(name)):
+                name = f"step {m.group(1)}"
+            pid, tid = self._num(e.get("pid")), self._num(e.get("tid"))
+            self.ranges.add(ts, dur, (pid << 24) | (tid & 0xFFFFFF), self._name(self.names, name))
+        elif kind == _SPAN:
+            end = ts + dur
+            self.span = (ts, end) if self.span is None else \
+                (min(self.span[0], ts), max(self.span[1], end))
+
+    def _gpu(self, kind: int, e: dict, ts: float, dur: float, args: dict) -> None:
+        pid = e.get("pid")
+        device = args.get("device", pid)
+        stream = args.get("stream", e.get("tid"))
+        corr = args.get("correlation", -1)
+        nbytes = args.get("bytes", 0)
+        copy = src = dst = -1
+        name_code = -1
+        name = e.get("name")
+        if kind == _MEMCPY:
+            kinds = self.copy_names.get(name) if isinstance(name, str) else None
+            if kinds is None:
+                kinds = self.copy_names[str(name)] = copy_kinds(str(name))
+            copy, src, dst = kinds
+        elif kind == _KERNEL and isinstance(name, str) and name[:4].lower() == "nccl":
+            name_code = self._name(self.kernel_names, name)
+        self.gpu.add(ts, dur, self._num(device), self._num(stream),
+                     corr if type(corr) is int else self._num(corr), kind - _KERNEL, copy, src,
+                     dst, nbytes if type(nbytes) is int else 0, name_code, self._num(pid))
+
+    def _meta(self, e: dict) -> None:
+        name, args = e.get("name"), e.get("args")
+        if type(args) is not dict:
+            return
+        if name == "process_name":
+            self.process_names.setdefault(e.get("pid"), str(args.get("name", "")))
+        elif name == "process_labels":
+            self.process_labels.setdefault(e.get("pid"), str(args.get("labels", "")))
+        elif name == "thread_name":
+            self.thread_names.setdefault((e.get("pid"), e.get("tid")), str(args.get("name", "")))
+
+
+class Columns:
+    """Parallel typed arrays: ``floats`` as float64 ('d'), ``ints`` as int64 ('q')."""
+
+    def __init__(self, floats: str, ints: str) -> None:
+        self.names = floats.split() + ints.split()
+        self.cols = [array("d") for _ in floats.split()] + [array("q") for _ in ints.split()]
+        appends = [c.append for c in self.cols]
+
+        def add(*values: Any) -> None:
+            for append, v in zip(appends, values, strict=True):
+                append(v)
+        self.add = add
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        col = self.cols[self.names.index(name)]
+        return np.frombuffer(col, dtype=np.float64 if col.typecode == "d" else np.int64) \
+            if len(col) else np.zeros(0, dtype=np.float64 if col.typecode == "d" else np.int64)
+
+
+def copy_kinds(name: str) -> tuple[int, int, int]:
+    """``Memcpy DtoH (Device -> Pinned)`` -> (copy kind, source and destination memory kinds)
+    as nsys numbers them (DtoH 2; pinned 1, device 2; -1 where the name does not say)."""
+    m = _COPY_NAME.match(name)
+    if not m:
+        return -1, -1, -1
+    kind = next((v for k, v in COPY_KINDS.items() if k.lower() == m.group(1).lower()), 0)
+    src = MEMORY_KINDS.get((m.group(2) or "").strip().lower(), -1)
+    dst = MEMORY_KINDS.get((m.group(3) or "").strip().lower(), -1)
+    return kind, src, dst
+
+
+def to_ns(ts: np.ndarray, dur: np.ndarray, origin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Kineto's float microseconds as integer nanoseconds from ``origin`` (start, end)."""
+    start = np.rint((ts - origin) * 1e3).astype(np.int64)
+    return start, start + np.rint(np.maximum(dur, 0.0) * 1e3).astype(np.int64)

@@ -1,0 +1,187 @@
+"""Reading a large JSON document as a stream: its top-level keys, then its ``traceEvents``
+array one element at a time (see :class:`JsonStream`)."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import lzma
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ...errors import NotAnNsysExport, UnreadableInput
+from ..sources import GZIP_MAGIC, XZ_MAGIC
+
+_CHUNK = 1 << 20  # characters decoded per read
+#: one JSON value (an event, a metadata field) larger than this is taken as corrupt
+_MAX_VALUE = 64 << 20
+_WS = re.compile(r"[ \t\r\n]*").match
+_SEP = re.compile(r"[ \t\r\n,]*").match
+_decode = json.JSONDecoder().raw_decode
+
+
+def open_text(path: Path) -> BinaryIO:
+    """``path`` as a binary stream, gzip or xz decompressed by its first bytes."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(GZIP_MAGIC):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if magic.startswith(XZ_MAGIC):
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+class JsonStream:
+    """One pass over a JSON document: its top-level object's keys one by one, and the
+    elements of its ``traceEvents`` array one at a time (a bare top-level array is taken as
+    the events). Text is decoded in windows of ``_CHUNK`` characters; every value is decoded
+    by ``json``'s C scanner (``raw_decode``) once it lies whole in the window."""
+
+    def __init__(self, f: BinaryIO, path: Path) -> None:
+        self.f, self.path = f, path
+        self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.offset = 0  # characters dropped from the front of buf
+        self.count = 0
+
+    # reading
+    def _more(self, at_least: int = 0) -> bool:
+        if self.eof:
+            return False
+        want = max(_CHUNK, at_least)
+        try:
+            raw = self.f.read(want)
+        except (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile) as e:
+            raise UnreadableInput(f"{self.path}: corrupt or truncated compressed file "
+                                  f"({str(e) or type(e).__name__})") from None
+        except OSError as e:
+            raise UnreadableInput(f"{self.path}: cannot read: {e.strerror or e}") from None
+        chunk = self.text.decode(raw, final=not raw)
+        if not raw:
+            self.eof = True
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return bool(raw) or bool(chunk)
+
+    def _peek(self) -> str:
+        """The next character that is not white space ('' at the end)."""
+        while True:
+            self.pos = _WS(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def _value(self) -> Any:
+        while True:
+            try:
+                value, end = _decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                self._after_error(e, self.pos)
+                continue
+            # a number or literal cut by the window's end decodes too: read on and again
+            if end >= len(self.buf) and not self.eof and self._more():
+                continue
+            self.pos = end
+            return value
+
+    def _after_error(self, e: json.JSONDecodeError, pos: int) -> None:
+        """Read on when the value at ``pos`` may just be cut by the window's end; raise when
+        the file ends there (truncated) or the text is not JSON (corrupt)."""
+        cut = e.msg.startswith("Unterminated string") or \
+            len(self.buf) - e.pos <= 16 and "\n" not in self.buf[e.pos:]
+        if not cut or len(self.buf) - pos > _MAX_VALUE:
+            raise NotAnNsysExport(
+                f"{self.path}: corrupt torch.profiler trace: invalid JSON at character "
+                f"{self.offset + e.pos} ({e.msg})") from None
+        self.pos = pos
+        if not self._more(len(self.buf) - pos):
+            raise self._truncated() from None
+
+    def _truncated(self) -> NotAnNsysExport:
+        return NotAnNsysExport(
+            f"{self.path}: truncated torch.profiler trace: the JSON ends after {self.count} "
+            "events, in the middle of the trace; copy or export it again")
+
+    def _expect(self, char: str) -> None:
+        c = self._peek()
+        if c != char:
+            if not c:
+                raise self._truncated()
+            raise NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: expected "
+                                  f"'{char}' at character {self.offset + self.pos}, found "
+                                  f"{c!r}")
+        self.pos += 1
+
+    # structure
+    def top(self) -> str:
+        """``{`` or ``[``: how the document starts (anything else is not JSON)."""
+        return self._peek()
+
+    def fields(self) -> Iterator[str]:
+        """The top-level object's keys; the caller reads each value with :meth:`value`,
+        :meth:`events` or :meth:`skip_value` before asking for the next key."""
+        self._expect("{")
+        while True:
+            c = self._peek()
+            if c == "}":
+                self.pos += 1
+                return
+            if c == ",":
+                self.pos += 1
+                continue
+            if not c:
+                raise self._truncated()
+            key = self._value()
+            if not isinstance(key, str):
+                raise NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: a key that "
+                                      f"is not a string at character {self.offset + self.pos}")
+            self._expect(":")
+            yield key
+
+    def value(self) -> Any:
+        self._peek()
+        return self._value()
+
+    def is_array(self) -> bool:
+        return self._peek() == "["
+
+    def events(self, on_event: Callable[[Any], None]) -> int:
+        """Decode the array at the current position, calling ``on_event`` with each
+        element; returns their number."""
+        self._expect("[")
+        n = 0
+        decode, sep = _decode, _SEP
+        while True:
+            buf = self.buf
+            pos = sep(buf, self.pos).end()
+            if pos >= len(buf):
+                self.pos = pos
+                if not self._more():
+                    self.count = n
+                    raise self._truncated()
+                continue
+            if buf[pos] == "]":
+                self.pos = pos + 1
+                self.count = n
+                return n
+            try:
+                obj, end = decode(buf, pos)
+            except json.JSONDecodeError as e:
+                self.count = n
+                self._after_error(e, pos)
+                continue
+            if end >= len(buf) and not self.eof:  # a bare number cut by the window
+                self.pos = pos
+                if self._more():
+                    continue
+            self.pos = end
+            n += 1
+            on_event(obj)

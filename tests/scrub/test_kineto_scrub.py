@@ -1,0 +1,125 @@
+"""Scrubbing torch.profiler (Kineto) traces, on a raw-like trace rebuilt from a real sample.
+
+The committed samples are already scrubbed; a "raw-like" trace puts back what a real capture
+carries (absolute paths in python_function names when code ran from them, the host name that
+torch >= 2.10 writes as ``host_name`` and that ``tensorboard_trace_handler`` puts in the file
+name, a home folder), so the scrubber is tested on real data without shipping the leaks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsysscope import analyze, load
+from nsysscope.scrub import find_leaks, scrub
+from nsysscope.scrub.kineto import scrub_kineto
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "sample_traces" / "kineto" / "h200_kineto_case1_60.pt.trace.json.gz"
+WORKDIR = "/tmp/tmp.Xk3vQ9/work"
+SITE = "/home/alice/.venv/lib/python3.12/site-packages"
+STDLIB = "/usr/lib/python3.12"
+HOST = "gpu-node-17"
+SECRETS = [b"alice", HOST.encode(), b"/home/", b"/tmp/tmp.", b"/usr/lib"]
+
+
+def _absolute(name: str) -> str:
+    if name.startswith("engine_under_test/"):
+        return f"{WORKDIR}/{name}"
+    if name.startswith(("torch/", "numpy/")):
+        return f"{SITE}/{name}"
+    if name.startswith(("json/", "contextlib.py", "typing.py")):
+        return f"{STDLIB}/{name}"
+    return name
+
+
+@pytest.fixture(scope="module")
+def raw_like(tmp_path_factory) -> Path:
+    d = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    for e in d["traceEvents"]:
+        if e.get("cat") == "python_function":
+            e["name"] = _absolute(e["name"])
+    d["host_name"] = HOST
+    d["traceName"] = f"/home/alice/runs/{HOST}_1367.1790857026123.pt.trace.json"
+    p = tmp_path_factory.mktemp("raw") / f"{HOST}_1367.1790857026123.pt.trace.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(d).encode()))
+    return p
+
+
+def _summary(path: Path) -> dict:
+    s = analyze(load(path)).summary.to_dict()
+    s["trace"].pop("path")
+    return s
+
+
+def test_raw_like_leaks_are_found(raw_like):
+    kinds = {lk.kind for lk in find_leaks(raw_like)}
+    assert {"abs_path", "host", "user"} <= kinds, kinds
+    assert find_leaks(SAMPLE) == []
+
+
+def test_scrub_removes_paths_and_names_and_keeps_the_analysis(raw_like, tmp_path):
+    out = tmp_path / "clean.pt.trace.json.gz"
+    r = scrub(raw_like, out)
+    assert r.working_dir == WORKDIR and r.hosts == (HOST,) and r.users == ("alice",)
+    data = gzip.decompress(out.read_bytes())
+    for s in SECRETS:
+        assert s not in data, s
+    assert find_leaks(out) == []
+    d = json.loads(data)
+    assert d["host_name"] == "host"
+    assert d["traceName"] == "<path>/host_1367.1790857026123.pt.trace.json"
+    names = {e["name"] for e in d["traceEvents"] if e.get("cat") == "python_function"}
+    assert "engine_under_test/sampler.py(50): finish_sampling" in names
+    assert "<site-packages>/torch/cuda/graphs.py(137): replay" in names
+    # the paths are back where the sample had them: the same report, source line included
+    assert _summary(out) == _summary(SAMPLE)
+    assert _summary(out)["sites"][0]["source"]["file"] == "engine_under_test/sampler.py"
+
+
+def test_slim_keeps_every_stack_the_analysis_uses(tmp_path):
+    plain = tmp_path / "plain.json"
+    raw = gzip.decompress(SAMPLE.read_bytes())
+    d = json.loads(raw)
+    # the sample is slim already: add back noise a Python loop makes (len() calls, helpers)
+    noise = []
+    for e in d["traceEvents"]:
+        if e.get("cat") == "python_function" and e["dur"] > 50:
+            noise.append({**e, "name": "<built-in function len>", "dur": 0.2,
+                          "args": {"Python parent id": e["args"]["Python id"],
+                                   "Python id": 10**7 + len(noise)}})
+    d["traceEvents"] += noise
+    plain.write_text(json.dumps(d))
+    slim = tmp_path / "slim.pt.trace.json.gz"
+    r = scrub_kineto(plain, slim, slim=True)
+    assert r.dropped >= len(noise) > 100
+    assert _summary(slim) == _summary(plain) == _summary(SAMPLE)
+    # slimming the slim sample again drops nothing: every kept event encloses a CUDA call
+    again = scrub_kineto(SAMPLE, tmp_path / "again.json.gz", slim=True)
+    assert again.dropped == 0 and again.events_out == again.events_in
+
+
+def test_same_input_same_bytes(raw_like, tmp_path):
+    a, b = tmp_path / "a.pt.trace.json.gz", tmp_path / "b.pt.trace.json.gz"
+    scrub(raw_like, a, slim=True)
+    scrub(raw_like, b, slim=True)
+    assert hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
+
+
+def test_cli(raw_like, tmp_path):
+    out = tmp_path / "cli.pt.trace.json.gz"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "nsysscope", "scrub", *map(str, a)],  # noqa: E731
+                                    capture_output=True, text=True, timeout=300)
+    proc = run("--check", raw_like)
+    assert proc.returncode == 1 and "[host]" in proc.stdout and "[abs_path]" in proc.stdout
+    assert HOST not in proc.stdout  # the listing is redacted
+    proc = run("--slim", raw_like, out)
+    assert proc.returncode == 0, proc.stderr
+    assert run("--check", out).returncode == 0
