@@ -9,8 +9,9 @@ import pandas as pd
 
 from .. import render
 from ..analysis import analyze
-from ..batch import expand, names_many, run_batch
+from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import UnreadableInput
+from ..export import is_db_name, write_db
 from ..trace import load
 from .options import analysis_options, config_from, write_output
 
@@ -22,8 +23,11 @@ from .options import analysis_options, config_from, write_output
               show_default=True, help="Output format.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write here instead of stdout.")
-@click.option("--per-launch", type=click.Path(dir_okay=False), metavar="FILE.csv|FILE.parquet",
-              help="Also write the full per-launch table.")
+@click.option("--per-launch", type=click.Path(dir_okay=False),
+              metavar="FILE.csv|FILE.parquet|FILE.db",
+              help="Also write the full per-launch table; FILE.db (or .sqlite) is an SQLite "
+                   "database with the launches, blocks, sites, summary, processes and meta "
+                   "tables, to which several traces (or runs) add theirs.")
 @click.option("--source-root", type=click.Path(file_okay=False, path_type=str), default=None,
               metavar="DIR", help="Where the profiled program's source files are, to show the "
                                   "text of each stall's line (default: the trace's working "
@@ -50,18 +54,22 @@ def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
     if len(traces) > 1 or scheduler or names_many(traces[0]):
-        if per_launch:
-            raise click.UsageError("--per-launch takes a single trace")
+        if per_launch and not is_db_name(per_launch):
+            raise click.UsageError("--per-launch with several traces writes an SQLite "
+                                   "database: name a .db or .sqlite file")
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
         if fmt not in render.BATCH_FORMATS:
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
-        batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings)
+        batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings,
+                          per_launch_db=per_launch)
         write_output(render.render("batch", fmt, batch), output)
         return batch.exit_code
     a = analyze(load(traces[0], nsys=nsys), cfg)
-    if per_launch:
+    if per_launch and is_db_name(per_launch):
+        write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))
+    elif per_launch:
         write_per_launch(a.launches, per_launch)
     write_output(render.render("report", fmt, a), output)
     return 0
@@ -78,4 +86,4 @@ def write_per_launch(df: pd.DataFrame, path: str) -> None:
     elif path.endswith(".csv"):
         out.to_csv(path, index=False)
     else:
-        raise UnreadableInput(f"--per-launch {path}: name a .csv or .parquet file")
+        raise UnreadableInput(f"--per-launch {path}: name a .csv, .parquet or .db file")
