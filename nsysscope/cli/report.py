@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import click
 import pandas as pd
@@ -13,6 +14,7 @@ from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import UnreadableInput
 from ..export import is_db_name, write_db
 from ..trace import load
+from .export import write_perfetto_file
 from .options import analysis_options, config_from, write_output
 
 
@@ -28,6 +30,10 @@ from .options import analysis_options, config_from, write_output
               help="Also write the full per-launch table; FILE.db (or .sqlite) is an SQLite "
                    "database with the launches, blocks, sites, summary, processes and meta "
                    "tables, to which several traces (or runs) add theirs.")
+@click.option("--perfetto", type=click.Path(dir_okay=False, path_type=str), default=None,
+              metavar="OUT.json.gz", help="Also write the trace as a Perfetto timeline (as "
+                                           "'nsysscope export --perfetto'); the HTML report "
+                                           "links to it.")
 @click.option("--source-root", type=click.Path(file_okay=False, path_type=str), default=None,
               metavar="DIR", help="Where the profiled program's source files are, to show the "
                                   "text of each stall's line (default: the trace's working "
@@ -45,7 +51,8 @@ from .options import analysis_options, config_from, write_output
 def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
                    per_launch: str | None, warmup: int | None, launch_bound_us: float,
                    nsys: str | None, source_root: str | None = None, jobs: int | None = None,
-                   scheduler: str | None = None, timings: bool = False) -> int:
+                   scheduler: str | None = None, timings: bool = False,
+                   perfetto: str | None = None) -> int:
     """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
@@ -54,6 +61,8 @@ def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
     if len(traces) > 1 or scheduler or names_many(traces[0]):
+        if perfetto:
+            raise click.UsageError("--perfetto takes a single trace")
         if per_launch and not is_db_name(per_launch):
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
@@ -71,7 +80,13 @@ def report_command(traces: tuple[str, ...], fmt: str, output: str | None,
         write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))
     elif per_launch:
         write_per_launch(a.launches, per_launch)
-    write_output(render.render("report", fmt, a), output)
+    context = {}
+    if perfetto:
+        write_perfetto_file(perfetto, a)
+        if fmt == "html":
+            here = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
+            context["perfetto"] = os.path.relpath(os.path.abspath(perfetto), here)
+    write_output(render.render("report", fmt, a, **context), output)
     return 0
 
 
