@@ -26,16 +26,18 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sqlite_utils import Database
 
 from ..analysis import Analysis
 from ..errors import UnreadableInput
 from ..model.schema import to_plain
 from ..util.version import __version__
+
+if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
+    from sqlite_utils import Database
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 TABLES = ("launches", "blocks", "sites", "summary", "processes", "meta")
@@ -73,6 +75,8 @@ def append_parts(path: str | os.PathLike[str], parts: Iterable[str | os.PathLike
         for part in parts:
             if not Path(part).is_file():
                 continue
+            from sqlite_utils import Database
+
             src = Database(sqlite3.connect(part))
             try:
                 meta = list(src["meta"].rows) if src["meta"].exists() else []
@@ -96,6 +100,8 @@ class _open:
         if not self.path.parent.is_dir():
             raise UnreadableInput(f"--per-launch {self.path}: no such folder "
                                   f"'{self.path.parent}'")
+        from sqlite_utils import Database
+
         try:
             self.db = Database(sqlite3.connect(self.path))
             self.db.execute("PRAGMA user_version")  # an existing non-SQLite file fails here
