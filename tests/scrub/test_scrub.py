@@ -139,13 +139,13 @@ def put_back_private(c: sqlite3.Connection, next_id: int) -> None:
         c.execute("INSERT INTO ThreadNames VALUES (?, 20, ?)", (next_id + i, (key << 24) | pid))
     out_name, out_text = next_id + 10, next_id + 11
     c.executemany("INSERT INTO StringIds VALUES (?, ?)", [
-        (out_name, "/tmp/nvidia/nsight_systems/streams/pid_1082_stdout.log"),
+        (out_name, "/opt/nvidia/nsight_systems/streams/pid_1082_stdout.log"),
         (out_text, PROGRAM_OUTPUT)])
     c.execute("DELETE FROM ProcessStreams")
     c.execute("INSERT INTO ProcessStreams VALUES (?, ?, ?)", (gpid, out_name, out_text))
     c.execute("DELETE FROM ANALYSIS_FILE")
     c.execute("INSERT INTO ANALYSIS_FILE VALUES (0, ?, ?, ?)",
-              ("/tmp/nvidia/nsight_systems/streams/pid_1082_stdout.log", out_text, gpid))
+              ("/opt/nvidia/nsight_systems/streams/pid_1082_stdout.log", out_text, gpid))
     c.execute("DELETE FROM TARGET_INFO_SYSTEM_ENV "
               "WHERE name IN ('SoftwareReleaseVersion', 'KernelVersion')")
     for name, enum, value in [("SoftwareReleaseVersion", 618, "6.8.0-1015-gpu-cloud-alice"),
