@@ -40,6 +40,8 @@ SAMPLE = {
     "runs_case1": "runs/h200_runs_case1_200.sqlite.xz",
     "runs_case2": "runs/h200_runs_case2_200.sqlite.xz",
     "runs_both": "runs/h200_runs_both_200.sqlite.xz",
+    # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
+    "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
 }
 
 

@@ -9,9 +9,12 @@ its error in its result; the others are still analysed.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import numpy as np
 
 from ..analysis import AnalysisConfig, analyze
 from ..errors import NsysscopeError, UnreadableInput
+from ..export.db import append_parts, write_db
 from ..model import BatchResult, TraceResult
 from ..trace import load
 from ..trace.arrays import cpu_count
@@ -29,13 +33,18 @@ from .expand import expand, rank_of
 
 
 def analyze_one(path: str, config: AnalysisConfig | None = None,
-                nsys: str | None = None) -> TraceResult:
+                nsys: str | None = None, per_launch_part: str | None = None,
+                label: str | None = None) -> TraceResult:
     """Load and analyse one trace; never raises for a bad trace (the error goes in the
-    result). Runs in a worker process or on a Dask worker."""
+    result). Runs in a worker process or on a Dask worker. ``per_launch_part``: also write
+    the trace's tables to this new SQLite file (:func:`nsysscope.export.write_db`), as trace
+    ``label`` (default: ``path``)."""
     t0 = time.perf_counter()
     result = TraceResult(path=str(path), rank=rank_of(path))
     try:
         a = analyze(load(path, nsys=nsys), config)
+        if per_launch_part:
+            write_db(per_launch_part, a, trace=label or str(path), rank=result.rank)
     except NsysscopeError as e:
         result.error, result.exit_code = str(e), e.exit_code
     except Exception as e:  # noqa: BLE001 - one broken trace must not sink the others
@@ -53,6 +62,27 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
     return result
 
 
+@contextlib.contextmanager
+def _parts_beside(db: str | None, n: int) -> Iterator[list[str] | None]:
+    """``n`` part file names in a temporary folder beside ``db`` (a Dask worker sees it when
+    it sees the traces' folder), removed afterwards."""
+    if not db:
+        yield None
+        return
+    folder = Path(db).resolve().parent
+    if not folder.is_dir():
+        raise UnreadableInput(f"--per-launch {db}: no such folder '{Path(db).parent}'")
+    try:
+        tmp = tempfile.mkdtemp(prefix=f".{Path(db).name}.", suffix=".parts", dir=folder)
+    except OSError as e:
+        raise UnreadableInput(f"--per-launch {db}: cannot write there: "
+                              f"{e.strerror or e}") from None
+    try:
+        yield [os.path.join(tmp, f"{i:06d}.db") for i in range(n)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _init_worker(threads: int) -> None:
     os.environ["NSYSSCOPE_THREADS"] = str(threads)
     os.environ["NSYSSCOPE_PROGRESS"] = "0"
@@ -65,7 +95,7 @@ def workers_for(paths: list[Path], jobs: int | None) -> int:
 
 
 def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig | None = None,
-              nsys: str | None = None) -> list[TraceResult]:
+              nsys: str | None = None, parts: list[str] | None = None) -> list[TraceResult]:
     """Analyse ``paths`` in ``jobs`` worker processes (default: one per CPU, at most one per
     trace). ``jobs=1`` runs them one after the other in this process."""
     cpus = cpu_count()
@@ -74,7 +104,7 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
     with progress("analysing traces", total=len(paths)) as bar:
         if jobs == 1:
             for i, p in enumerate(paths):
-                results[i] = analyze_one(str(p), config, nsys)
+                results[i] = analyze_one(str(p), config, nsys, _part(parts, i))
                 bar.advance()
         else:
             import multiprocessing as mp
@@ -85,7 +115,7 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
                                             "nsysscope.trace"])
             with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
                                      initargs=(max(1, cpus // jobs),)) as pool:
-                futures = {pool.submit(analyze_one, str(p), config, nsys): i
+                futures = {pool.submit(analyze_one, str(p), config, nsys, _part(parts, i)): i
                            for i, p in enumerate(paths)}
                 for f in as_completed(futures):
                     results[futures[f]] = f.result()
@@ -121,7 +151,8 @@ def _probe(address: str, timeout: float = 3.0) -> None:
 
 
 def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = None,
-             nsys: str | None = None, client: Any = None) -> list[TraceResult]:
+             nsys: str | None = None, client: Any = None,
+             parts: list[str] | None = None) -> list[TraceResult]:
     """Analyse ``paths`` on the Dask distributed cluster at ``address`` (the workers must
     see the same files). ``client``: an existing ``dask.distributed.Client`` instead."""
     try:
@@ -143,7 +174,9 @@ def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = No
                                   f"like a Dask scheduler ({type(e).__name__})") from None
     try:
         names = [os.path.abspath(p) for p in paths]  # not resolved: a symlink's name is its rank
-        futures = client.map(analyze_one, names, config=config, nsys=nsys, pure=False)
+        futures = client.map(_analyze_on_dask, names,
+                             [_part(parts, i) for i in range(len(names))],
+                             [str(p) for p in paths], config=config, nsys=nsys, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: dict[int, TraceResult] = {}
         with progress(f"analysing traces on {address}", total=len(paths)) as bar:
@@ -159,22 +192,37 @@ def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = No
             client.close()
 
 
+def _analyze_on_dask(path: str, part: str | None, label: str,
+                     config: AnalysisConfig | None = None,
+                     nsys: str | None = None) -> TraceResult:
+    return analyze_one(path, config, nsys, part, label)
+
+
+def _part(parts: list[str] | None, i: int) -> str | None:
+    return parts[i] if parts else None
+
+
 def run_batch(specs: Iterable[str], jobs: int | None = None, scheduler: str | None = None,
               config: AnalysisConfig | None = None, nsys: str | None = None,
-              timed: bool = False) -> BatchResult:
+              timed: bool = False, per_launch_db: str | None = None) -> BatchResult:
     """Expand ``specs`` (files, folders, globs), analyse every trace and aggregate them.
     ``timed`` keeps the wall times in what renderers write (off: the same traces give the
-    same output)."""
+    same output). ``per_launch_db``: also add every trace's per-launch tables to this SQLite
+    database (each worker writes its trace to a part file beside it; the parts are merged in
+    the order of the traces, so the same traces give the same database)."""
     paths = expand(specs)
     if not paths:
         raise UnreadableInput("no traces given")
     t0 = time.perf_counter()
-    if scheduler:
-        results = run_dask(paths, scheduler, config, nsys)
-        workers = 1
-    else:
-        results = run_local(paths, jobs, config, nsys)
-        workers = workers_for(paths, jobs)
+    with _parts_beside(per_launch_db, len(paths)) as parts:
+        if scheduler:
+            results = run_dask(paths, scheduler, config, nsys, parts=parts)
+            workers = 1
+        else:
+            results = run_local(paths, jobs, config, nsys, parts=parts)
+            workers = workers_for(paths, jobs)
+        if per_launch_db and parts:
+            append_parts(per_launch_db, parts)
     return BatchResult(traces=results, aggregate=aggregate(results), workers=workers,
                        scheduler=scheduler, seconds=round(time.perf_counter() - t0, 1),
                        timed=timed)

@@ -27,6 +27,7 @@ COMMANDS = {
     "gate": "gate:gate_command",
     "scrub": "scrub:scrub_command",
     "cache": "cache:cache_group",
+    "export": "export:export_command",
 }
 
 

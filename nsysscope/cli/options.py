@@ -112,13 +112,13 @@ def check_writable(path: str | None, option: str = "-o") -> None:
 
 
 def check_per_launch(path: str | None) -> None:
-    """``--per-launch``: a .csv or .parquet name in a writable folder, and for parquet an
-    engine to write it, checked before the analysis."""
+    """``--per-launch``: a .csv, .parquet or .db name in a writable folder, and for parquet
+    an engine to write it, checked before the analysis."""
     if not path:
         return
     low = path.lower()
-    if not low.endswith((".csv", ".parquet")):
-        raise UnreadableInput(f"--per-launch {path}: name a .csv or .parquet file")
+    if not low.endswith((".csv", ".parquet", ".db", ".sqlite")):
+        raise UnreadableInput(f"--per-launch {path}: name a .csv, .parquet or .db file")
     if low.endswith(".parquet") and not any(importlib.util.find_spec(m) is not None
                                             for m in ("pyarrow", "fastparquet")):
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "

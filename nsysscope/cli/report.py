@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import click
 
 from .. import render
 from ..analysis import analyze
-from ..batch import expand, names_many, run_batch
+from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import UnreadableInput
-from ..render.per_launch import per_launch_table
+from ..export import is_db_name, per_launch_table, write_db
 from ..trace import load
 from ..util.progress import note
+from .export import write_perfetto_file
 from .options import (
     analysis_options,
     check_per_launch,
@@ -34,9 +36,16 @@ from .options import (
                    "else text].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write here instead of stdout; the extension picks the format.")
-@click.option("--per-launch", type=click.Path(dir_okay=False), metavar="FILE.csv|FILE.parquet",
+@click.option("--per-launch", type=click.Path(dir_okay=False),
+              metavar="FILE.csv|FILE.parquet|FILE.db",
               help="Also write the full per-launch table (columns: docs/per-launch.md; "
-                   "parquet needs the [parquet] extra).")
+                   "parquet needs the [parquet] extra); FILE.db (or .sqlite) is an SQLite "
+                   "database with the launches, blocks, sites, summary, processes and meta "
+                   "tables, to which several traces (or runs) add theirs.")
+@click.option("--perfetto", type=click.Path(dir_okay=False, path_type=str), default=None,
+              metavar="OUT.json.gz", help="Also write the trace as a Perfetto timeline (as "
+                                           "'nsysscope export --perfetto'); the HTML report "
+                                           "links to it.")
 @click.option("--source-root", type=click.Path(exists=True, file_okay=False, path_type=str),
               default=None, metavar="DIR",
               help="Where the profiled program's source files are, to show the text of each "
@@ -56,7 +65,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                    per_launch: str | None, warmup: int | None, launch_bound_us: float,
                    nsys: str | None, no_cache: bool = False, source_root: str | None = None,
                    jobs: int | None = None, scheduler: str | None = None,
-                   timings: bool = False) -> int:
+                   timings: bool = False, perfetto: str | None = None) -> int:
     """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
@@ -71,14 +80,18 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
     if len(traces) > 1 or names_many(traces[0]):
-        if per_launch:
-            raise click.UsageError("--per-launch takes a single trace")
+        if perfetto:
+            raise click.UsageError("--perfetto takes a single trace")
+        if per_launch and not is_db_name(per_launch):
+            raise click.UsageError("--per-launch with several traces writes an SQLite "
+                                   "database: name a .db or .sqlite file")
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
         if fmt not in render.BATCH_FORMATS:
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
-        batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings)
+        batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings,
+                          per_launch_db=per_launch)
         write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
         return batch.exit_code
     if scheduler or jobs or timings:
@@ -89,15 +102,23 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     check_per_launch(per_launch)
     a = analyze(load(traces[0], nsys=nsys), cfg)
     require_steady(a.summary, warmup)
-    if per_launch:
+    if per_launch and is_db_name(per_launch):
+        write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))
+    elif per_launch:
         write_per_launch(a, per_launch)
-    write_output(render.render("report", fmt, a, width=text_width(output)), output)
+    context: dict[str, str] = {}
+    if perfetto:
+        write_perfetto_file(perfetto, a)
+        if fmt == "html":
+            here = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
+            context["perfetto"] = os.path.relpath(os.path.abspath(perfetto), here)
+    write_output(render.render("report", fmt, a, width=text_width(output), **context), output)
     return 0
 
 
 
 def write_per_launch(analysis: object, path: str) -> None:
-    """The per-launch table (:func:`nsysscope.render.per_launch.per_launch_table`) to a .csv or
+    """The per-launch table (:func:`nsysscope.export.per_launch_table`) to a .csv or
     .parquet file; a write that fails is one line, exit 2."""
     out = per_launch_table(analysis)
     try:

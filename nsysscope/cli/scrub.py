@@ -2,34 +2,64 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .. import scrub as scrubbing
+
+_KEEP = (
+    ("--keep-process-list", "keep_process_list",
+     "Keep every process of the host in PROCESSES/ThreadNames (default: only the traced ones)."),
+    ("--keep-program-output", "keep_program_output",
+     "Keep the program's stdout/stderr (ProcessStreams, ANALYSIS_FILE)."),
+    ("--keep-kernel-string", "keep_kernel_string",
+     "Keep the kernel release and build string (uname -r, uname -v)."),
+    ("--keep-session-uuid", "keep_session_uuid", "Keep the profiling session's UUID."),
+)
 
 
 @click.command("scrub")
 @click.argument("src", type=click.Path(readable=False, path_type=str))
 @click.argument("dst", type=click.Path(path_type=str), required=False)
-@click.option("--check", is_flag=True, help="List what would leak; write nothing.")
-@click.option("--in-place", is_flag=True, help="Replace SRC with its scrubbed copy.")
+@click.option("--check", is_flag=True, help="List what would leak; write nothing (exit 1 if "
+                                            "anything would).")
+@click.option("--in-place", is_flag=True, help="Replace SRC (an uncompressed .sqlite) with its "
+                                               "scrubbed copy.")
+@click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
 @click.option("--drop-kernel-names", is_flag=True, help="Replace kernel names with kernel_<id>.")
 @click.option("--drop-nvtx-text", is_flag=True, help="Replace NVTX range text with range_<n>.")
+@click.option(_KEEP[0][0], _KEEP[0][1], is_flag=True, help=_KEEP[0][2])
+@click.option(_KEEP[1][0], _KEEP[1][1], is_flag=True, help=_KEEP[1][2])
+@click.option(_KEEP[2][0], _KEEP[2][1], is_flag=True, help=_KEEP[2][2])
+@click.option(_KEEP[3][0], _KEEP[3][1], is_flag=True, help=_KEEP[3][2])
+@click.option("--nsys", metavar="PATH", default=None,
+              help="nsys executable for .nsys-rep input (default: $NSYS, then PATH).")
 @click.option("--slim", is_flag=True,
               help="torch.profiler traces: also drop the python_function events that enclose "
                    "no CUDA call the analysis uses (keeps the stacks around every launch, sync, "
                    "copy, event record and query).")
-def scrub_command(src: str, dst: str | None, check: bool, in_place: bool,
-                  drop_kernel_names: bool, drop_nvtx_text: bool, slim: bool = False) -> int:
-    """Write a copy of SRC safe to share: no environment, paths, user or host names."""
+def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force: bool,
+                  drop_kernel_names: bool, drop_nvtx_text: bool, nsys: str | None,
+                  slim: bool = False, **keep: Any) -> int:
+    """Write a copy of SRC safe to share: no environment, paths, user or host names, and (unless
+    kept) no host process list, program output, kernel string or session UUID.
+
+    SRC is a .sqlite, .sqlite.xz/.gz or .nsys-rep, or a torch.profiler JSON trace; it is never
+    modified (except with --in-place). DST named .xz or .gz is compressed. An existing DST
+    needs --force."""
     if check:
-        leaks = scrubbing.find_leaks(src)
+        leaks = scrubbing.find_leaks(src, nsys=nsys, **keep)
         for leak in leaks:
             click.echo(f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}")
         click.echo(f"{len(leaks)} potential leaks in {src}", err=True)
         return 1 if leaks else 0
     if not dst and not in_place:
         raise click.UsageError("give DST, or --in-place to replace SRC")
-    scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
-                    drop_nvtx_text=drop_nvtx_text, in_place=in_place, slim=slim)
-    click.echo(f"scrubbed copy written to {dst or src}", err=True)
+    result = scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
+                             drop_nvtx_text=drop_nvtx_text, in_place=in_place, force=force,
+                             nsys=nsys, slim=slim, **keep)
+    dropped = sum(getattr(result, "rows_deleted", {}).values())
+    click.echo(f"scrubbed copy written to {dst or src} ({getattr(result, 'leaks_found', 0)} "
+               f"leaks removed, {dropped} rows dropped)", err=True)
     return 0

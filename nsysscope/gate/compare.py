@@ -14,7 +14,7 @@ from ..analysis import Analysis, AnalysisConfig, analyze, summarize
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
 from ..trace import load
-from ..trace.sources import is_kineto
+from ..trace.formats import is_kineto
 from .checks import check_comparable, run_checks
 from .findings import finding, verdict
 from .thresholds import GateThresholds

@@ -13,7 +13,17 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..errors import UnreadableInput
+from ..trace.sources import (
+    GZIP_MAGIC,
+    REPORT_MAGIC,
+    REPORT_SUFFIXES,
+    SQLITE_MAGIC,
+    XZ_MAGIC,
+    resolve,
+)
 from .policy import (
     _ENV_VAR,
     _GENERIC_HOSTS,
@@ -36,28 +46,49 @@ from .policy import (
 # opening
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+
+def _db(conn: sqlite3.Connection) -> Database:
+    """sqlite-utils' view of ``conn``: tables, columns, conversions, ``VACUUM`` (imported
+    here, not at start-up: every command imports this package)."""
+    from sqlite_utils import Database
+
+    return Database(conn)
+
+
+def _connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
+    """The export behind ``path``, read-only. ``.sqlite.xz``/``.gz`` and ``.nsys-rep`` go
+    through the resolver every command uses (:func:`nsysscope.trace.sources.resolve`): it
+    decompresses or exports into a cache and never writes to ``path``."""
     if not path.exists():
         raise ScrubError(f"{path}: no such file")
     if not path.is_file():
         raise ScrubError(f"{path}: not a file")
     try:
         with open(path, "rb") as f:
-            head = f.read(16)
+            head = f.read(64)
     except OSError as e:
         raise ScrubError(f"{path}: cannot read it ({e.strerror})") from None
-    if head != b"SQLite format 3\x00":
-        raise ScrubError(f"{path}: not an SQLite file (an nsys export is made with "
+    db_path = path
+    if head.startswith((XZ_MAGIC, GZIP_MAGIC, REPORT_MAGIC)) or \
+            path.name.lower().endswith(REPORT_SUFFIXES):
+        try:
+            db_path = resolve(path, nsys=nsys)
+        except UnreadableInput as e:
+            raise ScrubError(str(e)) from None
+    elif not head.startswith(SQLITE_MAGIC):
+        raise ScrubError(f"{path}: not an SQLite file (nsysscope scrubs .sqlite, .sqlite.xz, "
+                         ".sqlite.gz and .nsys-rep; an nsys export is made with "
                          "'nsys export --type sqlite REPORT.nsys-rep')")
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    conn = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True)
     _check_nsys(conn, path)
     return conn
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY name")]
+    return sorted(t for t in _db(conn).table_names() if not t.startswith("sqlite_"))
 
 
 def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
@@ -96,14 +127,16 @@ class _Context:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
-    return [(r[1], (r[2] or "").upper()) for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+    """``(name, declared type)`` of each column: the declared type tells text columns apart
+    (``columns_dict`` maps an undeclared type to ``str`` too, but not ``CLOB`` or ``VARCHAR``)."""
+    return [(c.name, (c.type or "").upper()) for c in _db(conn)[table].columns]
 
 
 def _string_ref_columns(conn: sqlite3.Connection, tables: list[str]) -> list[tuple[str, str]]:
     refs = []
     known = {("NVTX_EVENTS", "jsonTextId")}
     for t in tables:
-        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name=?", (t,)).fetchone()[0] or ""
+        sql = _db(conn)[t].schema or ""
         for line in sql.splitlines():
             m = re.match(r"\s*(\w+)\s+.*REFERENCES\s+StringIds\s*\(\s*id\s*\)", line)
             if m:
@@ -119,6 +152,12 @@ def _referenced_ids(conn: sqlite3.Connection, refs: list[tuple[str, str]],
     for t, c in refs:
         ids.update(r[0] for r in conn.execute(
             f"SELECT DISTINCT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
+    return ids | _json_ids(conn, tables)
+
+
+def _json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
+    """``StringIds`` ids that the Python-sampling JSON payloads reference."""
+    ids: set[int] = set()
     if "NVTX_EVENTS" in tables and "jsonText" in {c for c, _ in _columns(conn, "NVTX_EVENTS")}:
         for (j,) in conn.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL"):
             ids.update(int(x) for x in _JSON_IDS.findall(j))

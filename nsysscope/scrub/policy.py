@@ -52,15 +52,18 @@ Policy (what counts as a leak, and what it becomes):
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
     ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.
 
+Dropped unless kept (:mod:`.private`): the host's process list, the program's stdout/stderr,
+the kernel string and the session UUID.
+
 Kept on purpose: every timestamp, id and number; API names (``cudaGraphLaunch_v10000``); kernel
 and NVTX names (unless ``drop_kernel_names``/``drop_nvtx_text``); memcpy kinds and all ``ENUM_*``
 tables; the Python-sampling JSON payloads (they reference ``StringIds`` ids for ``File`` and
-``Function``, so rewriting those strings rewrites their paths); process and thread names (comm
-names such as ``python3`` or ``kworker/3:1``; they are scrubbed only for paths, user and host);
-the program's captured stdout (scrubbed like any string); the session UUID (random per capture).
-Row counts of all trace tables are unchanged; only ``META_DATA_CAPTURE``,
-``TARGET_INFO_SYSTEM_ENV``, ``StringIds`` and environment tables lose rows (the drop options may
-add ``StringIds`` rows, when a name they replace is shared with something they keep).
+``Function``, so rewriting those strings rewrites their paths); the names of the traced
+processes and their threads (comm names such as ``python3``; they are scrubbed only for paths,
+user and host). Row counts of all trace tables are unchanged; only ``META_DATA_CAPTURE``,
+``TARGET_INFO_SYSTEM_ENV``, ``StringIds``, environment tables and the tables of
+:mod:`.private` lose rows (the drop options may add ``StringIds`` rows, when a name they replace
+is shared with something they keep).
 
 The library never prints and never modifies its input unless asked (``in_place``); the output is
 written to a temporary file next to the destination, fsynced and renamed over it, so a failure
@@ -149,6 +152,20 @@ _GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
 _GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 
 _DELETE = object()  # sentinel: the row goes
+
+
+@dataclass
+class _Finding:
+    """One leak the scan found: where, what kind, and what the cell becomes (or ``_DELETE``).
+    ``old`` is the cell's value, so the writer can rewrite a column by value."""
+
+    table: str
+    column: str
+    rowid: int
+    key: int | str
+    kinds: list[tuple[str, str]]  # (kind, excerpt)
+    new: object  # new cell value, or _DELETE for the row
+    old: object = None
 
 
 def _env_names(value: str, semicolons: bool = False) -> list[str]:

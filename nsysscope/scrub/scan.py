@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..trace.sources import is_kineto
+from ..trace.formats import is_kineto
 from .context import _columns, _connect_ro, _Context, _context, _q
 from .kineto import find_kineto_leaks
 from .policy import (
@@ -25,23 +24,15 @@ from .policy import (
     PathLike,
     _env_names,
     _field_rule,
+    _Finding,
     _is_leaky_path,
     _redact_name,
     _redact_path,
     rewrite_path,
 )
+from .private import Keep, scan_private
 
 _META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_SYSTEM_ENV"})
-
-
-@dataclass
-class _Finding:
-    table: str
-    column: str
-    rowid: int
-    key: int | str
-    kinds: list[tuple[str, str]]  # (kind, excerpt)
-    new: object  # new cell value, or _DELETE for the row
 
 
 def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> str:
@@ -72,10 +63,11 @@ def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> st
     return new
 
 
-def _scan(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+def _scan(conn: sqlite3.Connection, ctx: _Context, keep: Keep | None = None) -> Iterator[_Finding]:
     for table, cols in ctx.text_columns.items():
         yield from _scan_table(conn, ctx, table, cols)
     yield from _scan_timezone(conn, ctx)
+    yield from scan_private(conn, ctx, keep or Keep())
 
 
 def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
@@ -132,7 +124,7 @@ def _scan_cell(ctx: _Context, table: str, col: str, rowid: int, key: int | str,
             new = _DELETE
         else:
             new = ENV_PLACEHOLDER
-        return _Finding(table, col, rowid, key, [("env", excerpt)], new)
+        return _Finding(table, col, rowid, key, [("env", excerpt)], new, value)
     kinds: list[tuple[str, str]] = []
     new_value = value
     if name is not None and col == "value":
@@ -143,7 +135,7 @@ def _scan_cell(ctx: _Context, table: str, col: str, rowid: int, key: int | str,
     if new_value is value and ("/" in value or ctx.word_patterns or ctx.gpu_uuids):
         new_value = _rewrite_text(value, ctx, kinds)
     if kinds and new_value != value:
-        return _Finding(table, col, rowid, key, kinds, new_value)
+        return _Finding(table, col, rowid, key, kinds, new_value, value)
     return None
 
 
@@ -155,7 +147,7 @@ def _scan_timezone(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding
                     "SELECT rowid, utcTime, localTime FROM TARGET_INFO_SESSION_START_TIME"):
                 if isinstance(local, str) and isinstance(utc, str) and local != utc:
                     yield _Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
-                                   [("timezone", "local time ≠ UTC")], utc)
+                                   [("timezone", "local time ≠ UTC")], utc, local)
     if "META_DATA_EXPORT" in ctx.tables:
         meta = {n: (r, v) for r, n, v in
                 conn.execute("SELECT rowid, name, value FROM META_DATA_EXPORT")}
@@ -165,7 +157,7 @@ def _scan_timezone(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding
             if m and m.group(2) not in ("+0000", "-0000"):
                 utc = meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1]
                 yield _Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
-                               [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC")
+                               [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC", local)
 
 
 def _leaks(findings: list[_Finding]) -> list[Leak]:
@@ -180,20 +172,25 @@ def _leaks(findings: list[_Finding]) -> list[Leak]:
     return out
 
 
-def find_leaks(path: PathLike) -> list[Leak]:
+def find_leaks(path: PathLike, *, keep_process_list: bool = False,
+               keep_program_output: bool = False, keep_kernel_string: bool = False,
+               keep_session_uuid: bool = False, nsys: str | None = None) -> list[Leak]:
     """List what in the export at ``path`` identifies a machine or a person (see
-    :mod:`.policy`).
+    :mod:`.policy`), and the private items :func:`scrub` drops by default (:mod:`.private`)
+    unless kept with the same ``keep_*`` options.
 
-    One :class:`Leak` per cell and kind of leak (a cell holding two different paths gives two).
-    An empty list means the file is clean by this policy. Raises :class:`ScrubError` when
-    ``path`` is not an nsys SQLite export.
+    One :class:`Leak` per cell and kind of leak (a cell holding two different paths gives two;
+    a dropped row gives one). An empty list means the file is clean by this policy. ``path``
+    is read like :func:`scrub`'s ``src`` (``.sqlite``, ``.sqlite.xz``/``.gz``,
+    ``.nsys-rep``). Raises :class:`ScrubError` when it is not an nsys export.
     """
     path = Path(path)
     if is_kineto(path):  # a torch.profiler JSON trace
         return find_kineto_leaks(path)
-    conn = _connect_ro(path)
+    keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
+    conn = _connect_ro(path, nsys)
     try:
         ctx = _context(conn)
-        return _leaks(list(_scan(conn, ctx)))
+        return _leaks(list(_scan(conn, ctx, keep)))
     finally:
         conn.close()

@@ -1,39 +1,98 @@
-"""Writing the scrubbed copy: apply the scan's findings, optionally drop kernel names and NVTX
-text, and replace the destination atomically."""
+"""Writing the scrubbed copy: apply the scan's findings (sqlite-utils: ``delete_where``,
+``Table.convert`` per text column, ``VACUUM``), optionally drop kernel names and NVTX text,
+and replace the destination atomically."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
-from ..trace.sources import is_kineto
-from .context import _columns, _connect_ro, _Context, _context, _q
+from ..trace.formats import is_kineto
+from .context import _columns, _connect_ro, _Context, _context, _db, _q
 from .kineto import scrub_kineto
-from .policy import _DELETE, _JSON_IDS, PathLike, ScrubError, ScrubResult
-from .scan import _Finding, _leaks, _scan
+from .policy import _DELETE, _JSON_IDS, PathLike, ScrubError, ScrubResult, _Finding
+from .private import Keep, unreferenced_strings
+from .scan import _leaks, _scan
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 
-def _apply(conn: sqlite3.Connection, findings: list[_Finding]) -> tuple[dict[str, int], int]:
-    deleted: Counter[str] = Counter()
-    rewritten = 0
-    by_table: dict[tuple[str, str], list[tuple[object, int]]] = {}
+def _apply(db: Database, findings: list[_Finding]) -> tuple[dict[str, int], int]:
+    """Delete the rows that go and rewrite the cells that change, one ``DELETE`` per table and
+    (normally) one ``Table.convert`` per column."""
     deletes: dict[str, set[int]] = {}
+    rewrites: dict[tuple[str, str], list[_Finding]] = {}
     for f in findings:
         if f.new is _DELETE:
             deletes.setdefault(f.table, set()).add(f.rowid)
         else:
-            by_table.setdefault((f.table, f.column), []).append((f.new, f.rowid))
+            rewrites.setdefault((f.table, f.column), []).append(f)
     for table, rowids in deletes.items():
-        conn.executemany(f"DELETE FROM {_q(table)} WHERE rowid = ?", [(r,) for r in sorted(rowids)])
-        deleted[table] += len(rowids)
-    for (table, col), updates in by_table.items():
-        updates = [(v, r) for v, r in updates if r not in deletes.get(table, ())]
-        conn.executemany(f"UPDATE {_q(table)} SET {_q(col)} = ? WHERE rowid = ?", updates)
-        rewritten += len(updates)
-    return dict(deleted), rewritten
+        db[table].delete_where(f"rowid IN ({_ids(rowids)})")
+    rewritten = 0
+    for (table, col), found in rewrites.items():
+        gone = deletes.get(table, set())
+        found = [f for f in found if f.rowid not in gone]
+        rewritten += len(found)
+        for group in _consistent_groups(found):
+            db[table].convert(col, _lookup({f.old: f.new for f in group}),
+                              where=f"rowid IN ({_ids(f.rowid for f in group)})")
+    return {t: len(r) for t, r in deletes.items()}, rewritten
+
+
+def _ids(rowids: Iterable[int]) -> str:
+    return ",".join(str(int(r)) for r in sorted(rowids))
+
+
+def _consistent_groups(found: list[_Finding]) -> list[list[_Finding]]:
+    """Split ``found`` so that within a group each old value has one new value (it always has,
+    except where a field rule rewrites a value that is also free text in another row)."""
+    groups: list[tuple[dict[object, object], list[_Finding]]] = []
+    for f in found:
+        for mapping, members in groups:
+            if mapping.get(f.old, f.new) == f.new:
+                mapping[f.old] = f.new
+                members.append(f)
+                break
+        else:
+            groups.append(({f.old: f.new}, [f]))
+    return [members for _, members in groups]
+
+
+_FUNCTIONS = itertools.count()
+
+
+def _lookup(mapping: dict[object, object]) -> Callable[[object], object]:
+    """The conversion ``Table.convert`` applies: old value -> new value. Each gets its own SQL
+    function name (sqlite-utils registers a name once)."""
+    def convert(value: object) -> object:
+        return mapping.get(value, value)
+
+    convert.__name__ = f"nsysscope_scrub_{next(_FUNCTIONS)}"
+    return convert
+
+
+def _stream_strings(conn: sqlite3.Connection, findings: list[_Finding]) -> set[int]:
+    """``StringIds`` ids that the rows about to be dropped reference (thread names, program
+    output): dropped too when nothing else uses them."""
+    ids: set[int] = set()
+    cols = {"ThreadNames": ("nameId",), "ProcessStreams": ("filenameId", "contentId"),
+            "ANALYSIS_FILE": ("contentId",)}
+    for table, names in cols.items():
+        rowids = [f.rowid for f in findings if f.table == table and f.new is _DELETE]
+        have = [c for c in names if c in {n for n, _ in _columns(conn, table)}] if rowids else []
+        for c in have:
+            ids.update(r[0] for r in conn.execute(
+                f"SELECT DISTINCT {_q(c)} FROM {_q(table)} WHERE rowid IN ({_ids(rowids)}) "
+                f"AND {_q(c)} IS NOT NULL"))
+    return ids
 
 
 def _set_strings(conn: sqlite3.Connection, ctx: _Context, owners: list[tuple[str, str]],
@@ -157,45 +216,47 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool = False,
-          drop_nvtx_text: bool = False, in_place: bool = False, slim: bool = False) -> ScrubResult:
-    """Write a scrubbed copy of the nsys export ``src`` to ``dst`` (see the module docstring).
+          drop_nvtx_text: bool = False, in_place: bool = False, force: bool = False,
+          keep_process_list: bool = False, keep_program_output: bool = False,
+          keep_kernel_string: bool = False, keep_session_uuid: bool = False,
+          nsys: str | None = None, slim: bool = False) -> ScrubResult:
+    """Write a scrubbed copy of the nsys export ``src`` to ``dst`` (see :mod:`.policy`); a
+    torch.profiler JSON trace goes to :func:`~nsysscope.scrub.kineto.scrub_kineto` (``slim``
+    drops the ``python_function`` events no CUDA call needs).
 
-    ``src`` is never modified unless ``in_place`` (then ``dst`` must be omitted or equal ``src``,
-    and ``src`` is replaced atomically, like any ``dst``). The copy is made with SQLite's backup
-    API into a temporary file in ``dst``'s directory, cleaned, vacuumed, fsynced and renamed
-    over ``dst``; on any error the temporary file is removed and ``dst`` is left as it was.
+    ``src`` is a ``.sqlite``, ``.sqlite.xz``/``.gz`` or ``.nsys-rep`` (exported with ``nsys``,
+    ``$NSYS`` or PATH), resolved like every other command's input; it is never modified unless
+    ``in_place`` (then ``dst`` must be omitted or equal ``src``, an uncompressed ``.sqlite``,
+    and ``src`` is replaced atomically, like any ``dst``). An existing ``dst`` is refused unless
+    ``force``. A ``dst`` named ``.xz`` or ``.gz`` is compressed. The copy is made with SQLite's
+    backup API into a temporary file in ``dst``'s directory, cleaned, vacuumed, fsynced and
+    renamed over ``dst``; on any error the temporary file is removed and ``dst`` is left as it
+    was.
 
-    ``drop_kernel_names`` replaces kernel names (the ``StringIds`` rows that
-    ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName/shortName/mangledName`` reference) with
-    ``kernel_<id>``. ``drop_nvtx_text`` replaces every NVTX text (ranges, marks, domains; inline
-    or registered) with ``range_<n>``, the same text always giving the same ``n``.
+    By default the host's process list (all but the traced processes), the program's
+    stdout/stderr, the kernel string and the session UUID are dropped (:mod:`.private`);
+    ``keep_*`` keeps each. ``drop_kernel_names`` replaces kernel names (the ``StringIds`` rows
+    that ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName/shortName/mangledName`` reference) with
+    ``kernel_<id>``. ``drop_nvtx_text`` replaces every NVTX text (ranges, marks, domains;
+    inline or registered) with ``range_<n>``, the same text always giving the same ``n``.
     """
     src = Path(src)
-    if is_kineto(src):  # a torch.profiler JSON trace (``slim``: see scrub/kineto.py)
+    if is_kineto(src):  # a torch.profiler JSON trace (``slim``: see scrub/kineto)
+        if dst is not None and not in_place and Path(dst).exists() and not force:
+            raise ScrubError(f"{dst}: exists; give --force to overwrite it")
         return scrub_kineto(src, dst, slim=slim, in_place=in_place)  # type: ignore[return-value]
-    if in_place:
-        if dst is not None and Path(dst).resolve() != src.resolve():
-            raise ScrubError(f"{dst}: in_place scrubs {src} itself; give no other destination")
-        dst = src
-    elif dst is None:
-        raise ScrubError("scrub needs a destination (or in_place=True)")
-    dst = Path(dst)
-    if not in_place and dst.exists() and dst.resolve() == src.resolve():
-        raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
-    if not dst.parent.is_dir():
-        raise ScrubError(f"{dst.parent}: destination directory does not exist")
-
-    src_conn = _connect_ro(src)
+    keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
+    dst = _destination(src, dst, in_place, force)
+    src_conn = _connect_ro(src, nsys)
     mode = (dst if dst.exists() else src).stat().st_mode & 0o777
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".scrub-tmp", dir=dst.parent)
+        tmp = _temp_beside(dst, ".scrub-tmp")
     except OSError as e:
         src_conn.close()
         raise ScrubError(f"{dst.parent}: cannot write the scrubbed file there "
                          f"({e.strerror})") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
     os.chmod(tmp, mode | 0o200)  # mkstemp makes 0600; keep the usual mode, writable by its owner
+    packed: Path | None = None
     try:
         out = sqlite3.connect(tmp, isolation_level=None)
         try:
@@ -203,18 +264,30 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             src_conn.close()
             out.execute("PRAGMA journal_mode = OFF")
             out.execute("PRAGMA synchronous = OFF")
+            db = _db(out)
             ctx = _context(out)
             out.execute("BEGIN")
-            findings = list(_scan(out, ctx))
+            findings = list(_scan(out, ctx, keep))
             leaks = _leaks(findings)
-            deleted, rewritten = _apply(out, findings)
+            strings = _stream_strings(out, findings)
+            deleted, rewritten = _apply(db, findings)
+            orphans = unreferenced_strings(out, ctx, strings)
+            if orphans:
+                db["StringIds"].delete_where(f"id IN ({_ids(orphans)})")
+                deleted["StringIds"] = deleted.get("StringIds", 0) + len(orphans)
             nk = _drop_kernel_names(out, ctx) if drop_kernel_names else 0
             nn = _drop_nvtx_text(out, ctx) if drop_nvtx_text else 0
             out.execute("COMMIT")
-            remaining = tuple(_leaks(list(_scan(out, ctx))))
-            out.execute("VACUUM")
+            remaining = tuple(_leaks(list(_scan(out, ctx, keep))))
+            db.vacuum()
         finally:
             out.close()
+        if dst.name.lower().endswith((".xz", ".gz")):
+            packed = _temp_beside(dst, ".pack-tmp")
+            os.chmod(packed, mode | 0o200)
+            _compress(tmp, packed, dst.name.lower().endswith(".xz"))
+            tmp.unlink()
+            tmp, packed = packed, None
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, dst)
@@ -227,6 +300,8 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
         raise
     finally:
         src_conn.close()
+        if packed is not None:
+            packed.unlink(missing_ok=True)
         for suffix in ("-journal", "-wal", "-shm"):
             Path(str(tmp) + suffix).unlink(missing_ok=True)
     return ScrubResult(src=src, dst=dst, working_dir=ctx.working_dir,
@@ -234,3 +309,54 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
                        kinds=dict(Counter(lk.kind for lk in leaks)),
                        rows_deleted=deleted, cells_rewritten=rewritten, kernel_names_dropped=nk,
                        nvtx_texts_dropped=nn, remaining=remaining)
+
+
+def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -> Path:
+    if in_place:
+        if dst is not None and Path(dst).resolve() != src.resolve():
+            raise ScrubError(f"{dst}: in_place scrubs {src} itself; give no other destination")
+        if src.is_file() and not _is_sqlite(src):
+            raise ScrubError(f"{src}: in_place rewrites an uncompressed .sqlite export; "
+                             "give a destination instead")
+        return src
+    if dst is None:
+        raise ScrubError("scrub needs a destination (or in_place=True)")
+    dst = Path(dst)
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
+    if dst.exists() and not force:
+        raise ScrubError(f"{dst}: already exists; pass --force (force=True) to overwrite it")
+    if not dst.parent.is_dir():
+        raise ScrubError(f"{dst.parent}: destination directory does not exist")
+    return dst
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _temp_beside(dst: Path, suffix: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=suffix, dir=dst.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _compress(src: Path, dst: Path, xz: bool) -> None:
+    """``src`` xz- (preset 9) or gzip-compressed into ``dst``."""
+    import gzip
+    import lzma
+    import shutil
+
+    def xz_open(p: Path) -> BinaryIO:
+        return lzma.open(p, "wb", preset=9)
+
+    def gz_open(p: Path) -> BinaryIO:
+        return gzip.open(p, "wb", mtime=0)
+
+    opener = xz_open if xz else gz_open
+    with open(src, "rb") as f, opener(dst) as g:
+        shutil.copyfileobj(f, g, 1 << 22)

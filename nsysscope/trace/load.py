@@ -27,10 +27,11 @@ from .apis import (  # noqa: F401 - the vocabulary, re-exported for the analysis
     is_copy_api,
     process_of,
 )
+from .formats import json_kind
 from .gpu_work import GpuReader, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
-from .sources import json_kind, resolve
+from .sources import resolve
 
 
 @dataclass(frozen=True)

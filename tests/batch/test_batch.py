@@ -102,3 +102,25 @@ def test_batch_json_round_trips(ranks):
     back = BatchResult.from_dict(d)
     assert back.to_dict() == d
     assert back.aggregate.worst is not None and back.aggregate.worst.rank == 1
+
+
+def test_per_launch_database_from_workers_and_dask(ranks, tmp_path):
+    """Each worker (a process, or a Dask worker) writes its trace's rows; the database is the
+    same either way, in the traces' order, with each trace's rank."""
+    import sqlite3
+
+    distributed = pytest.importorskip("dask.distributed")
+    local, remote = tmp_path / "local.db", tmp_path / "dask.db"
+    batch.run_batch([str(ranks)], jobs=2, per_launch_db=str(local))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        batch.run_batch([str(ranks)], scheduler=cluster.scheduler_address,
+                        per_launch_db=str(remote))
+    query = ("SELECT m.rank, l.trace, l.launch, l.klass, l.window_ns FROM launches l "
+             "JOIN meta m USING (trace) ORDER BY l.rowid")
+    with sqlite3.connect(local) as a, sqlite3.connect(remote) as b:
+        rows = a.execute(query).fetchall()
+        assert rows == b.execute(query).fetchall()
+        assert a.execute("SELECT rank FROM meta ORDER BY rowid").fetchall() == [(0,), (1,), (2,)]
+    assert len(rows) == 900 and rows[0][1].endswith("rank0.sqlite.xz")
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".parts")]  # cleaned up

@@ -40,10 +40,7 @@ def test_a_slower_gpu_is_reported_not_failed(analysed):
     """The 16-layer engine (kineto/nsys_twin_healthy_60) does 2.6x the GPU work per step of the
     6-layer one: the host still overlaps perfectly, so the gate passes and says the GPU work
     changed, unless asked to fail on slowdowns."""
-    from conftest import SAMPLES
-
-    from nsysscope.gate.compare import summary_of
-    slow = summary_of(str(SAMPLES / "kineto" / "h200_nsys_twin_healthy_60.sqlite.xz"))
+    slow = analysed("twin_healthy").summary
     r = compare(analysed("run1").summary, slow)
     status = {c.name: c.status for c in r.checks}
     assert r.passed, r.verdict

@@ -118,8 +118,43 @@ def make_raw_like(sample: Path, dst: Path) -> Path:
         c.execute("UPDATE DIAGNOSTIC_EVENT "
                   "SET text = 'Profiling has started on gpu-node-17 for alice.' "
                   "WHERE text = 'Profiling has started.'")
+        put_back_private(c, top + 2)
     c.close()
     return dst
+
+
+OTHER_PROCESSES = [(4242, "kworker/3:1"), (4243, "sshd"), (4244, "alice-notebook")]
+PROGRAM_OUTPUT = "prompt: what is the admin password? hunter2"
+
+
+def put_back_private(c: sqlite3.Connection, next_id: int) -> None:
+    """What nsys records beside the trace (nsysscope.scrub.private): the host's other
+    processes and their threads, the program's stdout, the kernel string, the session UUID."""
+    gpid = c.execute("SELECT globalPid FROM PROCESSES").fetchone()[0]
+    vm = (gpid >> 24) & ~0xFFFFFF
+    for i, (pid, name) in enumerate(OTHER_PROCESSES):
+        key = vm | pid
+        c.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (key << 24, pid, name))
+        c.execute("INSERT INTO StringIds VALUES (?, ?)", (next_id + i, name))
+        c.execute("INSERT INTO ThreadNames VALUES (?, 20, ?)", (next_id + i, (key << 24) | pid))
+    out_name, out_text = next_id + 10, next_id + 11
+    c.executemany("INSERT INTO StringIds VALUES (?, ?)", [
+        (out_name, "/opt/nvidia/nsight_systems/streams/pid_1082_stdout.log"),
+        (out_text, PROGRAM_OUTPUT)])
+    c.execute("DELETE FROM ProcessStreams")
+    c.execute("INSERT INTO ProcessStreams VALUES (?, ?, ?)", (gpid, out_name, out_text))
+    c.execute("DELETE FROM ANALYSIS_FILE")
+    c.execute("INSERT INTO ANALYSIS_FILE VALUES (0, ?, ?, ?)",
+              ("/opt/nvidia/nsight_systems/streams/pid_1082_stdout.log", out_text, gpid))
+    c.execute("DELETE FROM TARGET_INFO_SYSTEM_ENV "
+              "WHERE name IN ('SoftwareReleaseVersion', 'KernelVersion')")
+    for name, enum, value in [("SoftwareReleaseVersion", 618, "6.8.0-1015-gpu-cloud-alice"),
+                              ("KernelVersion", 882, "#15-Ubuntu SMP Tue Jun 4 2024")]:
+        c.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV SELECT globalVid, devStateName, ?, ?, ? "
+                  "FROM TARGET_INFO_SYSTEM_ENV LIMIT 1", (name, enum, value))
+    c.execute("DELETE FROM META_DATA_CAPTURE WHERE name = 'PROFILING_SESSION_UUID'")
+    c.execute("INSERT INTO META_DATA_CAPTURE VALUES ('PROFILING_SESSION_UUID', "
+              "'b4f12def-cbf2-447b-b04d-5088785f374b')")
 
 
 @pytest.fixture
@@ -146,8 +181,9 @@ def test_rewrite_path_policy():
 
 
 def test_sample_traces_are_clean(tmp_path):
-    """Every shipped sample decompresses to an export with nothing left to scrub."""
-    files = sorted(SAMPLES.rglob("h200_*.sqlite.xz"))  # runs/ and kineto/ too
+    """Every shipped nsys sample (sample_traces/, runs/, kineto/) decompresses to an export
+    with nothing left to scrub, the private items included."""
+    files = sorted(SAMPLES.rglob("h200_*.sqlite.xz"))
     assert len(files) >= 30
     for xz in files:
         if "long" in xz.name:
@@ -172,7 +208,8 @@ def test_find_leaks_on_raw_like(raw_like):
     leaks = find_leaks(raw_like)
     assert all(isinstance(lk, Leak) for lk in leaks)
     kinds = Counter(lk.kind for lk in leaks)
-    assert set(kinds) == {"env", "abs_path", "user", "host", "machine_id", "timezone"}
+    assert set(kinds) == {"env", "abs_path", "user", "host", "machine_id", "timezone",
+                          "process_list", "program_output", "kernel", "session_id"}
     where = {(lk.table, lk.key, lk.kind) for lk in leaks}
     assert ("META_DATA_CAPTURE", "PROCESS_0:ENVIRONMENT_VARIABLE", "env") in where
     assert ("META_DATA_CAPTURE", "PROCESS_0:WORKING_DIR", "abs_path") in where
@@ -201,10 +238,12 @@ def test_scrub_removes_leaks_and_restores_sample(raw_like, sample, tmp_path):
     assert result.remaining == () and find_leaks(out) == []
     assert result.working_dir == WORKDIR
     assert result.working_dir_from == "META_DATA_CAPTURE PROCESS_0:WORKING_DIR"
-    assert result.rows_deleted == {"META_DATA_CAPTURE": 3, "StringIds": 1,
-                                   "TARGET_INFO_SYSTEM_ENV": 1}
+    assert result.rows_deleted == {"META_DATA_CAPTURE": 4, "StringIds": 6,
+                                   "TARGET_INFO_SYSTEM_ENV": 3, "PROCESSES": 3, "ThreadNames": 3,
+                                   "ProcessStreams": 1, "ANALYSIS_FILE": 1}
     data = out.read_bytes()
-    for s in SECRETS:
+    for s in SECRETS + [b"kworker", b"alice-notebook", b"admin password", b"gpu-cloud",
+                        b"b4f12def"]:
         assert s not in data, s
     # the paths come back exactly as in the shipped (scrubbed) sample
     with connect(sample) as a, connect(out) as b:
@@ -235,8 +274,18 @@ def test_scrub_changes_nothing_the_analysis_reads(raw_like, tmp_path):
             "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"} <= set(tables)
     for t in tables:  # every row of every trace table, timestamps, ids and JSON payloads included
         assert table_rows(raw_like, t) == table_rows(out, t), t
-    for t in ("PROCESSES", "ThreadNames", "ENUM_CUDA_MEMCPY_OPER", "TARGET_INFO_CUDA_STREAM"):
+    for t in ("ENUM_CUDA_MEMCPY_OPER", "TARGET_INFO_CUDA_STREAM"):
         assert table_rows(raw_like, t) == table_rows(out, t), t
+    # the traced process and its threads stay, with their names; the host's others go
+    for t in ("PROCESSES", "ThreadNames"):
+        before, after = table_rows(raw_like, t), table_rows(out, t)
+        assert after and after < before, t
+        assert len(before) - len(after) == len(OTHER_PROCESSES), t
+    with connect(out) as c:
+        assert c.execute("SELECT name FROM PROCESSES").fetchall() == [("python3",)]
+        names = {r[0] for r in c.execute("SELECT s.value FROM ThreadNames t "
+                                         "JOIN StringIds s ON s.id = t.nameId")}
+        assert "python3" in names and not names & {n for _, n in OTHER_PROCESSES}
     with connect(raw_like) as a, connect(out) as b:
         q = ("SELECT DISTINCT s.id, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
              "JOIN StringIds s ON s.id = r.nameId "
@@ -345,7 +394,7 @@ def test_failure_midway_keeps_existing_dst(raw_like, tmp_path, monkeypatch):
 
     monkeypatch.setattr(scrub_write, "_apply", boom)
     with pytest.raises(RuntimeError):
-        scrub(raw_like, dst)
+        scrub(raw_like, dst, force=True)
     assert dst.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.sqlite", "raw.sqlite"]
 
@@ -382,5 +431,13 @@ def test_schema_3_7_2_fixtures(name, tmp_path):
     assert sha256(src) == before and result.remaining == () and find_leaks(out) == []
     with connect(src) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    for t in sorted(set(trace_tables(src)) | ({"OSRT_API", "PROCESSES", "ThreadNames"} & tables)):
+    for t in sorted(set(trace_tables(src)) | ({"OSRT_API"} & tables)):
         assert table_rows(src, t) == table_rows(out, t), t
+    # nsys 2023.4 records the host's processes too; only the traced ones stay
+    n_out, n_src = (sum(table_rows(p, "PROCESSES").values()) for p in (out, src))
+    assert 0 < n_out < n_src
+    kept = scrub(src, tmp_path / "kept.sqlite", keep_process_list=True, keep_program_output=True,
+                 keep_kernel_string=True, keep_session_uuid=True)
+    assert kept.remaining == ()
+    for t in ("PROCESSES", "ThreadNames", "ProcessStreams"):
+        assert table_rows(src, t) == table_rows(tmp_path / "kept.sqlite", t), t

@@ -34,7 +34,7 @@ import pytest
 
 from nsysscope import analyze, load
 from nsysscope.trace import kineto
-from nsysscope.trace.sources import is_kineto, json_kind
+from nsysscope.trace.formats import is_kineto, json_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 KINETO = ROOT / "sample_traces" / "kineto"

@@ -82,16 +82,23 @@ def _sites(s: Summary) -> str:
     return "".join(_site_card(i, site) for i, site in enumerate(s.sites, 1))
 
 
-def report_page(result: Any, timestamp: datetime | str | None = None) -> str:
+def report_page(result: Any, timestamp: datetime | str | None = None,
+                perfetto: str | None = None) -> str:
     """The whole report of one trace as one self-contained HTML page.
 
     ``result``: an Analysis (or an OpenTrace), which gives the timelines and per-launch
-    figures too, or a Summary, which gives the distributions only."""
+    figures too, or a Summary, which gives the distributions only. ``perfetto``: the
+    relative link to a Perfetto timeline of the trace written beside the page."""
     analysis = getattr(result, "analysis", result)
     s = as_summary(analysis)
     file = name(s.trace.path)
     parts = [f"<h1>nsysscope report: {escape(file)}</h1>",
-             f'<div class="sub">{escape(header(s))}</div>', verdict_box(s),
+             f'<div class="sub">{escape(header(s))}</div>', verdict_box(s)]
+    if perfetto:
+        parts.append(f'<p class="note">The whole trace as a zoomable timeline: <a href="'
+                     f'{escape(perfetto)}">{escape(perfetto)}</a> (open it in '
+                     '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a>).</p>')
+    parts += [
              "<h2>Summary (steady state, warm-up excluded)</h2>", _metrics_table(s),
              _processes_table(s),
              "<h2>Top stall sites (and launch-bound gaps), biggest projected gain first</h2>",

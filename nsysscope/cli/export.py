@@ -1,0 +1,44 @@
+"""``nsysscope export``: an analysed trace as a file for another tool (a Perfetto timeline)."""
+
+from __future__ import annotations
+
+import click
+
+from ..analysis import analyze
+from ..errors import UnreadableInput
+from ..export.perfetto import write_perfetto
+from ..trace import load
+from .options import analysis_options, check_writable, config_from, use_cache
+
+
+@click.command("export")
+@click.argument("trace", type=click.Path(readable=False, path_type=str))
+@click.option("--perfetto", "perfetto", required=True, metavar="OUT.json.gz",
+              type=click.Path(dir_okay=False, path_type=str),
+              help="Write a Chrome-trace/Perfetto timeline (gzip when named .gz): open it in "
+                   "https://ui.perfetto.dev.")
+@click.option("--all-kernels", is_flag=True,
+              help="Every kernel, copy and memset of every graph replay (default: one slice "
+                   "per replay).")
+@analysis_options
+def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | None,
+                   launch_bound_us: float, nsys: str | None, no_cache: bool = False) -> int:
+    """Export TRACE as a zoomable timeline: host threads (CUDA API calls, NVTX ranges), GPU
+    streams (graph replays, copies), flow arrows from each launch to its replay and to the
+    host call that waited on it, and nsysscope's findings (the class per launch, the overlap
+    window, GPU idle gaps named by cause) as tracks of their own."""
+    check_writable(perfetto, "--perfetto")
+    use_cache(no_cache)
+    a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
+    n = write_perfetto_file(perfetto, a, all_kernels)
+    click.echo(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
+               "https://ui.perfetto.dev", err=True)
+    return 0
+
+
+def write_perfetto_file(path: str, analysis: object, all_kernels: bool = False) -> int:
+    """:func:`write_perfetto`, with a write failure as one line (exit 2)."""
+    try:
+        return write_perfetto(path, analysis, all_kernels)  # type: ignore[arg-type]
+    except OSError as e:
+        raise UnreadableInput(f"--perfetto {path}: cannot write: {e.strerror or e}") from None

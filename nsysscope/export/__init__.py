@@ -1,0 +1,14 @@
+"""Results as files for other tools: the per-launch table (:mod:`.per_launch`, the CSV,
+parquet and database rows of ``report --per-launch``), an SQLite database of the per-launch
+tables (:mod:`.db`, ``report --per-launch FILE.db``) and a Perfetto/Chrome-trace timeline
+(:mod:`.perfetto`, ``nsysscope export --perfetto``).
+
+Between :mod:`nsysscope.analysis` and :mod:`nsysscope.batch` in the import layers: an
+exporter writes what an :class:`~nsysscope.analysis.Analysis` holds, and the many-trace
+workers (:mod:`nsysscope.batch`) write each trace's rows in parallel.
+"""
+
+from .db import DB_SUFFIXES, append_parts, is_db_name, write_db
+from .per_launch import per_launch_table
+
+__all__ = ["DB_SUFFIXES", "append_parts", "is_db_name", "per_launch_table", "write_db"]

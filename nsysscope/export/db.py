@@ -1,0 +1,264 @@
+"""Per-launch results as an SQLite database (``report --per-launch FILE.db``), with sqlite-utils.
+
+One database holds any number of traces; every row carries the ``trace`` it came from (the
+path as given). Writing a trace again replaces its rows. Tables:
+
+``launches``   the per-launch table (``Analysis.launches``) plus ``pid`` and ``os_tid``
+               (``tid`` is nsys's global thread id: pid = (tid >> 24) & 0xFFFFFF, OS tid =
+               tid & 0xFFFFFF); indexed on trace, step, klass and pid
+``blocks``     every host block (``Analysis.blocks``), with ``pid`` and ``os_tid``
+``sites``      the stall sites, most GPU time lost first (``rank`` 1..n); ``source`` as JSON
+``summary``    one row per trace: the summary's scalar fields, nested ones (``stalls``,
+               ``window_us``...) as JSON; the per-launch ``distributions`` are left out (every
+               value is in ``launches``)
+``processes``  one row per process that launched graphs (``Analysis.processes``)
+``meta``       one row per trace: path, nsys version, export schema, GPUs, graph trace mode,
+               nsysscope version, analysis config, and the rank its name gives
+
+Column types follow the DataFrames (integers, floats, text; booleans as 0/1). No timestamp is
+written: the same traces give the same database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import Analysis
+from ..errors import UnreadableInput
+from ..model.schema import to_plain
+from ..util.version import __version__
+from .per_launch import per_launch_table
+
+if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
+    from sqlite_utils import Database
+
+DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+TABLES = ("launches", "blocks", "sites", "summary", "processes", "meta")
+#: indexes, per table (each column only where the table has it)
+INDEXES = {"launches": ("trace", "step", "klass", "pid"), "blocks": ("trace", "pid"),
+           "sites": ("trace",), "summary": ("trace",), "processes": ("trace", "pid"),
+           "meta": ("trace",)}
+_BATCH = 2000
+
+
+def is_db_name(path: str | os.PathLike[str]) -> bool:
+    """Whether ``--per-launch`` writes a database to ``path`` (by its name)."""
+    return str(path).lower().endswith(DB_SUFFIXES)
+
+
+def write_db(path: str | os.PathLike[str], analysis: Analysis, trace: str | None = None,
+             rank: int | None = None) -> None:
+    """Add ``analysis`` to the database at ``path`` (created when missing) as trace ``trace``
+    (default: the trace's path), replacing that trace's earlier rows."""
+    label = str(trace if trace is not None else analysis.summary.trace.path)
+    tables = dict(_trace_tables(analysis, label, rank))
+    with _open(path) as db:
+        with db.conn:
+            _forget(db, [label], [_abspath(analysis.summary.trace.path)])
+            for name, (columns, rows) in tables.items():
+                _insert(db, name, columns, rows)
+        _index(db)
+
+
+def append_parts(path: str | os.PathLike[str], parts: Iterable[str | os.PathLike[str]]) -> None:
+    """Copy every trace of the databases ``parts`` (written by :func:`write_db`, one per
+    worker) into the database at ``path``, replacing those traces' earlier rows. Parts that
+    do not exist (a trace that failed) are skipped."""
+    with _open(path) as db:
+        for part in parts:
+            if not Path(part).is_file():
+                continue
+            from sqlite_utils import Database
+
+            src = Database(sqlite3.connect(part))
+            try:
+                meta = list(src["meta"].rows) if src["meta"].exists() else []
+                with db.conn:
+                    _forget(db, [m["trace"] for m in meta], [m["abspath"] for m in meta])
+                    for name in TABLES:
+                        if src[name].exists():
+                            _insert(db, name, src[name].columns_dict, src[name].rows)
+            finally:
+                src.conn.close()
+        _index(db)
+
+
+class _open:
+    """The database at ``path`` as a sqlite-utils ``Database``; write failures are one line."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __enter__(self) -> Database:
+        if not self.path.parent.is_dir():
+            raise UnreadableInput(f"--per-launch {self.path}: no such folder "
+                                  f"'{self.path.parent}'")
+        from sqlite_utils import Database
+
+        try:
+            self.db = Database(sqlite3.connect(self.path))
+            self.db.execute("PRAGMA user_version")  # an existing non-SQLite file fails here
+        except sqlite3.Error as e:
+            raise UnreadableInput(f"--per-launch {self.path}: cannot write an SQLite database "
+                                  f"there ({e})") from None
+        return self.db
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        self.db.conn.close()
+        if isinstance(err, sqlite3.Error):
+            raise UnreadableInput(f"--per-launch {self.path}: cannot write: {err}") from None
+
+
+def _abspath(path: str) -> str:
+    return os.path.abspath(path)
+
+
+def _forget(db: Database, labels: list[str], abspaths: list[str]) -> None:
+    """Delete the rows of the traces named ``labels``, or whose file is one of ``abspaths``."""
+    if not db["meta"].exists():
+        return
+    marks = ",".join("?" * len(abspaths)) or "NULL"
+    old = {r[0] for r in db.execute(f"SELECT trace FROM meta WHERE abspath IN ({marks})",
+                                    abspaths)} | set(labels)
+    if not old:
+        return
+    marks = ",".join("?" * len(old))
+    for name in TABLES:
+        if db[name].exists() and "trace" in db[name].columns_dict:
+            db[name].delete_where(f"trace IN ({marks})", sorted(old))
+
+
+def _insert(db: Database, name: str, columns: dict[str, type],
+            rows: Iterable[dict[str, Any]]) -> None:
+    table = db[name]
+    if not table.exists():
+        table.create(columns)
+    table.insert_all(rows, batch_size=_BATCH, alter=True)
+
+
+def _index(db: Database) -> None:
+    for name, cols in INDEXES.items():
+        if db[name].exists():
+            have = db[name].columns_dict
+            for col in cols:
+                if col in have:
+                    db[name].create_index([col], if_not_exists=True)
+
+
+# --------------------------------------------------------------------------------------------
+# an analysis as tables: {name: (columns, rows)}
+
+Table = tuple[dict[str, type], Iterator[dict[str, Any]]]
+
+
+def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[str, Table]]:
+    s = a.summary
+    yield "launches", _frame(per_launch_table(a), label)
+    yield "blocks", _frame(_with_pids(a.blocks), label)
+    yield "sites", _records([{"trace": label, "rank": i + 1,
+                              **{k: _plain(v) for k, v in to_plain(site).items()}}
+                             for i, site in enumerate(s.sites)], _SITE_TYPES)
+    yield "summary", _records([_summary_row(a, label, rank)], {"trace": str, "rank": int})
+    processes = getattr(a, "processes", None)
+    if isinstance(processes, pd.DataFrame):
+        yield "processes", _frame(processes, label)
+    t = s.trace
+    yield "meta", _records([{
+        "trace": label, "path": t.path, "abspath": _abspath(t.path), "rank": rank,
+        "nsys_version": t.nsys_version, "schema_version": t.schema_version,
+        "gpus": json.dumps(list(t.gpus)), "graph_trace": t.graph_trace,
+        "nsysscope_version": __version__, "config": json.dumps(a.config.to_dict()),
+        "launches": s.launches}],
+        {"trace": str, "path": str, "abspath": str, "rank": int, "nsys_version": str,
+         "schema_version": str, "gpus": str, "graph_trace": str, "nsysscope_version": str,
+         "config": str, "launches": int})
+
+
+def _summary_row(a: Analysis, label: str, rank: int | None) -> dict[str, Any]:
+    d = a.summary.to_dict()
+    row: dict[str, Any] = {"trace": label, "rank": rank}
+    for k, v in d.items():
+        if k in ("trace", "distributions", "sites"):
+            continue
+        row[k] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v
+    row["sites"] = len(a.summary.sites)
+    return row
+
+
+def _with_pids(df: pd.DataFrame) -> pd.DataFrame:
+    if "tid" in df.columns and "pid" not in df.columns:
+        tid = df["tid"].to_numpy(dtype=np.int64)
+        df = df.assign(pid=(tid >> 24) & 0xFFFFFF, os_tid=tid & 0xFFFFFF)
+    return df
+
+
+def _frame(df: pd.DataFrame, label: str) -> Table:
+    """``df`` (its ``_``-prefixed helper columns left out) as typed columns and rows, with
+    ``trace`` first."""
+    df = df[[c for c in df.columns if not str(c).startswith("_")]]
+    columns: dict[str, type] = {"trace": str}
+    columns.update({str(c): _sql_type(df[c]) for c in df.columns})
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for start in range(0, len(df), _BATCH):
+            chunk = df.iloc[start:start + _BATCH]
+            plain = chunk.astype(object).where(chunk.notna(), None)
+            for rec in plain.to_dict("records"):
+                yield {"trace": label, **{str(k): _plain(v) for k, v in rec.items()}}
+
+    return columns, rows()
+
+
+def _records(rows: list[dict[str, Any]], types: dict[str, type] | None = None) -> Table:
+    """Rows of plain values; ``types`` fixes the types (and the columns of an empty table)."""
+    columns: dict[str, type] = dict(types or {})
+    for r in rows:
+        for k, v in r.items():
+            if k not in columns and v is not None:
+                columns[k] = _value_type(v)
+    return columns, iter(rows)
+
+
+#: the sites table's columns, so that a trace without stalls still has them
+_SITE_TYPES: dict[str, type] = {
+    "trace": str, "rank": int, "klass": str, "count": int, "lost_us": float, "share": float,
+    "phase": str, "op": str, "api_chain": str, "nvtx_path": str, "thread": str,
+    "mean_block_us": float, "example_launch": int, "fix": str, "source": str}
+
+
+def _value_type(v: Any) -> type:
+    if isinstance(v, bool | int):
+        return int
+    if isinstance(v, float):
+        return float
+    return str
+
+
+def _sql_type(s: pd.Series) -> type:
+    if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype):
+        return int
+    if pd.api.types.is_float_dtype(s.dtype):
+        return float
+    kind = pd.api.types.infer_dtype(s, skipna=True)
+    if kind in ("integer", "boolean"):
+        return int
+    if kind in ("floating", "mixed-integer-float", "decimal"):
+        return float
+    return str
+
+
+def _plain(v: Any) -> Any:
+    """A cell as SQLite stores it: numpy scalars to Python, containers to JSON."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str)
+    return v

@@ -1,0 +1,115 @@
+"""``--per-launch FILE.db``: four real samples -> one SQLite database -> the README's queries."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysscope.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_traces"
+NAMES = ["h200_healthy_300", "h200_case1_300", "h200_case2_300",
+         "h200_twoproc_healthy_case1_200"]
+TRACES = [f"sample_traces/{n}.sqlite.xz" for n in NAMES]
+
+
+def readme_queries() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Query many runs: the per-launch database", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sql\n(.*?)```", section, re.S)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, monkeypatch_module) -> Path:
+    out = tmp_path_factory.mktemp("db") / "all.db"
+    r = CliRunner().invoke(cli, ["report", *TRACES, "--per-launch", str(out), "-j", "2"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)  # traces named as given, relative to the repository
+        yield mp
+
+
+def rows(db: Path, sql: str, *args) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute(sql, args).fetchall()
+
+
+def test_tables_types_and_indexes(db):
+    counts = {t: rows(db, f"SELECT COUNT(*) FROM {t}")[0][0]
+              for t in ("launches", "blocks", "sites", "summary", "processes", "meta")}
+    assert counts["launches"] == 300 * 3 + 400
+    assert counts["summary"] == counts["meta"] == 4
+    assert counts["processes"] == 5 and counts["blocks"] > counts["launches"]
+    types = {name: ty for _, name, ty, *_ in rows(db, "PRAGMA table_info(launches)")}
+    assert (types["trace"], types["step"], types["klass"], types["pid"], types["os_tid"],
+            types["window_ns"], types["stall"]) == \
+        ("TEXT", "INTEGER", "TEXT", "INTEGER", "INTEGER", "REAL", "INTEGER")
+    indexes = {r[0] for r in rows(db, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"idx_launches_step", "idx_launches_klass", "idx_launches_pid"} <= indexes
+    assert rows(db, "SELECT trace FROM meta ORDER BY rowid") == [(t,) for t in TRACES]
+    # pid and OS tid from nsys's global thread id, as the thread column names them
+    for pid, os_tid, tid, thread in rows(db, "SELECT pid, os_tid, tid, thread FROM launches "
+                                             "WHERE NOT waited LIMIT 50"):
+        assert pid == (tid >> 24) & 0xFFFFFF and os_tid == tid & 0xFFFFFF
+        assert thread.endswith(f"({os_tid})")
+    meta = rows(db, "SELECT nsys_version, schema_version, gpus, nsysscope_version FROM meta")
+    assert set(meta) == {("2025.3.2.0", "3.20.3", '["NVIDIA H200"]', "0.1.0")}
+
+
+def test_readme_queries(db):
+    worst, phases, windows = readme_queries()
+    by_trace: dict[str, list[tuple]] = {}
+    for row in rows(db, worst):
+        by_trace.setdefault(row[0], []).append(row)
+    assert [len(v) for v in by_trace.values()] == [3, 3, 3, 6]  # the two-process trace: 2 x 3
+    case1 = by_trace[TRACES[1]]
+    assert all(klass == "gpu_to_cpu" and phase == "sample" for _, _, _, klass, phase, _ in case1)
+    assert case1[0][5] > 2000  # us: a readback stall idles the GPU for ms
+
+    stalls = {(t, phase, klass): n for t, phase, klass, n, _ in rows(db, phases)}
+    assert stalls == {(TRACES[1], "sample", "gpu_to_cpu"): 293,
+                      (TRACES[2], "launch", "cpu_to_gpu"): 291,
+                      (TRACES[3], "sample", "gpu_to_cpu"): 194}
+
+    p50 = {t: (w, g) for t, w, g, _, _ in rows(db, windows)}
+    assert list(p50) == [TRACES[1], TRACES[3], TRACES[2], TRACES[0]]  # smallest window first
+    assert p50[TRACES[1]][0] == pytest.approx(185.77)  # the report's headline
+    assert p50[TRACES[0]][1] == pytest.approx(30.6, abs=0.05)
+
+
+def test_rerun_replaces_rows(db):
+    before = rows(db, "SELECT trace, COUNT(*) FROM launches GROUP BY trace ORDER BY trace")
+    runner = CliRunner()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)
+        r = runner.invoke(cli, ["report", TRACES[1], "--per-launch", str(db)])
+        assert r.exit_code == 0, r.output
+        # the same file by another name is the same trace
+        r = runner.invoke(cli, ["report", str(REPO / TRACES[2]), "--per-launch", str(db)])
+        assert r.exit_code == 0, r.output
+    after = rows(db, "SELECT trace, COUNT(*) FROM launches GROUP BY trace ORDER BY trace")
+    assert len(after) == len(before) == 4
+    assert sorted(n for _, n in after) == sorted(n for _, n in before)
+    assert rows(db, "SELECT COUNT(*) FROM meta")[0][0] == 4
+
+
+def test_errors_are_one_line(tmp_path):
+    runner = CliRunner()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)
+        r = runner.invoke(cli, ["report", *TRACES[:2], "--per-launch", str(tmp_path / "x.csv")])
+        assert r.exit_code == 2 and ".db" in r.output
+        r = runner.invoke(cli, ["report", TRACES[0], "--per-launch",
+                                str(tmp_path / "missing" / "x.db")])
+        assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+        assert "no such folder" in r.output

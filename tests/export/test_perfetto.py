@@ -1,0 +1,165 @@
+"""``nsysscope export --perfetto``: the case-1 sample as a Perfetto timeline, checked twice:
+by an independent reading of the Chrome trace event format, and by Perfetto's own trace
+processor (see perfetto_tp.py), against the report's counts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from perfetto_tp import WasmTraceProcessor, missing
+
+from nsysscope.analysis import analyze
+from nsysscope.cli import cli
+from nsysscope.trace import load
+
+REPO = Path(__file__).resolve().parents[2]
+CASE1 = REPO / "sample_traces" / "h200_case1_300.sqlite.xz"
+TWOPROC = REPO / "sample_traces" / "h200_twoproc_healthy_case1_200.sqlite.xz"
+TWIN = REPO / "sample_traces" / "kineto" / "h200_nsys_twin_case1_60.sqlite.xz"
+CLASS, WINDOW, IDLE = ("nsysscope: class per launch", "nsysscope: overlap window",
+                       "nsysscope: GPU idle (named by cause)")
+
+
+def export(trace: Path, out: Path, *extra: str) -> Path:
+    r = CliRunner().invoke(cli, ["export", str(trace), "--perfetto", str(out), *extra])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def case1(tmp_path_factory):
+    out = export(CASE1, tmp_path_factory.mktemp("perfetto") / "case1.json.gz")
+    return out, analyze(load(CASE1))
+
+
+def read_events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    assert doc["displayTimeUnit"] == "ns" and doc["otherData"]["source"] == "nsysscope"
+    return doc["traceEvents"]
+
+
+def thread_names(events: list[dict]) -> dict[tuple[int, int], str]:
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+
+
+def test_chrome_trace_format(case1):
+    """The Chrome trace event format, read independently of Perfetto: event shapes, strictly
+    nested slices on every track, flows that pair, and the report's counts."""
+    path, a = case1
+    events = read_events(path)
+    assert {e["ph"] for e in events} == {"M", "X", "s", "f"}
+    names = thread_names(events)
+    tracks: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        assert isinstance(e["pid"], int) and isinstance(e.get("tid", 0), int)
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and isinstance(e["name"], str)
+            start, dur = round(e["ts"] * 1000), round(e["dur"] * 1000)  # ns, as nsys has them
+            tracks[(e["pid"], e["tid"])].append((start, start + dur))
+    for key, slices in tracks.items():
+        assert key in names, key  # every track is named
+        stack: list[int] = []
+        for s, t in sorted(slices, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or t <= stack[-1], (names[key], s, t)
+            stack.append(t)
+    flows = Counter((e["id"], e["ph"]) for e in events if e["ph"] in "sf")
+    ids = {i for i, _ in flows}
+    assert all(flows[(i, "s")] == flows[(i, "f")] == 1 for i in ids)
+    by_track = Counter((names[(e["pid"], e["tid"])], e["name"], e.get("args", {}).get("steady"))
+                       for e in events if e["ph"] == "X")
+    s = a.summary
+    assert sum(n for (t, _, _), n in by_track.items() if t == CLASS) == s.launches == 300
+    assert by_track[(CLASS, "gpu_to_cpu", True)] == s.stalls["gpu_to_cpu"] == 293
+    assert by_track[(IDLE, "gpu_to_cpu", True)] == 293
+    replays = sum(n for (t, name, _), n in by_track.items() if name.startswith("graph replay"))
+    assert replays == int(a.launches["gpu_start_ns"].notna().sum()) == 300
+
+
+def _tp(path: Path, tmp: Path):
+    why = missing()
+    if why:
+        pytest.skip(why)
+    raw = tmp / path.name.removesuffix(".gz")
+    raw.write_bytes(gzip.decompress(path.read_bytes()))
+    return WasmTraceProcessor(raw)
+
+
+def q(tp, sql: str) -> list:
+    return [tuple(r) for r in tp.query(sql).as_pandas_dataframe().itertuples(index=False)]
+
+
+TRACK_SLICES = ("SELECT s.name, s.arg_set_id, t.name AS track, p.name AS process FROM slice s "
+                "JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid) "
+                "JOIN process p USING (upid)")
+
+
+@pytest.mark.slow
+def test_perfetto_trace_processor_reads_it_back(case1, tmp_path):
+    path, a = case1
+    tp = _tp(path, tmp_path)
+    try:
+        assert q(tp, "SELECT name, value FROM stats WHERE value > 0 "
+                     "AND severity IN ('error', 'data_loss')") == []
+        s = a.summary
+        count = f"SELECT track, name, COUNT(*) FROM ({TRACK_SLICES}) GROUP BY track, name"
+        counts = {(t, n): c for t, n, c in q(tp, count)}
+        assert sum(c for (t, _), c in counts.items() if t == CLASS) == s.launches
+        steady = (f"SELECT COUNT(*) FROM ({TRACK_SLICES}) WHERE track = '{{}}' "
+                  "AND name = 'gpu_to_cpu' AND extract_arg(arg_set_id, 'args.steady') = 1")
+        assert q(tp, steady.format(CLASS)) == [(s.stalls["gpu_to_cpu"],)]
+        assert q(tp, steady.format(IDLE)) == [(293,)]
+        assert q(tp, "SELECT COUNT(*) FROM slice WHERE name LIKE 'graph replay #%'") == [(300,)]
+        flows = dict(q(tp, "SELECT CASE WHEN so.name = 'cudaGraphLaunch' THEN 'launch' "
+                           "ELSE 'wait' END, COUNT(*) FROM flow f "
+                           "JOIN slice so ON f.slice_out = so.id "
+                           "JOIN slice si ON f.slice_in = si.id GROUP BY 1"))
+        assert flows["launch"] == 300
+        assert flows["wait"] == int((a.launches["block"] >= 0).sum())
+        # the stall site's Python line is in the args when the trace has Python samples
+        assert q(tp, "SELECT COUNT(DISTINCT upid) FROM process WHERE pid > 0") == [(1,)]
+    finally:
+        tp.close()
+
+
+@pytest.mark.slow
+def test_two_processes_and_all_kernels(tmp_path):
+    out = export(TWOPROC, tmp_path / "two.json.gz")
+    tp = _tp(out, tmp_path)
+    try:
+        procs = q(tp, "SELECT p.name, COUNT(*) FROM slice s JOIN thread_track tt "
+                      "ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p "
+                      "USING (upid) GROUP BY p.name ORDER BY p.name")
+        assert [name for name, _ in procs] == ["python3 (pid 1882)", "python3 (pid 1883)"]
+        per_proc = q(tp, f"SELECT process, COUNT(*) FROM ({TRACK_SLICES}) "
+                         f"WHERE track = '{CLASS}' GROUP BY process ORDER BY process")
+        assert [n for _, n in per_proc] == [200, 200]
+    finally:
+        tp.close()
+    out = export(TWIN, tmp_path / "twin.json.gz", "--all-kernels")
+    a = analyze(load(TWIN))
+    events = read_events(out)
+    graph_ops = sum(1 for e in events if e.get("cat") == "gpu_graph")
+    assert graph_ops == int(a.launches["n_ops"].sum())
+
+
+def test_html_links_the_timeline(tmp_path):
+    html, pf = tmp_path / "r.html", tmp_path / "r.json.gz"
+    r = CliRunner().invoke(cli, ["report", str(TWIN), "--format", "html", "-o", str(html),
+                                 "--perfetto", str(pf)])
+    assert r.exit_code == 0, r.output
+    assert pf.is_file() and 'href="r.json.gz"' in html.read_text(encoding="utf-8")
+
+
+def test_unwritable_destination_is_one_line(tmp_path):
+    r = CliRunner().invoke(cli, ["export", str(TWIN), "--perfetto",
+                                 str(tmp_path / "missing" / "x.json.gz")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
