@@ -294,3 +294,28 @@ def test_a_trace_without_nvtx_is_drawn_by_launch(analysed):
     graphs = {t.get_text().split()[1] for t in ax.texts if t.get_text().startswith("graph #")}
     assert {"#100", "#101"} <= graphs
     assert bars(p.timeline(which="worst").axes[0], "gpu-idle")
+
+
+def test_each_rank_gets_its_own_lanes_and_idle_band(analysed):
+    """TP=2, rank 0 reads back: its GPU lane shows the idle gaps; rank 1's lanes (keyed by
+    process: both ranks use stream 7) show long replays spinning in all-reduce, no idle."""
+    a = analysed("tp2_case1_rank0")
+    fig = TracePlots(a).timeline(which="worst")
+    ax = fig.axes[0]
+    gpu_rows = sorted(k for k in ax.nsysscope_rows if k.startswith("gpu:"))
+    procs = {int(k.split(":")[1]) for k in gpu_rows}
+    assert len(gpu_rows) == 2 and procs == set(a.launches["proc"])
+    stalled = int(a.launches.loc[a.launches["stall"], "proc"].iloc[0])
+    idle = bars(ax, "gpu-idle")
+    assert idle and {row_of(ax, y) for _, _, y, _ in idle} == {f"gpu:{stalled}:7"}
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert sum("(pid " in t for t in labels) == 2
+
+
+def test_a_polling_loop_is_drawn_as_one_wait(analysed):
+    a = analysed("poll_case1")
+    ax = TracePlots(a).timeline(which="worst").axes[0]
+    scale = ax.nsysscope_window[2]  # ns per axis unit
+    waits = bars(ax, "block:gpu_to_cpu")
+    assert waits and all((x1 - x0) * scale > 1e6 for x0, x1, _, _ in waits)  # ms, not µs tries
+    assert any(t.get_text().startswith("EventQuery x") for t in ax.texts)

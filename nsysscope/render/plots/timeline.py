@@ -1,5 +1,7 @@
 """An nsys-like timeline of a few steps: one lane group per host thread (NVTX ranges, CUDA
 API calls, overlap windows), one lane per GPU stream (graph replays, eager work, idle gaps).
+A trace with several processes (tensor-parallel ranks) gets one group of lanes per process:
+its threads, then its streams (stream ids repeat across processes, so a lane is keyed by both).
 
 :func:`timeline_figure` draws a whole figure; :func:`draw_timeline` draws into one axes (the
 comparison figure stacks two). Drawing is split by layer, in the order the layers are drawn:
@@ -11,18 +13,18 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from ...model import LaunchClass
 from ...trace.apis import LAUNCH_APIS, is_copy_api
 from ...util.units import us_figure as fmt_us
+from .canvas import BAR_H, Canvas, Window, lanes, select
 from .style import (
     BLOCK_LABELS,
     CLASS_COLORS,
@@ -42,9 +44,6 @@ from .style import (
 )
 from .views import TraceViews
 
-_BAR_H = 0.72
-_MAX_NVTX_ROWS = 4
-_MAX_THREADS = 6
 _HEALTHY = CLASS_COLORS[LaunchClass.HEALTHY]
 _IDLE_LEGEND = "GPU idle (hatched, tinted by the stall that caused it)"
 _BAND_LEGEND = "GPU idle, carried across the host lanes (pale band)"
@@ -87,89 +86,14 @@ def _title(views: TraceViews, what: str, focus: int | None) -> str:
     return title
 
 
-# -- the canvas: lanes, bars and labels --------------------------------------------------------
-
-@dataclass
-class _Canvas:
-    """One axes being drawn: the time window, the lanes, the legend so far."""
-
-    ax: Any
-    t0: float
-    t1: float
-    scale: float  # ns per axis unit: µs or ms
-    width_chars: float
-    rows: list[str] = field(default_factory=list)
-    y: dict[str, float] = field(default_factory=dict)
-    separators: list[float] = field(default_factory=list)
-    legend: dict[str, Any] = field(default_factory=dict)
-    #: per row, the right edge (axis units) of the last free-standing label drawn on it
-    label_end: dict[float, float] = field(default_factory=dict)
-
-    @property
-    def width(self) -> float:
-        """The window's width in axis units."""
-        return (self.t1 - self.t0) / self.scale
-
-    def x(self, ns: Any) -> Any:
-        return (np.asarray(ns, dtype=float) - self.t0) / self.scale
-
-    def add_row(self, key: str, label: str) -> float:
-        self.y[key] = len(self.rows)
-        self.rows.append(label)
-        return self.y[key]
-
-    def bars(self, key: str, x0: Any, x1: Any, color: Any, label: str | None, *,
-             edge: Any = None, hatch: str | None = None, lw: float = 0.4, gid: str | None = None,
-             h: float = _BAR_H, alpha: float = 1.0, z: float = 2) -> Any:
-        x0, x1 = np.atleast_1d(x0), np.atleast_1d(x1)
-        if not len(x0):
-            return None
-        # a call far shorter than a pixel still shows as a hairline
-        w = np.maximum(x1 - x0, self.width / 2500)
-        coll = self.ax.broken_barh(list(zip(x0, w, strict=True)), (self.y[key] - h / 2, h),
-                                   facecolors=color, edgecolors=edge or color, linewidth=lw,
-                                   hatch=hatch, alpha=alpha, zorder=z)
-        coll.set_gid(gid)
-        if label and label not in self.legend:
-            self.legend[label] = Patch(facecolor=color, edgecolor=edge or color, hatch=hatch,
-                                       alpha=alpha, label=label)
-        return coll
-
-    def labels(self, key: str, x0: Any, x1: Any, texts: Sequence[str], *, color: str = "black",
-               min_chars: int = 4, box: str | None = None) -> None:
-        for a, b, t in zip(np.atleast_1d(x0), np.atleast_1d(x1), texts, strict=False):
-            a, b = max(a, 0.0), min(b, self.width)
-            n = int((b - a) / self.width * self.width_chars)
-            if n < min_chars:
-                continue
-            t = t if len(t) <= n else t[: max(n - 1, 1)] + "…"
-            self.ax.text((a + b) / 2, self.y[key], t, ha="center", va="center", fontsize=7.5,
-                         color=color, clip_on=True, zorder=6,
-                         bbox=None if box is None else dict(facecolor=box, edgecolor="none",
-                                                            pad=1.0, alpha=0.9))
-
-
-@dataclass
-class _Window:
-    """The rows of each table that show in the time window."""
-
-    api: pd.DataFrame
-    nvtx: pd.DataFrame
-    ops: pd.DataFrame
-    graphs: pd.DataFrame
-    near: pd.DataFrame  # launches whose call, window, replay or following gap shows
-    threads: list[Any]  # host threads drawn, the launching one first
-    streams: list[Any]  # GPU streams drawn
-
-
 def draw_timeline(views: TraceViews, ax: Any, t0: float, t1: float,
                   focus: int | None = None) -> dict[str, Any]:
     """Draw the window [t0, t1] (ns) into ``ax``; returns the number of rows and the legend."""
     span = t1 - t0
     scale = 1e3 if span < 3e6 else 1e6
-    c = _Canvas(ax, t0, t1, scale, axes_width_chars(ax))
-    w = _select(views, t0, t1)
-    _lanes(c, views, w)
+    c = Canvas(ax, t0, t1, scale, axes_width_chars(ax))
+    w = select(views, t0, t1)
+    lanes(c, views, w)
     _draw_gaps(c, w.near, span)
     _draw_nvtx(c, w)
     _draw_api(c, w)
@@ -180,48 +104,7 @@ def draw_timeline(views: TraceViews, ax: Any, t0: float, t1: float,
     return {"rows": len(c.rows), "legend": c.legend}
 
 
-def _select(views: TraceViews, t0: float, t1: float) -> _Window:
-    api = views.api_calls.window(t0, t1, "start_ns", "end_ns")
-    nv = views.nvtx.window(t0, t1, "start_ns", "end_ns")
-    ops = views.gpu_ops.window(t0, t1, "start_ns", "end_ns")
-    graphs = views.graphs.window(t0, t1, "gpu_start_ns", "gpu_end_ns")
-    near = views.reach.window(t0, t1, "api_start_ns", "reach_ns")
-    # host lanes: the launching thread first, then the busiest others
-    tids = pd.Index(pd.concat([api["tid"], nv["tid"]]).unique())
-    main = views.analysis.launches["tid"].mode()
-    counts = pd.concat([api["tid"], nv["tid"]]).value_counts()
-    order = sorted(tids, key=lambda t: (0 if len(main) and t == main.iloc[0] else 1,
-                                        -counts.get(t, 0)))
-    streams = sorted(set(graphs["stream"].tolist()) | set(ops["stream"].tolist()))
-    return _Window(api, nv, ops, graphs, near, order[:_MAX_THREADS], streams)
-
-
-def _lanes(c: _Canvas, views: TraceViews, w: _Window) -> None:
-    """One group of rows per host thread (NVTX depths, API calls, windows), one per stream."""
-    for tid in w.threads:
-        name = views.thread_names.get(int(tid), f"thread ({int(tid) & 0xFFFFFF})")
-        if c.separators or c.rows:
-            c.separators.append(len(c.rows) - 0.5)
-        depths = sorted(w.nvtx.loc[w.nvtx["tid"] == tid, "depth"].unique())[:_MAX_NVTX_ROWS]
-        for k, d in enumerate(depths):
-            c.add_row(f"nvtx:{tid}:{d}", f"{name}\nNVTX" if k == 0 else "NVTX")
-        if (w.api["tid"] == tid).any() or (w.near["tid"] == tid).any():
-            c.add_row(f"api:{tid}", "CUDA API" if depths else f"{name}\nCUDA API")
-            mine = w.near[(w.near["tid"] == tid) & w.near["waited"]]
-            if len(mine):
-                c.add_row(f"win:{tid}", "overlap window")
-                # windows that overlap in time (a deep queue) alternate over two rows
-                starts, ends = mine["block_start_ns"].to_numpy(), mine["api_end_ns"].to_numpy()
-                if (starts[:-1] > ends[1:]).any():
-                    c.add_row(f"win2:{tid}", "")
-    for s in w.streams:
-        c.separators.append(len(c.rows) - 0.5)
-        dev = w.graphs.loc[w.graphs["stream"] == s, "device"]
-        dev = dev.iloc[0] if len(dev) else w.ops.loc[w.ops["stream"] == s, "device"].iloc[0]
-        c.add_row(f"gpu:{s}", f"GPU {int(dev)}\nstream {int(s)}")
-
-
-def _draw_gaps(c: _Canvas, near: pd.DataFrame, span: float) -> None:
+def _draw_gaps(c: Canvas, near: pd.DataFrame, span: float) -> None:
     """GPU idle gaps: shaded on the GPU lane and faintly across the host lanes."""
     rows = near[near["gpu_idle_ns"].notna() & (near["gpu_end_ns"] < c.t1) &
                 (near["next_gpu_start_ns"] > c.t0)]
@@ -233,8 +116,10 @@ def _draw_gaps(c: _Canvas, near: pd.DataFrame, span: float) -> None:
         color = CLASS_COLORS.get(klass, IDLE_COLOR) if klass != LaunchClass.HEALTHY \
             else IDLE_COLOR
         a, b = c.x(r.gpu_end_ns), c.x(r.next_gpu_start_ns)
-        c.ax.axvspan(a, b, color=color, alpha=0.07, lw=0, zorder=0)
-        key = f"gpu:{r.stream}"
+        top, bottom = c.proc_rows.get(int(r.proc), (0, len(c.rows) - 1))
+        c.ax.add_patch(Rectangle((a, top - 0.5), b - a, bottom - top + 1, color=color,
+                                 alpha=0.07, lw=0, zorder=0))
+        key = f"gpu:{r.proc}:{r.stream}"
         if key in c.y:
             c.bars(key, a, b, "white", None, edge=color, hatch="////", lw=0.8, gid="gpu-idle",
                    z=1)
@@ -246,7 +131,7 @@ def _draw_gaps(c: _Canvas, near: pd.DataFrame, span: float) -> None:
                                                 label=_BAND_LEGEND))
 
 
-def _draw_nvtx(c: _Canvas, w: _Window) -> None:
+def _draw_nvtx(c: Canvas, w: Window) -> None:
     for tid in w.threads:
         part = w.nvtx[w.nvtx["tid"] == tid]
         for d in part["depth"].unique():
@@ -260,7 +145,7 @@ def _draw_nvtx(c: _Canvas, w: _Window) -> None:
             c.labels(key, a, b, p["text"].tolist(), min_chars=3)
 
 
-def _draw_api(c: _Canvas, w: _Window) -> None:
+def _draw_api(c: Canvas, w: Window) -> None:
     """CUDA API calls: launches, copies, waits coloured by class, the rest."""
     for tid in w.threads:
         key = f"api:{tid}"
@@ -284,7 +169,7 @@ def _draw_api(c: _Canvas, w: _Window) -> None:
         _draw_waits(c, key, part[is_wait])
 
 
-def _draw_waits(c: _Canvas, key: str, waits: pd.DataFrame) -> None:
+def _draw_waits(c: Canvas, key: str, waits: pd.DataFrame) -> None:
     for klass in (LaunchClass.HEALTHY, *STALLS, "unpaired"):
         w = waits[waits["wait_class"] == klass]
         if w.empty:
@@ -301,7 +186,7 @@ def _draw_waits(c: _Canvas, key: str, waits: pd.DataFrame) -> None:
                  color="white" if dark else "black")
 
 
-def _draw_windows(c: _Canvas, w: _Window) -> None:
+def _draw_windows(c: Canvas, w: Window) -> None:
     """Overlap windows: a bracket from the end of the launch call to the start of its block."""
     for tid in w.threads:
         key = f"win:{tid}"
@@ -327,7 +212,7 @@ def _draw_windows(c: _Canvas, w: _Window) -> None:
                 label="overlap window (launch end to its wait; class colour)")
 
 
-def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float = np.inf) -> None:
+def _bracket(c: Canvas, r: Any, yy: float, color: str, limit: float = np.inf) -> None:
     a, b = float(c.x(r.api_end_ns)), float(c.x(r.block_start_ns))
     c.ax.plot([a, a, b, b], [yy - 0.3, yy, yy, yy - 0.3], color=color, lw=1.6,
               solid_capstyle="butt", zorder=4, gid="window")
@@ -349,11 +234,11 @@ def _bracket(c: _Canvas, r: Any, yy: float, color: str, limit: float = np.inf) -
     c.label_end[yy] = x + (len(txt) + 1) * per_char
 
 
-def _draw_gpu(c: _Canvas, w: _Window, focus: int | None) -> None:
+def _draw_gpu(c: Canvas, w: Window, focus: int | None) -> None:
     """GPU streams: graph replays (the focus launch outlined) and eager work."""
-    for s in w.streams:
-        key = f"gpu:{s}"
-        g = w.graphs[w.graphs["stream"] == s]
+    for p, s in w.streams:
+        key = f"gpu:{p}:{s}"
+        g = w.graphs[(w.graphs["proc"] == p) & (w.graphs["stream"] == s)]
         if len(g):
             edge = np.where(g["launch"].to_numpy() == (focus if focus is not None else -1),
                             "black", GRAPH_COLOR)
@@ -363,25 +248,25 @@ def _draw_gpu(c: _Canvas, w: _Window, focus: int | None) -> None:
                      [f"graph #{n}  {fmt_us((e - s_) / 1e3)}" for n, s_, e in
                       zip(g["launch"], g["gpu_start_ns"], g["gpu_end_ns"], strict=True)],
                      color="white")
-        o = w.ops[w.ops["stream"] == s]
+        o = w.ops[(w.ops["proc"] == p) & (w.ops["stream"] == s)]
         if len(o):
             c.bars(key, c.x(o["start_ns"]), c.x(o["end_ns"]), EAGER_COLOR,
-                   "eager kernel / copy on the GPU", gid="eager", h=_BAR_H * 0.6, z=3)
+                   "eager kernel / copy on the GPU", gid="eager", h=BAR_H * 0.6, z=3)
 
 
-def _draw_arrows(c: _Canvas, near: pd.DataFrame) -> None:
+def _draw_arrows(c: Canvas, near: pd.DataFrame) -> None:
     """A dotted line from each launch call to its replay on the GPU."""
     for r in near.itertuples():
-        key = f"gpu:{r.stream}"
+        key = f"gpu:{r.proc}:{r.stream}"
         if key in c.y and f"api:{r.tid}" in c.y and np.isfinite(r.gpu_start_ns) and \
                 c.t0 <= r.api_start_ns < c.t1 and c.t0 < r.gpu_start_ns < c.t1:
-            c.ax.annotate("", xy=(c.x(r.gpu_start_ns), c.y[key] - _BAR_H / 2),
-                          xytext=(c.x(r.api_start_ns), c.y[f"api:{r.tid}"] + _BAR_H / 2),
+            c.ax.annotate("", xy=(c.x(r.gpu_start_ns), c.y[key] - BAR_H / 2),
+                          xytext=(c.x(r.api_start_ns), c.y[f"api:{r.tid}"] + BAR_H / 2),
                           arrowprops=dict(arrowstyle="->", color=GRAPH_COLOR, lw=0.7,
                                           ls=(0, (2, 2)), shrinkA=0, shrinkB=0), zorder=5)
 
 
-def _finish(c: _Canvas, unit: str) -> None:
+def _finish(c: Canvas, unit: str) -> None:
     ax = c.ax
     for s_ in c.separators:
         ax.axhline(s_, color="#555555", lw=0.8, zorder=1)

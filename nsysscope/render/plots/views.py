@@ -101,6 +101,29 @@ def _typical(launches: pd.DataFrame, steady: pd.DataFrame) -> int:
     return int(launches["launch"].iloc[best])
 
 
+def _fold_polls(api: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
+    """Each polling loop's first try stretched over the whole loop and named for it
+    (``cudaEventQuery x2057``); the other tries inside the loop dropped."""
+    if polls.empty:
+        return api
+    inside = np.zeros(len(api), dtype=bool)
+    tids, starts = api["tid"].to_numpy(), api["start_ns"].to_numpy()
+    for tid, p in polls.groupby("tid"):
+        rows = np.flatnonzero(tids == tid)
+        s, e = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
+        i = np.searchsorted(s, starts[rows], side="right") - 1
+        inside[rows] = (i >= 0) & (starts[rows] <= e[np.maximum(i, 0)])
+    first = api["block"].isin(polls["block"]).to_numpy()
+    api = api[~inside | first].copy()
+    info = polls.set_index("block")
+    loop = api["block"].isin(info.index)
+    ids = api.loc[loop, "block"]
+    api.loc[loop, "end_ns"] = info.loc[ids, "end_ns"].to_numpy()
+    api.loc[loop, "name"] = [f"{n.split(' ')[0]} x{k}" for n, k in
+                             zip(info.loc[ids, "name"], info.loc[ids, "polls"], strict=True)]
+    return api
+
+
 def _slice(starts: np.ndarray, end_cummax: np.ndarray, t0: float, t1: float) -> slice:
     """Rows (sorted by start) that may overlap [t0, t1]: started before t1, and not all
     ended before t0 (``end_cummax`` is the running maximum of the end times)."""
@@ -143,11 +166,15 @@ class TraceViews:
     # cached, sorted views of the trace ------------------------------------------------------
     @cached_property
     def api_calls(self) -> Sorted:
+        """The CUDA calls with the block each one is (a polling loop as one call, from its
+        first try to its last: the tries inside it are not drawn one by one)."""
         api = self.analysis.trace.api.copy()
         api["name"] = api["name"].astype(str)
-        b = self.analysis.blocks[["corr_id", "block"]].drop_duplicates("corr_id")
-        api = api.merge(b, on="corr_id", how="left")
+        blocks = self.analysis.blocks
+        b = blocks[["tid", "corr_id", "block"]].drop_duplicates(["tid", "corr_id"])
+        api = api.merge(b, on=["tid", "corr_id"], how="left")
         api["block"] = api["block"].fillna(-1).astype(np.int64)
+        api = _fold_polls(api, blocks[blocks["polls"] > 0])
         api["wait_class"] = api["block"].map(self.block_class).fillna("")
         api.loc[api["block"] < 0, "wait_class"] = ""
         return Sorted.of(api, "start_ns", "end_ns")
