@@ -30,13 +30,13 @@ from .policy import (
     _GENERIC_USERS,
     _HOME_NAME,
     _JSON_IDS,
-    _KEEP_PATH_PREFIXES,
-    _PATH,
     _SITE,
     _STDLIB,
     _UUID,
     _ZERO_UUID,
     HOST_PLACEHOLDER,
+    KEEP_PATH_PREFIXES,
+    PATH_PATTERN,
     USER_PLACEHOLDER,
     ScrubError,
     _word,
@@ -174,7 +174,7 @@ def _meta(conn: sqlite3.Connection, table: str, tables: list[str]) -> list[tuple
 def _project_sources(paths: set[str]) -> set[str]:
     """Absolute ``.py`` paths of the program itself (not libraries, not nsys)."""
     return {p for p in paths if p.endswith(".py") and not _SITE.search(p) and not _STDLIB.search(p)
-            and not p.startswith(_KEEP_PATH_PREFIXES)}
+            and not p.startswith(KEEP_PATH_PREFIXES)}
 
 
 def _derive_root(sources: set[str], hints: list[str]) -> str | None:
@@ -258,9 +258,9 @@ def _absolute_paths(conn: sqlite3.Connection, capture: Meta) -> set[str]:
     paths: set[str] = set()
     for (v,) in conn.execute("SELECT value FROM StringIds WHERE value LIKE '%/%'"):
         if "\x00" not in v:
-            paths.update(_PATH.findall(v))
+            paths.update(PATH_PATTERN.findall(v))
     for _, v in capture:
-        paths.update(_PATH.findall(v))
+        paths.update(PATH_PATTERN.findall(v))
     return paths
 
 

@@ -7,7 +7,7 @@ profiled process's whole environment (``META_DATA_CAPTURE`` rows ``PROCESS_n:ENV
 ``StringIds`` per process it saw start), the host and user names (``EXPORT_HOST``,
 ``EXPORT_USER``, ``DEVICE_DISPLAY_NAME``, ``PROCESS_n:USER_NAME``, ``Hostname``), the GPU's
 hardware UUID, and absolute paths everywhere: the export's own input/output paths
-(``META_DATA_EXPORT`` ``EXPORT_PARAM_*_PATH*``), the working directory and arguments of the
+(``META_DATA_EXPORT`` ``EXPORT_PARAM_*PATH_PATTERN*``), the working directory and arguments of the
 command, the Python source files of the Python sampler (``StringIds``, referenced by id from the
 JSON payloads in ``NVTX_EVENTS.jsonText``), the nsys install and session directories
 (``TARGET_INFO_SYSTEM_ENV``, ``DIAGNOSTIC_EVENT``, ``ANALYSIS_FILE``, ``ProcessStreams``).
@@ -133,8 +133,8 @@ class ScrubResult:
 
 # an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', ':', '>'), so
 # 'kworker/3:1', 'steps/s', URLs and our own '<path>/x' placeholders are not matched
-_PATH = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
-_KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
+PATH_PATTERN = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
+KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 _SITE = re.compile(r"/(?:site|dist)-packages/(.*)$")
 _STDLIB = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
 _ENV_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
@@ -196,7 +196,7 @@ def _env_names(value: str, semicolons: bool = False) -> list[str]:
 
 def rewrite_path(path: str, working_dir: str | None) -> str:
     """The scrubbed form of one absolute ``path`` (see the module docstring)."""
-    if path.startswith(_KEEP_PATH_PREFIXES):
+    if path.startswith(KEEP_PATH_PREFIXES):
         return path
     if working_dir:
         if path.rstrip("/") == working_dir:
@@ -216,7 +216,7 @@ def rewrite_path(path: str, working_dir: str | None) -> str:
 def _is_leaky_path(path: str) -> bool:
     """Two components or more (``/opt/x``), or ``/root``; not ``/dev``, ``/proc``, ``/sys``,
     ``/dvs/p4``."""
-    if path.startswith(_KEEP_PATH_PREFIXES):
+    if path.startswith(KEEP_PATH_PREFIXES):
         return False
     parts = [p for p in path.split("/") if p]
     return len(parts) >= 2 or parts == ["root"]

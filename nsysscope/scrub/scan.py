@@ -17,9 +17,9 @@ from .kineto import find_kineto_leaks
 from .policy import (
     _DELETE,
     _ENV_VAR,
-    _PATH,
     _UUID,
     ENV_PLACEHOLDER,
+    PATH_PATTERN,
     Leak,
     PathLike,
     _env_names,
@@ -55,7 +55,7 @@ def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> st
             if rep != p:
                 kinds.append(("abs_path", _redact_path(p)))
             return rep
-        new = _PATH.sub(path_sub, new)
+        new = PATH_PATTERN.sub(path_sub, new)
     for pat, rep, kind, name in ctx.word_patterns:
         new, n = pat.subn(rep, new)
         if n:

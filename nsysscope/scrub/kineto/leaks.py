@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..policy import Leak, PathLike
-from .survey import _KEEP, _PATH, _stream, _strings, _survey, _whole_word
+from ..policy import KEEP_PATH_PREFIXES, PATH_PATTERN, Leak, PathLike
+from .survey import _stream, _strings, _survey, _whole_word
 
 
 def find_kineto_leaks(src: PathLike) -> list[Leak]:
@@ -23,10 +23,11 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
             if text in seen_text:
                 continue
             seen_text.add(text)
-            for m in _PATH.finditer(text):
+            for m in PATH_PATTERN.finditer(text):
                 path = m.group(0)
                 parts = [p for p in path.split("/") if p]
-                if not path.startswith(_KEEP) and (len(parts) >= 2 or parts == ["root"]) and \
+                private = len(parts) >= 2 or parts == ["root"]
+                if not path.startswith(KEEP_PATH_PREFIXES) and private and \
                         (where, path) not in seen:
                     seen.add((where, path))
                     shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"

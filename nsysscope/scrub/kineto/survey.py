@@ -16,11 +16,15 @@ import numpy as np
 from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
 from ...trace.schema import api_base_name
-from ..policy import HOST_PLACEHOLDER, USER_PLACEHOLDER, ScrubError, rewrite_path
+from ..policy import (
+    HOST_PLACEHOLDER,
+    KEEP_PATH_PREFIXES,
+    PATH_PATTERN,
+    USER_PLACEHOLDER,
+    ScrubError,
+    rewrite_path,
+)
 
-# an absolute path, as the nsys scrub finds them (policy._PATH)
-_PATH = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
-_KEEP = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
 _HOME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
 #: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
@@ -149,7 +153,8 @@ def _whole_word(word: str) -> re.Pattern[str]:
 
 def _working_dir(files: set[str]) -> str | None:
     """The program's working directory, from the absolute ``.py`` files of its stacks."""
-    own = sorted(f for f in files if not _LIBRARY.search(f) and not f.startswith(_KEEP))
+    own = sorted(f for f in files
+                 if not _LIBRARY.search(f) and not f.startswith(KEEP_PATH_PREFIXES))
     if not own:
         return None
     common = os.path.dirname(os.path.commonpath(own)) if len(own) == 1 else os.path.commonpath(own)
@@ -209,7 +214,7 @@ class _Cleaner:
     def _path(self, m: re.Match[str]) -> str:
         path = m.group(0)
         parts = [p for p in path.split("/") if p]
-        if path.startswith(_KEEP) or not (len(parts) >= 2 or parts == ["root"]):
+        if path.startswith(KEEP_PATH_PREFIXES) or not (len(parts) >= 2 or parts == ["root"]):
             return path
         self.kinds["abs_path"] += 1
         return rewrite_path(path, self.wd)
@@ -218,7 +223,7 @@ class _Cleaner:
         hit = self._cache.get(s)
         if hit is not None:
             return hit
-        out = _PATH.sub(self._path, s) if "/" in s else s
+        out = PATH_PATTERN.sub(self._path, s) if "/" in s else s
         for word, rx, new in self.words:
             if word in out:
                 out, n = rx.subn(new, out)
