@@ -101,6 +101,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--torch-profile", metavar="PATH",
                    help="profile the run with torch.profiler; write the Kineto trace to PATH "
                         "(.json or .json.gz; .rankR is inserted per rank with --tp)")
+    p.add_argument("--torch-profile-no-stack", action="store_true",
+                   help="with --torch-profile: no Python stacks (with_stack=False), far less "
+                        "host overhead")
     p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON (rank 0)")
     return p
 
@@ -197,7 +200,8 @@ def _run(a: argparse.Namespace, info) -> int:
     engine = Engine(model, cfg, backend, tp)
     if a.torch_profile:
         from .profiling import rank_path, torch_profile
-        with torch_profile(rank_path(a.torch_profile, rank, world), backend):
+        with torch_profile(rank_path(a.torch_profile, rank, world), backend,
+                           stacks=not a.torch_profile_no_stack):
             result = engine.run()
     else:
         result = engine.run()

@@ -54,12 +54,14 @@ def export(prof: torch.profiler.profile, path: str) -> None:
 
 
 @contextlib.contextmanager
-def torch_profile(path: str, backend: Backend) -> Iterator[torch.profiler.profile]:
-    """Profile the block; phases become ``record_function`` ranges; export to ``path``."""
+def torch_profile(path: str, backend: Backend,
+                  stacks: bool = True) -> Iterator[torch.profiler.profile]:
+    """Profile the block; phases become ``record_function`` ranges; export to ``path``.
+    ``stacks=False`` leaves the Python stacks out: much less host overhead, no line names."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if backend.device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    prof = torch.profiler.profile(activities=activities, with_stack=True, record_shapes=False)
+    prof = torch.profiler.profile(activities=activities, with_stack=stacks, record_shapes=False)
     backend.annotate = True
     try:
         with prof:
