@@ -12,6 +12,7 @@ from ..gate import ListedFinding, arrange
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.text import DEFAULT_WIDTH, wrap
 from ..util.units import times_in, us
+from .text import captured_by
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
 RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a", CHANGED: "changed"}
@@ -63,7 +64,7 @@ def cells(c: Check) -> tuple[str, ...]:
 
 def side_line(s: Side) -> str:
     gpus = ", ".join(s.gpus) or "GPU unknown"
-    return (f"{s.label}  (nsys {s.nsys_version}, {gpus}, {s.steady_launches} steady of "
+    return (f"{s.label}  ({captured_by(s.nsys_version)}, {gpus}, {s.steady_launches} steady of "
             f"{s.launches} launches)")
 
 

@@ -22,8 +22,16 @@ SOURCE_ROOT_HINT = "source file not found here: pass --source-root DIR"
 def header(s: Summary) -> str:
     t = s.trace
     gpu = ", ".join(t.gpus) or "GPU unknown"
-    return (f"{t.path}  (nsys {t.nsys_version}, schema {t.schema_version}, {gpu}, "
-            f"graph trace: {t.graph_trace})")
+    return f"{t.path}  ({captured_by(t.nsys_version, t.schema_version)}, {gpu}, " \
+           f"graph trace: {t.graph_trace})"
+
+
+def captured_by(nsys_version: str, schema_version: str | None = None) -> str:
+    """What made the trace: ``nsys 2025.3.1, schema 3.11`` or ``torch.profiler`` (a Kineto
+    trace has no nsys version; its reader sets it to ``none``)."""
+    if nsys_version == "none":
+        return f"torch.profiler, {schema_version}" if schema_version else "torch.profiler"
+    return f"nsys {nsys_version}" + (f", schema {schema_version}" if schema_version else "")
 
 
 def verdict(s: Summary) -> str:
