@@ -4,8 +4,15 @@ session. The issue's target is 15 %; every pair we have lands within 6 %."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+from nsysscope import analyze, load
+from nsysscope.gate.compare import read_summary
+
+KINETO = Path(__file__).resolve().parents[2] / "sample_traces" / "kineto"
 
 TARGET = 0.15  # the issue's bound on |projected - measured healthy| / measured healthy
 
@@ -30,6 +37,18 @@ def test_projection_lands_near_the_healthy_capture(analysed, broken, healthy):
     assert s.if_fixed.speedup > 1.01  # there is something to gain (case 2: ~3-5 %)
     assert abs(projected - measured) / measured < TARGET, \
         f"{broken}: projected {projected:.1f}/s, the healthy capture measured {measured:.1f}/s"
+
+
+@pytest.mark.parametrize("broken", ["case1", "case2", "outcopy_case1"])
+def test_projection_from_a_later_session_and_from_torch_profiler(broken):
+    """Device run D: the nsys captures (kept as their summaries) and the torch.profiler captures
+    without stacks of the same commands, each projected onto the nsys healthy capture's rate."""
+    measured = read_summary(KINETO / "h200_nsys_twin2_healthy_60.summary.json").launches_per_s
+    nsys = read_summary(KINETO / f"h200_nsys_twin2_{broken}_60.summary.json")
+    kineto = analyze(load(KINETO / f"h200_kineto_nostack_{broken}_60.pt.trace.json.gz")).summary
+    for s in (nsys, kineto):
+        assert s.if_fixed.speedup > 1.01
+        assert abs(s.if_fixed.launches_per_s - measured) / measured < TARGET
 
 
 def test_the_case1_process_of_two_engines_projects_the_healthy_ones_rate(analysed):
