@@ -5,8 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..model import ProcessSummary, StallSite, Summary
+from ..model.summary import NO_NVTX
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
+from ..util.units import us
 from .config import AnalysisConfig
 
 
@@ -100,7 +102,7 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     lb = s.classes.get("launch_bound", 0)
     if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
-                      f"(GPU idle p50 {s.gpu_gap_us.p50} us between replays)")
+                      f"(GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)")
     return True, (f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU; "
                   f"GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else
                   f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU")
@@ -110,10 +112,18 @@ def _broken(stalls: dict[str, int], sites: list[StallSite], n: int,
             window_p50: float | None) -> str:
     stalled = sum(stalls.values())
     top = sites[0] if sites else None
-    where = f" at {top.where}" if top and top.klass != "launch_bound" else ""
     kind = max(stalls, key=lambda k: stalls[k])
-    return (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall ({kind}{where}); "
-            f"median overlap window {window_p50} us")
+    return (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall ({kind}{_located(top)}); "
+            f"median overlap window {us(window_p50)}")
+
+
+def _located(top: StallSite | None) -> str:
+    """`` at sampler.py:58, phase 'sample'``; without NVTX or a line, the API chain."""
+    if top is None or top.klass == "launch_bound":
+        return ""
+    if top.where == NO_NVTX:
+        return f" in {top.api_chain}" if top.api_chain else ""
+    return f" at {top.where}"
 
 
 def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
@@ -131,7 +141,7 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
     if p.waits_for_pid is not None and wait >= cfg.peer_wait_us and \
             (period_us is None or wait >= cfg.peer_wait_fraction * period_us):
-        return "waits_for_peer", (f"waits {wait / 1e3:.2f} ms per step in "
+        return "waits_for_peer", (f"waits {us(wait)} per step in "
                                   f"{p.waits_in or 'collectives'} for pid {p.waits_for_pid}; "
                                   "its own launches are on time")
     lb = p.classes.get("launch_bound", 0)

@@ -37,6 +37,9 @@ from .schema import Record, check_schema, extra_field, optional, to_plain
 SCHEMA = "nsysscope.summary/1.1"
 
 
+#: where a stall is when the trace has no NVTX range around it (and no source line)
+NO_NVTX = "(no NVTX range)"
+
 @dataclass(frozen=True)
 class Percentiles(Record):
     """p10, p50 and p90 of a per-launch time, in microseconds (None: no value)."""
@@ -104,7 +107,7 @@ class StallSite(Record):
             parts.append(f"phase '{self.phase}'")
         if self.op:
             parts.append(self.op)
-        return ", ".join(parts) or self.nvtx_path or "(no NVTX range)"
+        return ", ".join(parts) or self.nvtx_path or NO_NVTX
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,7 @@ class LatentSite(Record):
         parts = [f"phase '{self.phase}'"] if self.phase else []
         if self.op:
             parts.append(self.op)
-        return ", ".join(parts) or "(no NVTX range)"
+        return ", ".join(parts) or NO_NVTX
 
 
 @dataclass(frozen=True)

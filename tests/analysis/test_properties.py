@@ -238,5 +238,8 @@ def test_without_optional_tables_the_timing_analysis_finds_the_same_classes(loop
     notes = " ".join(a.summary.notes)
     if "NVTX_EVENTS" in drop:
         assert "no NVTX ranges" in notes
+        assert "(no NVTX range)" not in a.summary.verdict  # it names the API chain instead
+        if a.summary.verdict.startswith("OVERLAP BROKEN"):
+            assert f" in {a.summary.sites[0].api_chain})" in a.summary.verdict
     if set(drop) - {"NVTX_EVENTS"}:
         assert NO_SYNC_NOTE in notes

@@ -47,10 +47,12 @@ def test_cli_wraps_to_80_when_not_a_tty(sample_path, monkeypatch):
 
 
 def test_one_unit_style(analysed):
+    """The verdict says ``1.92 ms`` (not ``1918.05 us``) in the analysis's own sentence, so JSON
+    and text agree; sentences from older summaries are rewritten when shown."""
     case2 = analysed("case2")
-    assert "1918.05 us" in case2.summary.verdict  # the analysis's own sentence ...
+    assert "median overlap window 1.92 ms" in case2.summary.verdict
     out = registry.render("report", "text", case2)
-    assert "1918.05 us" not in out and "median overlap window 1.92 ms" in out  # ... as shown
+    assert "1918.05 us" not in out and "median overlap window 1.92 ms" in out
     assert times_in("window 185.77 us, gap 30.6 us, 2.5 ms") == \
         "window 185.8 us, gap 30.6 us, 2.5 ms"
 
