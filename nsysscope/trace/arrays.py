@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from .schema import Schema
+if TYPE_CHECKING:  # schema.py reads through this module
+    from .schema import Schema
 
 #: rows fetched from a cursor at a time
 CHUNK = 1 << 16

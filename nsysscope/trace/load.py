@@ -28,7 +28,7 @@ from .apis import (  # noqa: F401 - the vocabulary, re-exported for the analysis
     process_of,
 )
 from .formats import json_kind
-from .gpu_work import GpuReader, graph_work, own_process
+from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
 from .sources import resolve
@@ -90,8 +90,10 @@ def load(path: str | Path, nsys: str | None = None) -> Trace:
         return read_kineto(path)
     db = resolve(path, nsys=nsys)
     conn = connect_readonly(db)
+    s: Schema | None = None
     try:
-        return _load(conn, Path(path), db)
+        s = Schema(conn, Path(path))
+        return _load(s, Path(path), db)
     except sqlite3.DatabaseError as e:
         raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
@@ -99,23 +101,24 @@ def load(path: str | Path, nsys: str | None = None) -> Trace:
         raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
                               f"({type(e).__name__}: {str(e)[:120]})") from None
     finally:
-        conn.close()
+        if s is not None:
+            s.close()
+        else:
+            conn.close()
 
 
-def _load(conn: sqlite3.Connection, path: Path, db: Path) -> Trace:
-    s = Schema(conn, path)
-    with progress(f"reading {path.name}", total=6) as bar, GpuReader(db, s) as reader:
-        # first the small tables on this thread, then the GPU tables on worker threads: a
-        # cursor drained here would hand the GIL back and forth with the workers on every row
+def _load(s: Schema, path: Path, db: Path) -> Trace:
+    with progress(f"reading {path.name}", total=6) as bar:
         api = tables.api_table(s)
         bar.advance(label=f"reading {path.name}: syncs and NVTX")
         syncs, event_records = tables.syncs_table(s), tables.event_records_table(s)
         bar.advance()
         nvtx = tables.nvtx_table(s)
         bar.advance(label=f"reading {path.name}: GPU work")
-        gpu_ops = own_process(reader.eager_ops(), api)
+        gpu = GpuWork(s)
+        gpu_ops = own_process(gpu.eager_ops(), api)
         bar.advance(label=f"reading {path.name}: graph replays")
-        graph_work_table, graph_mode = graph_work(s, api, reader)
+        graph_work_table, graph_mode = graph_work(s, api, gpu)
         bar.advance()
         syncs, event_records = own_process(syncs, api), own_process(event_records, api)
     meta = TraceMeta(

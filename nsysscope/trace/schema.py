@@ -15,7 +15,10 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
+
 from ..errors import NotAnNsysExport, UnreadableInput
+from .columnar import ColumnReader
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -94,6 +97,32 @@ class Schema:
                 f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
                 "make one with: nsys export --type sqlite REPORT.nsys-rep")
         self._check_version()
+
+    @cached_property
+    def _reader(self) -> ColumnReader:
+        return ColumnReader(self._file(), self.conn)
+
+    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[np.ndarray]:
+        """The columns of ``sql``'s result as arrays (``i`` int64, ``o`` text), scanned in C
+        (:mod:`.columnar`). For the big tables; metadata goes through :attr:`conn`."""
+        return self._reader.read(sql, kinds, params)
+
+    @property
+    def fallbacks(self) -> int:
+        """Queries of :meth:`read` that DuckDB refused and sqlite3 answered."""
+        return self._reader.fallbacks if "_reader" in self.__dict__ else 0
+
+    def close(self) -> None:
+        """Close both connections to the export."""
+        if "_reader" in self.__dict__:
+            self._reader.close()
+        self.conn.close()
+
+    def __enter__(self) -> Schema:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _file(self) -> Path:
         """The SQLite file behind the connection (for a cache, not the user's path)."""

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .apis import process_of, wanted_api
-from .arrays import INT, frame, query, read
+from .arrays import INT, frame, query
 from .schema import Schema, api_base_name
 
 
@@ -23,9 +23,9 @@ def api_table(s: Schema) -> pd.DataFrame:
     ids = ",".join(str(i) for i in wanted) or "NULL"
     has_ret = "returnValue" in s.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
     ret = "IFNULL(returnValue, 0)" if has_ret else "0"
-    start, end, tid, corr, name_id, status = read(
-        s.conn, "SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, "
-                f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiiii")
+    start, end, tid, corr, name_id, status = s.read(
+        'SELECT start, "end", IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, '
+        f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiiii")
     order = np.argsort(start, kind="stable")
     categories = sorted(set(wanted.values()))
     code_of = {i: categories.index(n) for i, n in wanted.items()}
@@ -53,8 +53,8 @@ def syncs_table(s: Schema) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
     esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
-    df = frame(cols, read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
-                                    "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
+    df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
+                            "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
     return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
 
 
@@ -64,8 +64,8 @@ def event_records_table(s: Schema) -> pd.DataFrame:
     if not s.has(table):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
     pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
-    df = frame(cols, read(s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), "
-                                    f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
+    df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
+                            f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
     return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
 
 
@@ -83,11 +83,11 @@ def nvtx_table(s: Schema) -> pd.DataFrame:
     if "textId" in tcols:
         text.append("t.value")
     join = "LEFT JOIN StringIds t ON t.id = n.textId" if "textId" in tcols else ""
-    sql = (f"SELECT n.start, n.end, IFNULL(n.globalTid, -1), "
+    sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), '
            f"COALESCE({', '.join(text) or 'NULL'}, '') "
            f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
-           "AND n.end IS NOT NULL")
-    start, end, tid, txt = read(s.conn, sql, "iiio")
+           'AND n."end" IS NOT NULL')
+    start, end, tid, txt = s.read(sql, "iiio")
     order = np.argsort(start, kind="stable")
     df = frame(cols, [start[order], end[order], tid[order], txt[order]])
     df["text"] = df["text"].astype(str)
@@ -127,9 +127,9 @@ def collectives_table(s: Schema) -> pd.DataFrame:
         return empty
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     ids = ",".join(str(i) for i in names)
-    proc, corr, start, end, stream, device, name_id = read(
-        s.conn, f"SELECT {pid}, IFNULL(correlationId, -1), start, end, streamId, deviceId, "
-                f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
+    proc, corr, start, end, stream, device, name_id = s.read(
+        f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
+        f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
     df = frame(cols, [np.where(proc >= 0, proc >> 24, -1), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
