@@ -16,9 +16,10 @@ def api_table(s: Schema) -> pd.DataFrame:
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols + ["proc"]}
                             | {"status": pd.Series(dtype="int32"), "name": pd.Series(dtype=str)})
+    # every CUDA API name in the string table (the names present in the calls are found
+    # later, from the rows read: asking SQLite for them first would scan the table twice)
     names = {i: api_base_name(v) for i, v in s.conn.execute(
-        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%' AND id IN "
-        "(SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")}
+        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")}
     wanted = {i: n for i, n in names.items() if wanted_api(n)}
     ids = ",".join(str(i) for i in wanted) or "NULL"
     has_ret = "returnValue" in s.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
