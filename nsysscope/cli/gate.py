@@ -16,7 +16,7 @@ import click
 from .. import render
 from ..analysis import analyze
 from ..errors import exit_codes_text
-from ..gate import GateThresholds, compare, load_thresholds, read_side
+from ..gate import GateThresholds, compare, load_thresholds, read_sides
 from ..trace import load
 from .options import (
     analysis_options,
@@ -145,7 +145,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
     thresholds, source = load_thresholds(config_file, overrides)
     cfg = config_from(warmup, launch_bound_us)
-    base, cand = (read_side(x, cfg, nsys) for x in (baseline, candidate))
+    base, cand = read_sides(baseline, candidate, cfg, nsys)
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))

@@ -10,7 +10,15 @@ samples: README.md, section "Regression gate" (and "The noise model, and why").
 """
 
 from .checks import pause_excess_us
-from .compare import compare, is_summary_file, read_side, read_summary, summary_of, window_summary
+from .compare import (
+    compare,
+    is_summary_file,
+    read_side,
+    read_sides,
+    read_summary,
+    summary_of,
+    window_summary,
+)
 from .findings import ListedFinding, arrange
 from .stats import (
                     bootstrap_median_diff,
@@ -22,5 +30,5 @@ from .thresholds import GateThresholds, load_thresholds
 
 __all__ = ["GateThresholds", "ListedFinding", "arrange", "bootstrap_median_diff", "compare",
            "is_summary_file", "load_thresholds", "mann_whitney_greater", "mann_whitney_less",
-           "pause_excess_us", "read_side", "read_summary", "summary_of", "two_proportion_greater",
-           "window_summary"]
+           "pause_excess_us", "read_side", "read_sides", "read_summary", "summary_of",
+           "two_proportion_greater", "window_summary"]

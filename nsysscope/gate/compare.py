@@ -4,6 +4,7 @@ and reading each side (a trace, a summary file, an analysis)."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,15 @@ def read_side(x: str, config: AnalysisConfig | None = None,
     if is_summary_file(x):
         return read_summary(x)
     return analyze(load(x, nsys=nsys), config)
+
+
+def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = None,
+               nsys: str | None = None) -> tuple[Summary | Analysis, Summary | Analysis]:
+    """Both sides, read at once: while one side's analysis holds the interpreter, the other's
+    trace is scanned by DuckDB, which runs without it. An error is the baseline's first."""
+    with ThreadPoolExecutor(2, thread_name_prefix="nsysscope-side") as pool:
+        base, cand = (pool.submit(read_side, x, config, nsys) for x in (baseline, candidate))
+        return base.result(), cand.result()
 
 
 def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
