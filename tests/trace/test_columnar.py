@@ -1,0 +1,57 @@
+"""The column reader: DuckDB answers a healthy export, and the same SQL through sqlite3 answers
+(or reports) what DuckDB refuses, on copies of the real case1 H200 sample."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from nsysscope import load
+from nsysscope.errors import NotAnNsysExport
+from nsysscope.trace import resolve, tables
+from nsysscope.trace.gpu_work import GpuWork
+from nsysscope.trace.schema import Schema, connect_readonly
+
+
+@pytest.fixture()
+def case1_copy(sample_path, tmp_path):
+    dst = tmp_path / "case1.sqlite"
+    shutil.copyfile(resolve(sample_path("case1")), dst)
+    return dst
+
+
+def test_duckdb_reads_a_healthy_export_itself(case1_copy):
+    with Schema(connect_readonly(case1_copy), case1_copy) as s:
+        api, nvtx, gpu = tables.api_table(s), tables.nvtx_table(s), GpuWork(s)
+        assert s.fallbacks == 0
+    # the sample's own numbers: 300 graph launches, each with its replay's GPU span
+    assert (api["name"] == "cudaGraphLaunch").sum() == 300
+    assert len(gpu.graph_work()) == 300 and len(nvtx) > 300
+
+
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(case1_copy):
+    before = load(case1_copy).nvtx
+    with sqlite3.connect(case1_copy) as c:
+        rowid, text = c.execute("SELECT rowid, text FROM NVTX_EVENTS WHERE text LIKE 'step %' "
+                                "ORDER BY rowid LIMIT 1").fetchone()
+        c.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE rowid = ?",
+                  (text.encode() + b"\xff", rowid))
+    with Schema(connect_readonly(case1_copy), case1_copy) as s:
+        after = tables.nvtx_table(s)
+        assert s.fallbacks == 1  # DuckDB refused the text; sqlite3 decoded it
+    changed = before["text"] != after["text"]
+    assert changed.sum() == 1
+    assert after.loc[changed, "text"].iloc[0] == text + "\ufffd"
+    pd.testing.assert_frame_equal(before.drop(columns="text"), after.drop(columns="text"))
+
+
+def test_a_value_of_the_wrong_type_is_reported_not_misread(case1_copy):
+    with sqlite3.connect(case1_copy) as c:
+        c.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = 'soon' WHERE rowid = "
+                  "(SELECT MIN(r.rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                  "ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%')")
+    with pytest.raises(NotAnNsysExport, match="a value of the wrong type"):
+        load(case1_copy)
