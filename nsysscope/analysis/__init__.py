@@ -40,6 +40,8 @@ class Analysis:
     summary: Summary
     #: one row per process that launched graphs (see :mod:`.processes`)
     processes: pd.DataFrame
+    #: the trace's NVTX ranges, indexed (depths, cleaned names)
+    nvtx: NvtxIndex
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
 
@@ -58,7 +60,7 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     blocks = block_table(trace, copies, cfg)
     exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
     reach = coverage(exact, stream_waits(trace))
-    launches = launch_table(trace)
+    launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, trace.api, cfg, **trace.enums)
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     launches = attach_waits(launches, collective_waits(trace.collectives))
@@ -69,8 +71,8 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     launches = attach_source_lines(launches, python_samples, cfg)
     launches = step_costs(launches, blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(trace, launches, copies, nvtx))
-    return Analysis(trace, cfg, launches, blocks, summary, processes, python_samples)
+                                   latent_sites(trace, launches, copies, nvtx), busy)
+    return Analysis(trace, cfg, launches, blocks, summary, processes, nvtx, python_samples)
 
 
 def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:

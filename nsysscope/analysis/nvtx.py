@@ -103,17 +103,25 @@ class NvtxIndex:
         """How many nesting depths there are (0 without ranges)."""
         return int(self.depth.max()) + 1 if len(self.depth) else 0
 
+    def clean_text(self) -> np.ndarray:
+        """Per range, its cleaned name (None: no text)."""
+        return np.asarray(self._named[self.name])
+
     def enclosing(self, tids: np.ndarray, times: np.ndarray) -> pd.DataFrame:
         """For each (thread, time): ``nvtx_path`` (outer > inner), ``phase``, ``step``,
         ``op``."""
         at = self._stacks(np.asarray(tids), np.asarray(times))
-        named = np.append(self.names, np.array([None]))  # code -1 takes the None appended last
         return pd.DataFrame({
             "nvtx_path": self._paths(at),
             "step": self._steps(at),
-            "op": named[self._innermost(at, self.is_op)],
-            "phase": named[self._innermost(at, self.is_phase)],
+            "op": self._named[self._innermost(at, self.is_op)],
+            "phase": self._named[self._innermost(at, self.is_phase)],
         })
+
+    @property
+    def _named(self) -> np.ndarray:
+        """``names`` with None appended last, for code -1 to take."""
+        return np.append(self.names, np.array([None]))
 
     def _stacks(self, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
         """The name code of the range enclosing each (thread, time), one row per depth
