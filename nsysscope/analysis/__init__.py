@@ -17,7 +17,7 @@ from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
 from .latent import latent_sites
 from .launches import launch_table
-from .nvtx import enclosing
+from .nvtx import NvtxIndex
 from .pairing import attach_blocks
 from .processes import warmup_and_steady
 from .projection import step_costs
@@ -40,6 +40,8 @@ class Analysis:
     summary: Summary
     #: one row per process that launched graphs (see :mod:`.processes`)
     processes: pd.DataFrame
+    #: the trace's NVTX ranges, indexed (depths, cleaned names)
+    nvtx: NvtxIndex
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
 
@@ -58,18 +60,19 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     blocks = block_table(trace, copies, cfg)
     exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
     reach = coverage(exact, stream_waits(trace))
-    launches = launch_table(trace)
+    launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, trace.api, cfg, **trace.enums)
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     launches = attach_waits(launches, collective_waits(trace.collectives))
-    launches = _attribute(trace, launches)
+    nvtx = NvtxIndex.of(trace.nvtx)
+    launches = _attribute(trace, launches, nvtx)
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
     launches = attach_source_lines(launches, python_samples, cfg)
     launches = step_costs(launches, blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(trace, launches, copies))
-    return Analysis(trace, cfg, launches, blocks, summary, processes, python_samples)
+                                   latent_sites(trace, launches, copies, nvtx), busy)
+    return Analysis(trace, cfg, launches, blocks, summary, processes, nvtx, python_samples)
 
 
 def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
@@ -96,23 +99,23 @@ def _require_launches(trace: Trace) -> None:
         f"{len(trace.api)} CUDA calls); nsysscope analyses engines that replay CUDA graphs")
 
 
-def _attribute(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
+def _attribute(trace: Trace, launches: pd.DataFrame, nvtx: NvtxIndex) -> pd.DataFrame:
     """NVTX phase/step/op where each launch was decided: around its paired block, or, with
     no block, what the launching thread was doing when the GPU ran out of work."""
     waited = launches["block"] >= 0
     tids = launches["block_tid"].where(waited, launches["tid"]).to_numpy()
     times = launches["block_start_ns"].where(waited, launches["gpu_end_ns"]).to_numpy()
-    enc = enclosing(trace.nvtx, tids, np.nan_to_num(times, nan=-1.0))
+    enc = nvtx.enclosing(tids, np.nan_to_num(times, nan=-1.0))
     for col in ("nvtx_path", "phase", "op"):
         launches[col] = enc[col].to_numpy()
     # a launch belongs to the step whose range encloses the launch call itself
-    launches["step"] = enclosing(trace.nvtx, launches["tid"].to_numpy(),
-                                 launches["api_start_ns"].to_numpy())["step"].to_numpy()
+    launches["step"] = nvtx.enclosing(launches["tid"].to_numpy(),
+                                      launches["api_start_ns"].to_numpy())["step"].to_numpy()
     # the op of a readback encloses its copy more tightly than the sync: prefer the copy's
     has_cause = waited & launches["cause_start_ns"].notna()
     if has_cause.any():
-        cause = enclosing(trace.nvtx, launches.loc[has_cause, "cause_tid"].to_numpy(dtype=np.int64),
-                          launches.loc[has_cause, "cause_start_ns"].to_numpy())
+        cause = nvtx.enclosing(launches.loc[has_cause, "cause_tid"].to_numpy(dtype=np.int64),
+                               launches.loc[has_cause, "cause_start_ns"].to_numpy())
         launches.loc[has_cause, "op"] = pd.Series(cause["op"].to_numpy(),
                                                   index=launches.index[has_cause]) \
             .fillna(launches.loc[has_cause, "op"])

@@ -25,12 +25,12 @@ import pandas as pd
 from ..model import LatentSite
 from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
-from .nvtx import enclosing
+from .nvtx import NvtxIndex
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
 
-def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame,
+def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvtx: NvtxIndex,
                  top: int = 5) -> list[LatentSite]:
     steady = launches[launches["steady"]]
     if steady.empty or copies.empty:
@@ -46,7 +46,7 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame,
                                                           strict=True)]]
     if found.empty:
         return []
-    enc = enclosing(trace.nvtx, found["tid"].to_numpy(), found["start_ns"].to_numpy())
+    enc = nvtx.enclosing(found["tid"].to_numpy(), found["start_ns"].to_numpy())
     found = found.assign(phase=enc["phase"].fillna("").to_numpy(),
                          op=enc["op"].fillna("").to_numpy(),
                          step=_step_of(found, steady),

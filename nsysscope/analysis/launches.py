@@ -18,7 +18,10 @@ from ..trace.apis import LAUNCH_APIS
 from ..trace.load import Trace
 
 
-def launch_table(trace: Trace) -> pd.DataFrame:
+def launch_table(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The launch table, and the busy intervals of each process's device
+    (:func:`device_busy_intervals`) its idle gaps were measured with, which the per-process
+    table totals too."""
     api = trace.api
     calls = api.loc[api["name"].isin(LAUNCH_APIS), ["tid", "proc", "corr_id", "start_ns", "end_ns"]]
     calls = calls.rename(columns={"start_ns": "api_start_ns", "end_ns": "api_end_ns"})
@@ -44,8 +47,9 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     df["next_api_end_ns"] = nxt["api_end_ns"]
     df["next_gpu_start_ns"] = nxt["gpu_start_ns"]
     df["gpu_gap_ns"] = df["next_gpu_start_ns"] - df["gpu_end_ns"]
-    df["gpu_idle_ns"] = df["gpu_gap_ns"] - _busy_between(trace, df)
-    return df
+    busy = device_busy_intervals(trace, df)
+    df["gpu_idle_ns"] = df["gpu_gap_ns"] - _busy_between(df, busy)
+    return df, busy
 
 
 def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
@@ -74,10 +78,9 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     return merged.reset_index(drop=True)
 
 
-def _busy_between(trace: Trace, launches: pd.DataFrame) -> pd.Series:
+def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:
     """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per process and
     device."""
-    busy = device_busy_intervals(trace, launches)
     out = pd.Series(np.nan, index=launches.index)
     for (proc, device), iv in busy.groupby(["proc", "device"]):
         starts, ends = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()

@@ -7,12 +7,17 @@ first, is the range path.
 The path is read three ways: ``step`` is the number of a range named like ``step 12``;
 ``op`` is the innermost ``aten::`` range (from ``nsys --pytorch=autograd-nvtx``, whose
 ``, seq = ..`` suffix is dropped); ``phase`` is the innermost range that is neither.
+
+A trace repeats a few names (``schedule``, ``aten::mm``) over hundreds of thousands of
+ranges, so :class:`NvtxIndex` cleans and classifies each distinct name once, and sorts the
+ranges per thread and depth once; an analysis then asks it where many moments are.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,54 +42,154 @@ def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
     return np.maximum(depth, 0)
 
 
-def enclosing(nvtx: pd.DataFrame, tids: np.ndarray, times: np.ndarray) -> pd.DataFrame:
-    """For each (thread, time): ``nvtx_path`` (outer > inner), ``phase``, ``step``, ``op``."""
-    n = len(times)
-    levels: list[np.ndarray] = []
-    if len(nvtx) and n:
+def step_numbers(text: pd.Series) -> pd.Series:
+    """The digits of each text that names a step (``step 12``: ``12``), NaN for the others.
+    The pattern is matched once per distinct text."""
+    codes, uniques = pd.factorize(text)
+    digits = pd.Series(uniques, dtype=object).str.extract(STEP_PATTERN)[0]
+    # code -1 (a missing text) takes the NaN appended last
+    return pd.Series(np.append(digits.to_numpy(dtype=object), np.nan)[codes], index=text.index,
+                     dtype=digits.dtype)
+
+
+def clean_names(text: pd.Series) -> pd.Series:
+    """Range names without the ``, seq = ..`` and ``, op_id ..`` suffixes that
+    ``nsys --pytorch=autograd-nvtx`` appends."""
+    return text.str.split(", seq = ").str[0].str.split(", op_id").str[0]
+
+
+class _Ranges(NamedTuple):
+    """The ranges of one thread at one depth, by start; ``names``: codes of their names."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    names: np.ndarray
+
+
+@dataclass(frozen=True)
+class NvtxIndex:
+    """The NVTX ranges of one trace, indexed once for every :meth:`enclosing` question.
+
+    ``names`` are the distinct cleaned range names; per name, ``step`` is its step number
+    (NaN: not a step), ``is_op`` whether it is an aten op and ``is_phase`` whether it can be
+    a phase. Per range (a row of the NVTX table), ``depth`` is its nesting depth and ``name``
+    the code of its name in ``names`` (-1: none).
+    """
+
+    depth: np.ndarray
+    name: np.ndarray
+    names: np.ndarray
+    step: np.ndarray
+    is_op: np.ndarray
+    is_phase: np.ndarray
+    #: thread -> depth -> its ranges
+    threads: dict[int, dict[int, _Ranges]]
+
+    @classmethod
+    def of(cls, nvtx: pd.DataFrame) -> NvtxIndex:
+        """The index of an NVTX table (``start_ns, end_ns, tid, text``)."""
         depth = nesting_depth(nvtx)
-        for d in range(int(depth.max()) + 1):
-            level = np.full(n, None, dtype=object)
-            at = nvtx[depth == d]
-            for tid, idx in at.groupby("tid").indices.items():
-                q = np.flatnonzero(tids == tid)
-                if not len(q):
-                    continue
-                starts = at["start_ns"].to_numpy()[idx]
-                order = np.argsort(starts, kind="stable")
-                starts, ends = starts[order], at["end_ns"].to_numpy()[idx][order]
-                texts = at["text"].to_numpy()[idx][order]
-                i = np.searchsorted(starts, times[q], side="right") - 1
-                ok = (i >= 0) & (ends[np.maximum(i, 0)] > times[q])
-                level[q[ok]] = texts[i[ok]]
-            levels.append(level)
-    names = pd.DataFrame({f"d{k}": lv for k, lv in enumerate(levels)}) if levels else \
-        pd.DataFrame(index=range(n))
-    clean = names.apply(lambda col: col.str.split(", seq = ").str[0].str.split(", op_id").str[0])
-    path = pd.Series([""] * n, dtype=object)
-    for col in clean.columns:
-        s = clean[col]
-        path = path.where(s.isna(), (path + " > ").where(path != "", "") + s.fillna(""))
-    return pd.DataFrame({
-        "nvtx_path": path.to_numpy() if n else np.array([], dtype=object),
-        "step": _innermost(clean, _is_step, extract_step=True),
-        "op": _innermost(clean, lambda s: s.str.startswith("aten::")),
-        "phase": _innermost(clean, lambda s: ~s.str.startswith("aten::") & ~_is_step(s)
-                            & ~s.str.match(r"^\w+, op_id")),
-    })
+        raw, texts = pd.factorize(nvtx["text"])
+        clean, names = pd.factorize(clean_names(pd.Series(texts, dtype=object)))
+        name = np.append(clean, -1)[raw]  # a missing text (-1) keeps no name
+        names = np.asarray(names, dtype=object)
+        step = step_numbers(pd.Series(names, dtype=object)).astype("float").to_numpy()
+        is_op = pd.Series(names, dtype=object).str.startswith("aten::").to_numpy(dtype=bool)
+        is_phase = ~is_op & np.isnan(step)
+        return cls(depth, name, names, step, is_op, is_phase, _by_thread(nvtx, depth, name))
+
+    @property
+    def depths(self) -> int:
+        """How many nesting depths there are (0 without ranges)."""
+        return int(self.depth.max()) + 1 if len(self.depth) else 0
+
+    def clean_text(self) -> np.ndarray:
+        """Per range, its cleaned name (None: no text)."""
+        return np.asarray(self._named[self.name])
+
+    def enclosing(self, tids: np.ndarray, times: np.ndarray) -> pd.DataFrame:
+        """For each (thread, time): ``nvtx_path`` (outer > inner), ``phase``, ``step``,
+        ``op``."""
+        at = self._stacks(np.asarray(tids), np.asarray(times))
+        return pd.DataFrame({
+            "nvtx_path": self._paths(at),
+            "step": self._steps(at),
+            "op": self._named[self._innermost(at, self.is_op)],
+            "phase": self._named[self._innermost(at, self.is_phase)],
+        })
+
+    @property
+    def _named(self) -> np.ndarray:
+        """``names`` with None appended last, for code -1 to take."""
+        return np.append(self.names, np.array([None]))
+
+    def _stacks(self, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """The name code of the range enclosing each (thread, time), one row per depth
+        (-1: no range at that depth)."""
+        at = np.full((self.depths, len(times)), -1, dtype=np.int64)
+        order = np.argsort(tids, kind="stable")
+        by_tid = tids[order]
+        for tid, levels in self.threads.items():
+            q = order[np.searchsorted(by_tid, tid, side="left"):
+                      np.searchsorted(by_tid, tid, side="right")]
+            if not len(q):
+                continue
+            t = times[q]
+            for d, r in levels.items():
+                i = np.searchsorted(r.starts, t, side="right") - 1
+                ok = (i >= 0) & (r.ends[np.maximum(i, 0)] > t)
+                at[d, q[ok]] = r.names[i[ok]]
+        return at
+
+    def _paths(self, at: np.ndarray) -> np.ndarray:
+        """``outer > inner`` per column of ``at``, each distinct path built once."""
+        path = np.zeros(at.shape[1], dtype=np.int64)  # index into `paths`
+        paths = np.array([""], dtype=object)
+        width = max(len(self.names), 1)
+        for level in at:  # outer to inner: each path is its parent's, then this name
+            has = level >= 0
+            code, keys = pd.factorize(path[has] * width + level[has])
+            parent, name = paths[keys // width], self.names[keys % width]
+            path[has] = len(paths) + code
+            paths = np.concatenate([paths, np.where(parent != "", parent + " > ", "") + name])
+        return paths[path]
+
+    def _steps(self, at: np.ndarray) -> np.ndarray:
+        """Per column of ``at``, the number of its innermost step range (None: none): an int
+        where every column has a step range at that depth, else a float, as the per-launch
+        table has always had them (pandas' casting of a partly missing integer column)."""
+        number = np.append(self.step, np.nan)  # code -1 takes the NaN appended last
+        out = np.full(at.shape[1], None, dtype=object)
+        for level in at:  # outer to inner: later levels overwrite
+            ok = ~np.isnan(number[level])
+            found = number[level[ok]]
+            out[ok] = found.astype(np.int64).astype(object) if ok.all() else found.astype(object)
+        return out
+
+    @staticmethod
+    def _innermost(at: np.ndarray, accept: np.ndarray) -> np.ndarray:
+        """Per column of ``at``, the code of its innermost name that ``accept`` takes
+        (-1: none)."""
+        ok = np.append(accept, False)  # code -1 takes the False appended last
+        out = np.full(at.shape[1], -1, dtype=np.int64)
+        for level in at:  # outer to inner: later levels overwrite
+            out = np.where(ok[level], level, out)
+        return out
 
 
-def _is_step(s: pd.Series) -> pd.Series:
-    return s.str.match(STEP_PATTERN).fillna(False).astype(bool)
-
-
-def _innermost(levels: pd.DataFrame, pick: Callable[[pd.Series], pd.Series],
-               extract_step: bool = False) -> np.ndarray:
-    """The innermost level whose name ``pick`` accepts, per row (None when none)."""
-    out = pd.Series([None] * len(levels), dtype=object)
-    for col in levels.columns:  # outer to inner: later levels overwrite
-        s = levels[col]
-        ok = s.notna() & pick(s.fillna("")).fillna(False).astype(bool)
-        vals = s.str.extract(STEP_PATTERN)[0].astype("float").astype("Int64") if extract_step else s
-        out = out.where(~ok, vals)
-    return np.asarray(out.to_numpy())
+def _by_thread(nvtx: pd.DataFrame, depth: np.ndarray,
+               name: np.ndarray) -> dict[int, dict[int, _Ranges]]:
+    """Each thread's ranges per depth, by start (ties in table order)."""
+    tid = nvtx["tid"].to_numpy()
+    start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
+    order = np.lexsort((start, depth, tid))
+    tid, depth = tid[order], depth[order]
+    cut = np.flatnonzero((np.diff(tid) != 0) | (np.diff(depth) != 0)) + 1
+    out: dict[int, dict[int, _Ranges]] = {}
+    for a, z in zip(np.r_[0, cut], np.r_[cut, len(order)], strict=True):
+        if a == z:
+            continue
+        rows = order[a:z]
+        out.setdefault(int(tid[a]), {})[int(depth[a])] = _Ranges(start[rows], end[rows],
+                                                                  name[rows])
+    return out

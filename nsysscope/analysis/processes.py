@@ -21,7 +21,6 @@ import pandas as pd
 from ..model import LAUNCH_CLASSES
 from ..trace.load import Trace
 from .config import AnalysisConfig
-from .launches import device_busy_intervals
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
            *LAUNCH_CLASSES, "busy_ns", "span_ns", "gpu_busy", "launches_per_s",
@@ -40,8 +39,9 @@ def warmup_and_steady(launches: pd.DataFrame, cfg: AnalysisConfig) -> tuple[pd.S
     return warmup, ~warmup & (launches["klass"] != "last")
 
 
-def process_table(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
-    busy = device_busy_intervals(trace, launches)
+def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> pd.DataFrame:
+    """One row per process (see the module doc); ``busy``: the merged busy intervals of each
+    process's device (:func:`.launches.device_busy_intervals`)."""
     names = trace.processes.set_index("proc") if len(trace.processes) else None
     rows = []
     for proc, own in launches.groupby("proc", sort=True):

@@ -29,7 +29,8 @@ from ..model import (
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .config import AnalysisConfig
-from .nvtx import STEP_PATTERN
+from .launches import device_busy_intervals
+from .nvtx import step_numbers
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project
 from .sites import stall_sites
@@ -41,10 +42,15 @@ MAX_DISTRIBUTION = 4000
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
               python_samples: PythonSamples | None = None,
-              latent: list[LatentSite] | None = None) -> tuple[Summary, pd.DataFrame]:
+              latent: list[LatentSite] | None = None,
+              busy: pd.DataFrame | None = None) -> tuple[Summary, pd.DataFrame]:
     """The summary of the launches marked ``steady``, and the per-process table it totals.
-    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`)."""
-    table = process_table(trace, launches)
+    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`); ``busy``: the
+    merged busy intervals of each process's device, when already known
+    (:func:`.launches.device_busy_intervals`)."""
+    if busy is None:
+        busy = device_busy_intervals(trace, launches)
+    table = process_table(trace, launches, busy)
     steady = launches[launches["steady"]]
     rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
              if pd.notna(r)}
@@ -133,7 +139,7 @@ def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
     if nv.empty or steady.empty:
         return None
     t0, t1 = steady["api_start_ns"].min(), steady["api_start_ns"].max()
-    steps = nv[nv["text"].str.match(STEP_PATTERN).fillna(False).astype(bool)]
+    steps = nv[step_numbers(nv["text"]).notna().to_numpy()]
     steps = steps[(steps["start_ns"] >= t0) & (steps["start_ns"] < t1)]
     if len(steps) < 2:
         return None

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import Analysis
-from ...analysis.nvtx import STEP_PATTERN, nesting_depth
+from ...analysis.nvtx import step_numbers
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
 from .style import STALLS, ranges
@@ -200,8 +200,8 @@ class TraceViews:
     @cached_property
     def nvtx(self) -> Sorted:
         nv = self.analysis.trace.nvtx.copy()
-        nv["depth"] = nesting_depth(nv) if len(nv) else np.zeros(0, dtype=np.int64)
-        nv["text"] = nv["text"].astype(str).str.split(", seq = ").str[0].str.split(", op_id").str[0]
+        nv["depth"] = self.analysis.nvtx.depth
+        nv["text"] = pd.Series(self.analysis.nvtx.clean_text(), index=nv.index, dtype=object)
         return Sorted.of(nv, "start_ns", "end_ns")
 
     @cached_property
@@ -229,7 +229,7 @@ class TraceViews:
         if nv.empty or L.empty:
             return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
         tid = L["tid"].mode().iloc[0]
-        num = nv["text"].astype(str).str.extract(STEP_PATTERN)[0]
+        num = step_numbers(nv["text"])
         ok = num.notna() & (nv["tid"] == tid)
         steps = pd.DataFrame({"step": num[ok].astype(np.int64), "start_ns": nv.loc[ok, "start_ns"],
                               "end_ns": nv.loc[ok, "end_ns"]})
