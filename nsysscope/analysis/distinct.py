@@ -21,4 +21,4 @@ def per_distinct(values: pd.Series, f: Callable[[pd.Series], pd.Series],
     codes, uniques = pd.factorize(values)
     out = np.asarray(f(pd.Series(uniques, dtype=object)))
     with_missing = np.append(out, np.array([missing], dtype=out.dtype))  # code -1 takes it
-    return with_missing[np.asarray(codes)]
+    return np.take(with_missing, np.asarray(codes, dtype=np.intp))
