@@ -57,10 +57,9 @@ def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
         if w.empty:
             continue
         out += _reach(b, w)
+    # one row per (block, stream): _reach never gives a block's own stream, and gives each
+    # other stream once, at the latest boundary of every path to it
     reach = pd.concat(out, ignore_index=True)
-    # a stream reached along several paths: the latest boundary covers the most
-    reach = reach.sort_values("boundary_ns", kind="stable").drop_duplicates(
-        ["block", "stream"], keep="last")
     return reach.sort_values(["block", "stream"], kind="stable").reset_index(drop=True)
 
 
