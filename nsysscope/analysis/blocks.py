@@ -33,6 +33,7 @@ import pandas as pd
 from ..trace.apis import RECORD_APIS, SYNC_APIS, is_copy_api, process_of
 from ..trace.load import Trace
 from .config import AnalysisConfig
+from .distinct import per_distinct
 from .polling import polling_blocks
 
 _STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
@@ -63,8 +64,8 @@ def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.D
                     ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
     syncs = syncs.assign(name=syncs["name"].astype(str))
     pageable = trace.enums["pageable"]
-    blocking = (~copies["name"].str.contains("Async")) | (copies["src_kind"] == pageable) | \
-               (copies["dst_kind"] == pageable)
+    is_async = per_distinct(copies["name"], lambda s: s.str.contains("Async"), False)
+    blocking = ~is_async | (copies["src_kind"] == pageable) | (copies["dst_kind"] == pageable)
     blocking_copies = copies.loc[blocking, ["tid", "proc", "corr_id", "name", "start_ns",
                                             "end_ns", "stream", "copy_kind", "src_kind",
                                             "dst_kind", "bytes"]]

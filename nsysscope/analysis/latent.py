@@ -26,6 +26,7 @@ from ..model import LatentSite
 from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
 from .nvtx import NvtxIndex
+from .pairs import PairIndex
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
@@ -77,12 +78,12 @@ def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
 def _then_sync(trace: Trace, c: pd.DataFrame) -> pd.Series:
     """Whether the thread's next traced CUDA call after each copy is a synchronisation."""
     calls = trace.api.sort_values(["tid", "start_ns"], kind="stable")
-    nxt = calls.groupby("tid")["name"].shift(-1).astype(object)
-    is_sync = pd.Series(nxt.isin(SYNC_APIS).to_numpy(),
-                        index=pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]]))
-    is_sync = is_sync[~is_sync.index.duplicated()]
-    keys = pd.MultiIndex.from_arrays([c["tid"], c["corr_id"]])
-    return pd.Series(is_sync.reindex(keys).fillna(False).to_numpy(dtype=bool), index=c.index)
+    tid = calls["tid"].to_numpy()
+    sync = calls["name"].isin(SYNC_APIS).to_numpy(dtype=bool)
+    # per call (and row -1: no such call): the next call is on the same thread and syncs
+    next_is_sync = np.r_[sync[1:] & (tid[1:] == tid[:-1]), False, False]
+    row = PairIndex.of(tid, calls["corr_id"]).first_row(c["tid"], c["corr_id"])
+    return pd.Series(next_is_sync[row], index=c.index)
 
 
 def _step_of(found: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:

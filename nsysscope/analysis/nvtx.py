@@ -22,6 +22,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from .distinct import per_distinct
+
 #: a range naming a decode step: ``step 12``, ``iter 3``, ``decode step 7``
 STEP_PATTERN = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d+)\s*$", re.I)
 
@@ -45,11 +47,8 @@ def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
 def step_numbers(text: pd.Series) -> pd.Series:
     """The digits of each text that names a step (``step 12``: ``12``), NaN for the others.
     The pattern is matched once per distinct text."""
-    codes, uniques = pd.factorize(text)
-    digits = pd.Series(uniques, dtype=object).str.extract(STEP_PATTERN)[0]
-    # code -1 (a missing text) takes the NaN appended last
-    return pd.Series(np.append(digits.to_numpy(dtype=object), np.nan)[codes], index=text.index,
-                     dtype=digits.dtype)
+    digits = per_distinct(text, lambda s: s.str.extract(STEP_PATTERN)[0].astype(object), np.nan)
+    return pd.Series(digits, index=text.index, dtype=object)
 
 
 def clean_names(text: pd.Series) -> pd.Series:

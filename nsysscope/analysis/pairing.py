@@ -33,6 +33,7 @@ import pandas as pd
 from ..model import LAUNCH_CLASSES
 from ..trace.apis import RECORD_APIS, process_of
 from .config import AnalysisConfig
+from .pairs import PairIndex
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 
@@ -146,31 +147,28 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
             "dst_kind": "cause_dst_kind", "bytes": "cause_bytes", "start_ns": "cause_start_ns",
             "tid": "cause_tid"}
     calls = api.sort_values(["tid", "start_ns"], kind="stable")
-    key = pd.MultiIndex.from_arrays([calls["tid"], calls["corr_id"]])
-    prev_corr = pd.Series(calls.groupby("tid")["corr_id"].shift(1).to_numpy(), index=key)
-    prev_corr = prev_corr[~prev_corr.index.duplicated()]
-    is_record = pd.Series(calls["name"].isin(RECORD_APIS).to_numpy(), index=key)
-    is_record = is_record[~is_record.index.duplicated()]
+    call = PairIndex.of(calls["tid"], calls["corr_id"])
+    # per call (and row -1: no such call), the previous call's id on its thread, and whether
+    # it records an event
+    prev_corr = np.append(calls.groupby("tid")["corr_id"].shift(1).to_numpy(dtype=np.float64),
+                          np.nan)
+    is_record = np.append(calls["name"].isin(RECORD_APIS).to_numpy(dtype=bool), False)
     b = blocks.set_index("block")
     paired = df.index[df["block"] >= 0]
     blk = b.loc[df.loc[paired, "block"]]
     own_copy = blk["copy_kind"].to_numpy() >= 0
     tids = blk["anchor_tid"].to_numpy()
-    before = prev_corr.reindex(pd.MultiIndex.from_arrays([tids, blk["anchor_corr"]])).to_numpy()
+    before = prev_corr[call.first_row(tids, blk["anchor_corr"])]
     # a wait on the event just recorded (no sync records to name it): the copy precedes the
     # record, as for an exact event wait
-    at = pd.MultiIndex.from_arrays([tids, np.nan_to_num(before, nan=-1).astype(np.int64)])
-    step_back = is_record.reindex(at).fillna(False).to_numpy(dtype=bool)
-    before = np.where(step_back, prev_corr.reindex(at).to_numpy(), before)
+    at = call.first_row(tids, np.nan_to_num(before, nan=-1).astype(np.int64))
+    before = np.where(is_record[at], prev_corr[at], before)
     cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
-    c = copies.drop_duplicates(["tid", "corr_id"]).set_index(["tid", "corr_id"])
-    found = pd.DataFrame({"tid": blk["anchor_tid"].to_numpy(), "corr": cause_corr},
-                         index=paired).dropna()
-    keys = pd.MultiIndex.from_arrays([found["tid"].astype(np.int64),
-                                      found["corr"].astype(np.int64)])
-    known = keys.isin(c.index)
-    found, keys = found[known], keys[known]
-    hit = c.loc[keys].reset_index()
+    found = pd.DataFrame({"tid": tids, "corr": cause_corr}, index=paired).dropna()
+    row = PairIndex.of(copies["tid"], copies["corr_id"]).first_row(
+        found["tid"].astype(np.int64), found["corr"].astype(np.int64))
+    found = found[row >= 0]
+    hit = copies.iloc[row[row >= 0]]
     ok = hit["start_ns"].to_numpy() >= df.loc[found.index, "api_start_ns"].to_numpy()
     rows, hit = found.index[ok], hit[ok]
     for src, dst in cols.items():

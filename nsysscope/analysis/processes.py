@@ -34,7 +34,7 @@ def warmup_and_steady(launches: pd.DataFrame, cfg: AnalysisConfig) -> tuple[pd.S
     ranks start at different times."""
     nth = launches.groupby("proc", sort=False).cumcount()
     n = launches.groupby("proc", sort=False)["launch"].transform("size")
-    limit = n.map(lambda k: cfg.warmup_for(int(k))) if len(n) else n
+    limit = n.map({k: cfg.warmup_for(int(k)) for k in n.unique()})  # once per process size
     warmup = nth < limit
     return warmup, ~warmup & (launches["klass"] != "last")
 

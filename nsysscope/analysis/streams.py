@@ -57,44 +57,66 @@ def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
         if w.empty:
             continue
         out += _reach(b, w)
+    # one row per (block, stream): _reach never gives a block's own stream, and gives each
+    # other stream once, at the latest boundary of every path to it
     reach = pd.concat(out, ignore_index=True)
-    # a stream reached along several paths: the latest boundary covers the most
-    reach = reach.sort_values("boundary_ns", kind="stable").drop_duplicates(
-        ["block", "stream"], keep="last")
     return reach.sort_values(["block", "stream"], kind="stable").reset_index(drop=True)
 
 
 def _reach(b: pd.DataFrame, w: pd.DataFrame) -> list[pd.DataFrame]:
-    """The other streams one process's blocks reach through its waits (a fixed point: each
-    pass follows one more hop; there are at most as many hops as streams)."""
+    """The other streams one process's blocks reach through its waits. A block's reach
+    depends on its own stream and boundary only, so the blocks of one stream are followed
+    together, through the edges their stream leads to."""
     streams = np.unique(np.concatenate([b["stream"].to_numpy(), w["stream"].to_numpy(),
                                         w["src_stream"].to_numpy()]))
-    n = len(b)
-    cov = {s: np.full(n, -np.inf) for s in streams}
-    own_stream = b["stream"].to_numpy()
+    edges = _edges(w)
+    blocks = b["block"].to_numpy()
+    proc = b["proc"].to_numpy()
     boundary = b["boundary_ns"].to_numpy(dtype=np.float64)
-    for s in streams:
-        cov[s][own_stream == s] = boundary[own_stream == s]
-    # per edge (waiting stream -> source stream): waits in issue order, with the latest
-    # record awaited so far (a later wait can name an earlier record)
-    edges = []
-    for (s, x), e in w.groupby(["stream", "src_stream"], sort=False):
-        e = e.sort_values("wait_ns", kind="stable")
-        edges.append((s, x, e["wait_ns"].to_numpy(dtype=np.float64),
-                      np.maximum.accumulate(e["record_ns"].to_numpy(dtype=np.float64))))
-    for _ in range(len(streams)):
+    out = []
+    for origin, rows in b.groupby("stream", sort=True).indices.items():
+        cov = _follow(edges, origin, boundary[rows], len(streams))
+        out += [pd.DataFrame({"block": blocks[rows[m]], "proc": proc[rows[m]], "stream": s,
+                              "boundary_ns": c[m]})
+                for s, c in sorted(cov.items()) if s != origin and (m := c > -np.inf).any()]
+    return out
+
+
+_Edge = tuple[int, int, np.ndarray, np.ndarray]
+
+
+def _edges(w: pd.DataFrame) -> list[_Edge]:
+    """Per edge (waiting stream, source stream), in order of its first wait: the waits'
+    times in issue order, and the latest record awaited so far at each (a later wait can
+    name an earlier record)."""
+    edge, _ = pd.factorize(pd.MultiIndex.from_arrays([w["stream"], w["src_stream"]]))
+    order = np.lexsort((w["wait_ns"].to_numpy(), edge))
+    stream, src = w["stream"].to_numpy()[order], w["src_stream"].to_numpy()[order]
+    wait_ns = w["wait_ns"].to_numpy(dtype=np.float64)[order]
+    record_ns = w["record_ns"].to_numpy(dtype=np.float64)[order]
+    cut = np.flatnonzero(np.diff(edge[order])) + 1
+    return [(stream[a], src[a], wait_ns[a:z], np.maximum.accumulate(record_ns[a:z]))
+            for a, z in zip(np.r_[0, cut], np.r_[cut, len(order)], strict=True) if z > a]
+
+
+def _follow(edges: list[_Edge], origin: int, boundary: np.ndarray,
+            hops: int) -> dict[int, np.ndarray]:
+    """How far blocks on stream ``origin`` with these boundaries reach on each stream they
+    reach (-inf: not this block). A fixed point: each pass follows one more hop, and there
+    are at most ``hops``."""
+    cov = {origin: boundary}
+    for _ in range(hops):
         changed = False
         for s, x, wait_ns, latest_record in edges:
+            if s not in cov:
+                continue
             i = np.searchsorted(wait_ns, cov[s], side="left") - 1  # waits enqueued before
             reached = np.where(i >= 0, latest_record[np.maximum(i, 0)], -np.inf)
-            grown = reached > cov[x]
+            before = cov.get(x, np.full(len(boundary), -np.inf))
+            grown = reached > before
             if grown.any():
-                cov[x] = np.where(grown, reached, cov[x])
+                cov[x] = np.where(grown, reached, before)
                 changed = True
         if not changed:
             break
-    blocks = b["block"].to_numpy()
-    proc = b["proc"].to_numpy()
-    return [pd.DataFrame({"block": blocks[m], "proc": proc[m], "stream": s,
-                          "boundary_ns": cov[s][m]})
-            for s in streams if (m := (cov[s] > -np.inf) & (own_stream != s)).any()]
+    return cov
