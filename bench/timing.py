@@ -4,7 +4,8 @@ Shared by ``bench/run`` and ``bench/nsysai.py``. Peak RSS comes from GNU time
 (``/usr/bin/time -f %M``) when present: a child's ``ru_maxrss`` from ``wait4`` here would
 start at this (larger) process's RSS, inherited at fork. With a timeout the command runs under
 coreutils ``timeout``; GNU time then reports the largest RSS of ``timeout`` and the command
-it waited for, and a command still running at the limit exits 124 (``timed_out``).
+it waited for, and a command still running at the limit exits 124, or 137 if it had to be
+killed (``timed_out``; an exit 137 before the limit is another kill, e.g. out of memory).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def timed(cmd: list[str], out: Path | None = None, env: dict | None = None,
     text, rss_kb = _split_rss(err.decode(errors="replace"), rc, usage.ru_maxrss)
     return dict(seconds=round(wall, 2), rc=rc, rss_mb=round(rss_kb / 1024, 1),
                 cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
-                timed_out=bool(timeout and TIMEOUT and rc in (124, 137)), stderr=text[-4000:])
+                timed_out=bool(timeout and TIMEOUT and rc in (124, 137) and wall >= timeout),
+                stderr=text[-4000:])
 
 
 def _split_rss(text: str, rc: int, fallback_kb: int) -> tuple[str, int]:
@@ -46,8 +48,9 @@ def _split_rss(text: str, rc: int, fallback_kb: int) -> tuple[str, int]:
     if not (TIME and MARK in text):
         return text, fallback_kb
     head, _, tail = text.rpartition(MARK)
-    if rc != 0 and head.rstrip().endswith(f"exit status {rc}"):
-        head = head.rstrip().rsplit("\n", 1)[0]
+    lines = head.rstrip("\n").split("\n")
+    if rc != 0 and lines[-1].startswith("Command ") and lines[-1].endswith(f"status {rc}"):
+        head = "\n".join(lines[:-1])  # GNU time's own "Command exited with ... status N"
     return head, int(tail.split()[0])
 
 
