@@ -17,8 +17,6 @@ import sqlite3
 import sys
 import time
 
-import numpy as np
-
 #: table -> the columns nsysscope reads from it (``text`` columns become object arrays)
 NEEDED = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"],
@@ -38,6 +36,11 @@ CHUNK = 1 << 16
 
 
 def read_floor(db: str) -> dict:
+    """Read the ``NEEDED`` columns of ``db`` into numpy chunk by chunk; rows, values, seconds.
+
+    numpy is imported here, so that ``scan.py`` can take ``NEEDED`` without paying for it."""
+    import numpy as np
+
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     rows = values = 0

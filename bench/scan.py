@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""SQLite's own scan: SQLite, in C, reading every needed value of an nsys export once.
+
+The yardstick of issue 14 ("report within 3x SQLite's own C-level scan"): for every table
+and column that nsysscope reads (``NEEDED`` in ``floor.py``) one aggregate query on one
+connection, single-threaded, that touches every value of every row and returns one row::
+
+    SELECT count(*), total(start), total("end"), ..., total(length(text)) FROM table
+
+``total()`` (a float sum) cannot overflow on int64 times as ``sum()`` does, and
+``length()`` makes SQLite read each text value. No Python object is made per row, so this
+is what the columns cost to read before any analysis: less than any Python reader can do.
+
+    python bench/scan.py TRACE.sqlite       # prints: rows=... values=... seconds=...
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+
+from floor import NEEDED, TEXT
+
+
+def scan_sql(conn: sqlite3.Connection, table: str, cols: list[str]) -> tuple[str, int]:
+    """The aggregate query over ``table``'s needed columns it has, and how many it has."""
+    have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    cols = [c for c in cols if c in have]
+    terms = ["count(*)"] + [f'total(length("{c}"))' if c in TEXT else f'total("{c}")'
+                            for c in cols]
+    return f'SELECT {", ".join(terms)} FROM "{table}"', len(cols)
+
+
+def scan(db: str) -> dict:
+    """Run the scan over ``db``: rows and values read, and the seconds it took."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    rows = values = 0
+    t0 = time.perf_counter()
+    for table, cols in NEEDED.items():
+        if table not in tables:
+            continue
+        sql, n_cols = scan_sql(conn, table, cols)
+        n = conn.execute(sql).fetchone()[0]
+        rows += n
+        values += n * n_cols
+    conn.close()
+    return dict(rows=rows, values=values, seconds=round(time.perf_counter() - t0, 2))
+
+
+if __name__ == "__main__":
+    info = scan(sys.argv[1])
+    print(" ".join(f"{k}={v}" for k, v in info.items()))

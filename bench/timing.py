@@ -1,0 +1,65 @@
+"""Time a command in a fresh process: wall seconds, exit code, CPU seconds and peak RSS.
+
+Shared by ``bench/run`` and ``bench/nsysai.py``. Peak RSS comes from GNU time
+(``/usr/bin/time -f %M``) when present: a child's ``ru_maxrss`` from ``wait4`` here would
+start at this (larger) process's RSS, inherited at fork. With a timeout the command runs under
+coreutils ``timeout``; GNU time then reports the largest RSS of ``timeout`` and the command
+it waited for, and a command still running at the limit exits 124, or 137 if it had to be
+killed (``timed_out``; an exit 137 before the limit is another kill, e.g. out of memory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+TIME = shutil.which("time", path="/usr/bin:/bin")
+TIMEOUT = shutil.which("timeout", path="/usr/bin:/bin")
+MARK = "__nsysscope_rss_kb="
+
+
+def timed(cmd: list[str], out: Path | None = None, env: dict | None = None,
+          cwd: Path | None = None, timeout: float | None = None) -> dict:
+    """Run ``cmd`` (stdout to ``out``, or discarded); wall and CPU s, exit code, peak RSS MB.
+
+    ``stderr`` keeps the last 4000 characters of the command's stderr."""
+    if timeout and TIMEOUT:
+        cmd = [TIMEOUT, "--kill-after=30", str(int(timeout))] + cmd
+    wrapped = [TIME, "-f", MARK + "%M"] + cmd if TIME else cmd
+    t0 = time.perf_counter()
+    with open(out or os.devnull, "wb") as f:
+        p = subprocess.Popen(wrapped, stdout=f, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        err = p.stderr.read()  # drain, so a chatty child cannot block
+        _, status, usage = os.wait4(p.pid, 0)
+        rc = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    text, rss_kb = _split_rss(err.decode(errors="replace"), rc, usage.ru_maxrss)
+    return dict(seconds=round(wall, 2), rc=rc, rss_mb=round(rss_kb / 1024, 1),
+                cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
+                timed_out=bool(timeout and TIMEOUT and rc in (124, 137) and wall >= timeout),
+                stderr=text[-4000:])
+
+
+def _split_rss(text: str, rc: int, fallback_kb: int) -> tuple[str, int]:
+    """The command's own stderr and GNU time's peak RSS (KB), taken off the end of it."""
+    if not (TIME and MARK in text):
+        return text, fallback_kb
+    head, _, tail = text.rpartition(MARK)
+    lines = head.rstrip("\n").split("\n")
+    if rc != 0 and lines[-1].startswith("Command ") and lines[-1].endswith(f"status {rc}"):
+        head = "\n".join(lines[:-1])  # GNU time's own "Command exited with ... status N"
+    return head, int(tail.split()[0])
+
+
+def best(runs: list[dict]) -> dict:
+    """The fastest run, with the largest peak RSS of all and every run's seconds."""
+    b = min(runs, key=lambda r: r["seconds"])
+    return dict(b, rss_mb=max(r["rss_mb"] for r in runs), runs=[r["seconds"] for r in runs])
+
+
+def stdout_fields(path: Path) -> dict:
+    """``key=value`` pairs of a command's stdout (what floor.py and scan.py print)."""
+    return dict(kv.split("=", 1) for kv in path.read_text().split() if "=" in kv)
