@@ -46,23 +46,38 @@ duckdb.connect().load_extension("sqlite")
 """
 
 
-def ensure_venv(python: str = sys.executable) -> tuple[dict | None, str]:
-    """Create ``bench/.venv-nsys-ai`` if missing, and install the DuckDB sqlite extension
-    into its ``HOME``. Returns (versions, "") or (None, why it cannot be used)."""
-    if not (BIN / "nsys-ai").exists():
+def ensure_venv(python: str = sys.executable) -> tuple[dict | None, list[str], str]:
+    """Make ``bench/.venv-nsys-ai`` ready: created if missing, ``PACKAGES`` installed unless
+    DuckDB's sqlite extension already loads from its ``HOME``. Returns (versions, the modes
+    that can run, a note): no modes when nsys-ai cannot be installed, only ``sqlite`` when
+    the extension cannot."""
+    if not (BIN / "python").exists():
+        print(f"creating {VENV}", file=sys.stderr, flush=True)
+        r = subprocess.run([python, "-m", "venv", str(VENV)], capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, [], f"python -m venv failed: {r.stderr[-500:]}"
+    if not _extension_loads():
         print(f"installing {' '.join(PACKAGES)} into {VENV}", file=sys.stderr, flush=True)
-        for cmd in ([python, "-m", "venv", str(VENV)],
-                    [str(BIN / "pip"), "install", "-q", *PACKAGES]):
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                shutil.rmtree(VENV, ignore_errors=True)
-                return None, f"{' '.join(cmd[:3])} failed: {(r.stderr or r.stdout)[-500:]}"
+        r = subprocess.run([str(BIN / "pip"), "install", "-q", *PACKAGES], capture_output=True,
+                           text=True)
+        if r.returncode != 0 and not (BIN / "nsys-ai").exists():
+            return None, [], f"pip install failed: {(r.stderr or r.stdout)[-500:]}"
+    if not (BIN / "nsys-ai").exists():
+        return None, [], "nsys-ai is not in the venv"
+    if _extension_loads():
+        return versions(), list(MODES), ""
+    return versions(), ["sqlite"], "DuckDB's sqlite extension does not load: SQLite mode only"
+
+
+def _extension_loads() -> bool:
+    """Install DuckDB's sqlite extension from its PyPI package into the venv's ``HOME``
+    (a no-op once there) and load it."""
+    if not (BIN / "python").exists():
+        return False
     VENV_HOME.mkdir(exist_ok=True)
     r = subprocess.run([str(BIN / "python"), "-c", INSTALL_EXTENSION], capture_output=True,
-                       text=True, env=_env(VENV_HOME))
-    if r.returncode != 0:
-        return None, f"the DuckDB sqlite extension does not load: {r.stderr[-500:]}"
-    return versions(), ""
+                       env=_env(VENV_HOME))
+    return r.returncode == 0
 
 
 def versions() -> dict:
