@@ -33,6 +33,7 @@ import pandas as pd
 from ..model import LAUNCH_CLASSES
 from ..trace.apis import RECORD_APIS, process_of
 from .config import AnalysisConfig
+from .distinct import per_distinct_row
 from .pairs import PairIndex
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
@@ -180,6 +181,13 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
 
 def _api_chain(df: pd.DataFrame) -> pd.Series:
     """``cudaMemcpyAsync DtoH 1 B -> cudaStreamSynchronize`` for paired blocks."""
+    chain = per_distinct_row(df[["cause_name", "cause_copy_kind", "cause_bytes", "block_name"]],
+                             _chain)
+    return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")
+
+
+def _chain(df: pd.DataFrame) -> np.ndarray:
+    """The API chain of each row of the cause and block columns."""
     has_copy = df["cause_copy_kind"].notna()
     kind = df["cause_copy_kind"].map(_COPY_KIND_LABEL).fillna("copy").where(has_copy, "")
     nbytes = (df["cause_bytes"].astype("Int64").astype("string") + " B").fillna("")
@@ -190,4 +198,4 @@ def _api_chain(df: pd.DataFrame) -> pd.Series:
                      np.where(same, cause,
                               cause + " \u2192 " + df["block_name"].fillna("").astype(str)),
                      df["block_name"].fillna("").astype(str))
-    return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")
+    return np.asarray(chain)
