@@ -13,6 +13,7 @@ from ..model import Summary
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from .blocks import block_table, copy_calls
+from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
 from .latent import latent_sites
@@ -61,7 +62,8 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
     reach = coverage(exact, stream_waits(trace))
     launches, busy = launch_table(trace)
-    launches = attach_blocks(launches, blocks, reach, copies, trace.api, cfg, **trace.enums)
+    calls = ThreadCalls.of(trace.api)
+    launches = attach_blocks(launches, blocks, reach, copies, calls, cfg, **trace.enums)
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     launches = attach_waits(launches, collective_waits(trace.collectives))
     nvtx = NvtxIndex.of(trace.nvtx)
@@ -71,7 +73,7 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     launches = attach_source_lines(launches, python_samples, cfg)
     launches = step_costs(launches, blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(trace, launches, copies, nvtx), busy)
+                                   latent_sites(trace, launches, copies, nvtx, calls), busy)
     return Analysis(trace, cfg, launches, blocks, summary, processes, nvtx, python_samples)
 
 

@@ -25,21 +25,21 @@ import pandas as pd
 from ..model import LatentSite
 from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
+from .calls import ThreadCalls
 from .nvtx import NvtxIndex
-from .pairs import PairIndex
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
 
 def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvtx: NvtxIndex,
-                 top: int = 5) -> list[LatentSite]:
+                 calls: ThreadCalls, top: int = 5) -> list[LatentSite]:
     steady = launches[launches["steady"]]
     if steady.empty or copies.empty:
         return []
     htod, dtoh, pageable = trace.enums["htod"], trace.enums["dtoh"], trace.enums["pageable"]
     c = copies[_in_steady_span(copies, steady)]
     upload = (c["copy_kind"] == htod) & (c["src_kind"] == pageable)
-    readback = (c["copy_kind"] == dtoh) & ((c["dst_kind"] == pageable) | _then_sync(trace, c))
+    readback = (c["copy_kind"] == dtoh) & ((c["dst_kind"] == pageable) | _then_sync(calls, c))
     found = pd.concat([c[upload].assign(kind="cpu_to_gpu"), c[readback].assign(kind="gpu_to_cpu")])
     causes = set(zip(steady["cause_tid"].dropna().astype(np.int64),
                      steady["cause_start_ns"].dropna().astype(np.int64), strict=True))
@@ -75,15 +75,13 @@ def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
     return np.asarray((t >= a) & (t < b))
 
 
-def _then_sync(trace: Trace, c: pd.DataFrame) -> pd.Series:
+def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:
     """Whether the thread's next traced CUDA call after each copy is a synchronisation."""
-    calls = trace.api.sort_values(["tid", "start_ns"], kind="stable")
-    tid = calls["tid"].to_numpy()
-    sync = calls["name"].isin(SYNC_APIS).to_numpy(dtype=bool)
+    tid = calls.table["tid"].to_numpy()
+    sync = calls.table["name"].isin(SYNC_APIS).to_numpy(dtype=bool)
     # per call (and row -1: no such call): the next call is on the same thread and syncs
     next_is_sync = np.r_[sync[1:] & (tid[1:] == tid[:-1]), False, False]
-    row = PairIndex.of(tid, calls["corr_id"]).first_row(c["tid"], c["corr_id"])
-    return pd.Series(next_is_sync[row], index=c.index)
+    return pd.Series(next_is_sync[calls.row(c["tid"], c["corr_id"])], index=c.index)
 
 
 def _step_of(found: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:

@@ -71,11 +71,12 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     run_end = spans.groupby(keys)["end_ns"].cummax()
     prev_end = run_end.groupby(keys).shift(1)
     new_run = (spans["start_ns"] > prev_end) | prev_end.isna()
-    run_id = new_run.cumsum()
-    merged = spans.assign(run=run_id.values, run_end=run_end.values).groupby("run").agg(
-        proc=("proc", "first"), device=("device", "first"), start_ns=("start_ns", "min"),
-        end_ns=("run_end", "max"))
-    return merged.reset_index(drop=True)
+    # runs are consecutive rows: each starts at its first row and ends at its latest end
+    first = np.flatnonzero(new_run.to_numpy())
+    return pd.DataFrame({
+        "proc": spans["proc"].to_numpy()[first], "device": spans["device"].to_numpy()[first],
+        "start_ns": np.fmin.reduceat(spans["start_ns"].to_numpy(dtype=np.float64), first),
+        "end_ns": np.fmax.reduceat(run_end.to_numpy(dtype=np.float64), first)})
 
 
 def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:

@@ -103,8 +103,8 @@ class NvtxIndex:
         return int(self.depth.max()) + 1 if len(self.depth) else 0
 
     def clean_text(self) -> np.ndarray:
-        """Per range, its cleaned name (None: no text)."""
-        return np.asarray(self._named[self.name])
+        """Per range, its cleaned name (NaN: no text, as pandas' string methods leave it)."""
+        return np.take(np.append(self.names, np.array([np.nan], dtype=object)), self.name)
 
     def enclosing(self, tids: np.ndarray, times: np.ndarray) -> pd.DataFrame:
         """For each (thread, time): ``nvtx_path`` (outer > inner), ``phase``, ``step``,

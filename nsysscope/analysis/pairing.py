@@ -32,7 +32,9 @@ import pandas as pd
 
 from ..model import LAUNCH_CLASSES
 from ..trace.apis import RECORD_APIS, process_of
+from .calls import ThreadCalls
 from .config import AnalysisConfig
+from .distinct import per_distinct_row
 from .pairs import PairIndex
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
@@ -98,7 +100,7 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFram
 
 
 def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFrame,
-                  copies: pd.DataFrame, api: pd.DataFrame, cfg: AnalysisConfig, pageable: int,
+                  copies: pd.DataFrame, calls: ThreadCalls, cfg: AnalysisConfig, pageable: int,
                   htod: int, dtoh: int) -> pd.DataFrame:
     """Windows, stalls, causes and classes for every launch."""
     df = launches.copy()
@@ -120,7 +122,7 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFr
     df["window_ns"] = df["block_start_ns"] - df["api_end_ns"]
     df["stall"] = paired & ~(df["block_end_ns"] > df["next_api_start_ns"]) & \
         df["next_api_start_ns"].notna()
-    df = _attach_cause(df, blocks, copies, api)
+    df = _attach_cause(df, blocks, copies, calls)
     kind = np.full(len(df), "healthy", dtype=object)
     kind[df["gpu_idle_ns"].to_numpy() > cfg.launch_bound_gap_us * 1e3] = "launch_bound"
     stall = df["stall"].to_numpy()
@@ -137,7 +139,7 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFr
 
 
 def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
-                  api: pd.DataFrame) -> pd.DataFrame:
+                  calls: ThreadCalls) -> pd.DataFrame:
     """The copy that made each paired block: the block itself when it is a blocking copy,
     else the copy issued right before its anchor on the anchor's thread (``.item()`` is a
     copy then a stream sync; an event wait's copy is the one right before its
@@ -146,22 +148,21 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
     cols = {"name": "cause_name", "copy_kind": "cause_copy_kind", "src_kind": "cause_src_kind",
             "dst_kind": "cause_dst_kind", "bytes": "cause_bytes", "start_ns": "cause_start_ns",
             "tid": "cause_tid"}
-    calls = api.sort_values(["tid", "start_ns"], kind="stable")
-    call = PairIndex.of(calls["tid"], calls["corr_id"])
+    table = calls.table
     # per call (and row -1: no such call), the previous call's id on its thread, and whether
     # it records an event
-    prev_corr = np.append(calls.groupby("tid")["corr_id"].shift(1).to_numpy(dtype=np.float64),
+    prev_corr = np.append(table.groupby("tid")["corr_id"].shift(1).to_numpy(dtype=np.float64),
                           np.nan)
-    is_record = np.append(calls["name"].isin(RECORD_APIS).to_numpy(dtype=bool), False)
+    is_record = np.append(table["name"].isin(RECORD_APIS).to_numpy(dtype=bool), False)
     b = blocks.set_index("block")
     paired = df.index[df["block"] >= 0]
     blk = b.loc[df.loc[paired, "block"]]
     own_copy = blk["copy_kind"].to_numpy() >= 0
     tids = blk["anchor_tid"].to_numpy()
-    before = prev_corr[call.first_row(tids, blk["anchor_corr"])]
+    before = prev_corr[calls.row(tids, blk["anchor_corr"])]
     # a wait on the event just recorded (no sync records to name it): the copy precedes the
     # record, as for an exact event wait
-    at = call.first_row(tids, np.nan_to_num(before, nan=-1).astype(np.int64))
+    at = calls.row(tids, np.nan_to_num(before, nan=-1).astype(np.int64))
     before = np.where(is_record[at], prev_corr[at], before)
     cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
     found = pd.DataFrame({"tid": tids, "corr": cause_corr}, index=paired).dropna()
@@ -180,6 +181,13 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
 
 def _api_chain(df: pd.DataFrame) -> pd.Series:
     """``cudaMemcpyAsync DtoH 1 B -> cudaStreamSynchronize`` for paired blocks."""
+    chain = per_distinct_row(df[["cause_name", "cause_copy_kind", "cause_bytes", "block_name"]],
+                             _chain)
+    return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")
+
+
+def _chain(df: pd.DataFrame) -> np.ndarray:
+    """The API chain of each row of the cause and block columns."""
     has_copy = df["cause_copy_kind"].notna()
     kind = df["cause_copy_kind"].map(_COPY_KIND_LABEL).fillna("copy").where(has_copy, "")
     nbytes = (df["cause_bytes"].astype("Int64").astype("string") + " B").fillna("")
@@ -190,4 +198,4 @@ def _api_chain(df: pd.DataFrame) -> pd.Series:
                      np.where(same, cause,
                               cause + " \u2192 " + df["block_name"].fillna("").astype(str)),
                      df["block_name"].fillna("").astype(str))
-    return pd.Series(chain, index=df.index).where(df["block"] >= 0, "")
+    return np.asarray(chain)

@@ -21,20 +21,21 @@ class PairIndex:
 
     a: pd.Index  # the distinct values of a
     b: pd.Index  # the distinct values of b
-    keys: pd.Index  # the code of each distinct pair, unique
-    rows: np.ndarray  # the first row of each pair, as ``keys``
+    codes: np.ndarray  # the code of each distinct pair, sorted, then a sentinel
+    rows: np.ndarray  # the first row of each pair, as ``codes``
 
     @classmethod
     def of(cls, a: Any, b: Any) -> PairIndex:
         a, b = np.asarray(a), np.asarray(b)
         ua, ub = pd.Index(pd.unique(a)), pd.Index(pd.unique(b))
         code = ua.get_indexer(a).astype(np.int64) * len(ub) + ub.get_indexer(b)
-        keys, rows = np.unique(code, return_index=True)  # first row of each pair
-        return cls(ua, ub, pd.Index(keys), rows)
+        codes, rows = np.unique(code, return_index=True)  # first row of each pair
+        # a last code above every other, found by none, keeps every search in bounds
+        return cls(ua, ub, np.append(codes, np.iinfo(np.int64).max), np.append(rows, -1))
 
     def first_row(self, a: Any, b: Any) -> np.ndarray:
         """The first row of each (a, b) pair in the table (-1: none)."""
         ca, cb = self.a.get_indexer(np.asarray(a)), self.b.get_indexer(np.asarray(b))
         code = np.where((ca >= 0) & (cb >= 0), ca.astype(np.int64) * len(self.b) + cb, -1)
-        at = self.keys.get_indexer(code)
-        return np.where(at >= 0, self.rows[at], -1)
+        at = np.searchsorted(self.codes, code)
+        return np.where(self.codes[at] == code, self.rows[at], -1)

@@ -1,0 +1,35 @@
+"""Every CUDA call in thread order, found by (thread, correlation id).
+
+Two questions are asked of a call's neighbours on its thread: which call came right before a
+sync or a record (the copy that caused a block, :mod:`.pairing`), and whether the call right
+after a copy synchronises (:mod:`.latent`). The calls are sorted and indexed once per
+analysis for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .pairs import PairIndex
+
+
+@dataclass(frozen=True)
+class ThreadCalls:
+    """``table``: the API calls sorted by thread, then start; ``index`` finds them by
+    (thread, correlation id), which is unique in a process only."""
+
+    table: pd.DataFrame
+    index: PairIndex
+
+    @classmethod
+    def of(cls, api: pd.DataFrame) -> ThreadCalls:
+        table = api.sort_values(["tid", "start_ns"], kind="stable")
+        return cls(table, PairIndex.of(table["tid"], table["corr_id"]))
+
+    def row(self, tid: Any, corr_id: Any) -> np.ndarray:
+        """The row in ``table`` of each call (-1: not traced)."""
+        return self.index.first_row(tid, corr_id)
