@@ -52,9 +52,10 @@ class ColumnReader:
                 # a relation converts to numpy as it runs; execute() would first materialise
                 # the whole result (twice the time for a million-row table)
                 got = duck.sql(sql, params=list(params) or None).fetchnumpy()
-            # damage DuckDB refuses: sqlite3 reads (or reports) it below. Text that is not
-            # UTF-8 escapes the conversion to numpy as a SystemError around the decode error
-            except (duckdb.Error, UnicodeError, SystemError):
+            # damage DuckDB refuses: sqlite3 reads (or reports) it below. Past the first
+            # batch, DuckDB's errors reach Python as RuntimeError (a malformed page) or as a
+            # SystemError around a UnicodeDecodeError (text that is not UTF-8)
+            except (duckdb.Error, RuntimeError, UnicodeError, SystemError):
                 self.fallbacks += 1
             else:
                 return [_column(v, k) for v, k in zip(got.values(), kinds, strict=True)]
