@@ -37,6 +37,16 @@ PACKAGES = ["nsys-ai==0.3.0", "duckdb==1.5.5", "duckdb-extension-sqlite==1.5.5"]
 MODES = ("duckdb", "sqlite")
 FINDINGS = re.compile(r"Evidence Findings \((\d+)\)")
 
+def gpu_rows(trace: Path) -> int:
+    """Rows of the GPU activity tables, what nsys-ai's memory grows with."""
+    import sqlite3
+    with sqlite3.connect(f"file:{trace}?mode=ro", uri=True) as c:
+        have = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return sum(c.execute(f"SELECT MAX(rowid) FROM {t}").fetchone()[0] or 0
+                   for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                             "CUPTI_ACTIVITY_KIND_MEMSET") if t in have)
+
+
 INSTALL_EXTENSION = """
 import duckdb, duckdb_extension_sqlite, pathlib
 ext = (pathlib.Path(duckdb_extension_sqlite.__file__).parent / "extensions"
