@@ -4,7 +4,8 @@ and reading each side (a trace, a summary file, an analysis)."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -200,11 +201,20 @@ def read_side(x: str, config: AnalysisConfig | None = None,
 
 def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = None,
                nsys: str | None = None) -> tuple[Summary | Analysis, Summary | Analysis]:
-    """Both sides, read at once: while one side's analysis holds the interpreter, the other's
-    trace is scanned by DuckDB, which runs without it. An error is the baseline's first."""
-    with ThreadPoolExecutor(2, thread_name_prefix="nsysscope-side") as pool:
-        base, cand = (pool.submit(read_side, x, config, nsys) for x in (baseline, candidate))
-        return base.result(), cand.result()
+    """Both sides, read at once where the OS can fork: the baseline in a child process (a
+    copy of this one, nothing to import again), the candidate here, so two traces take the
+    time of one on two CPUs. An error is the baseline's first."""
+    if "fork" not in mp.get_all_start_methods() or is_summary_file(baseline) or \
+            is_summary_file(candidate):
+        return read_side(baseline, config, nsys), read_side(candidate, config, nsys)
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
+        base = pool.submit(read_side, baseline, config, nsys)
+        try:
+            cand = read_side(candidate, config, nsys)
+        except NsysscopeError:
+            base.result()  # the baseline's error, if it has one, comes first
+            raise
+        return base.result(), cand
 
 
 def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
