@@ -35,21 +35,27 @@ TEXT = {"text", "value"}
 CHUNK = 1 << 16
 
 
+def needed_tables(conn: sqlite3.Connection):
+    """``(table, columns)`` for each ``NEEDED`` table the export has, with the columns it has
+    (scan.py walks the same ones)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for table, cols in NEEDED.items():
+        if table in tables:
+            have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+            yield table, [c for c in cols if c in have]
+
+
 def read_floor(db: str) -> dict:
     """Read the ``NEEDED`` columns of ``db`` into numpy chunk by chunk; rows, values, seconds.
 
-    numpy is imported here, so that ``scan.py`` can take ``NEEDED`` without paying for it."""
+    numpy is imported here, so that ``scan.py`` can take ``needed_tables`` without paying for
+    it."""
     import numpy as np
 
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     rows = values = 0
     t0 = time.perf_counter()
-    for table, cols in NEEDED.items():
-        if table not in tables:
-            continue
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        cols = [c for c in cols if c in have]
+    for table, cols in needed_tables(conn):
         sql = "SELECT " + ", ".join(c if c in TEXT else f"IFNULL({c}, -1)" for c in cols) + \
               f" FROM {table}"
         cur = conn.execute(sql)

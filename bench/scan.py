@@ -20,31 +20,25 @@ import sqlite3
 import sys
 import time
 
-from floor import NEEDED, TEXT
+from floor import TEXT, needed_tables
 
 
-def scan_sql(conn: sqlite3.Connection, table: str, cols: list[str]) -> tuple[str, int]:
-    """The aggregate query over ``table``'s needed columns it has, and how many it has."""
-    have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-    cols = [c for c in cols if c in have]
+def scan_sql(table: str, cols: list[str]) -> str:
+    """The aggregate query that reads every value of ``cols`` in ``table`` once."""
     terms = ["count(*)"] + [f'total(length("{c}"))' if c in TEXT else f'total("{c}")'
                             for c in cols]
-    return f'SELECT {", ".join(terms)} FROM "{table}"', len(cols)
+    return f'SELECT {", ".join(terms)} FROM "{table}"'
 
 
 def scan(db: str) -> dict:
     """Run the scan over ``db``: rows and values read, and the seconds it took."""
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     rows = values = 0
     t0 = time.perf_counter()
-    for table, cols in NEEDED.items():
-        if table not in tables:
-            continue
-        sql, n_cols = scan_sql(conn, table, cols)
-        n = conn.execute(sql).fetchone()[0]
+    for table, cols in needed_tables(conn):
+        n = conn.execute(scan_sql(table, cols)).fetchone()[0]
         rows += n
-        values += n * n_cols
+        values += n * len(cols)
     conn.close()
     return dict(rows=rows, values=values, seconds=round(time.perf_counter() - t0, 2))
 
