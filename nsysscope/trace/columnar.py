@@ -100,7 +100,7 @@ def _attach(db: Path) -> Any:
             con.execute(f"LOAD '{_sql_text(link)}'")
         con.execute(f"ATTACH '{_sql_text(db.resolve())}' AS trace (TYPE sqlite, READ_ONLY)")
         con.execute("USE trace")
-    except duckdb.Error:
+    except (duckdb.Error, OSError):  # OSError: no symbolic links on this file system
         con.close()
         return None
     return con
