@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .arrays import read, workers
 
@@ -41,25 +42,30 @@ class ColumnReader:
         #: queries DuckDB refused, answered by sqlite3 instead
         self.fallbacks = 0
 
-    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[np.ndarray]:
-        """The columns of ``sql``'s result: ``i`` int64 (no NULLs: use IFNULL), ``o`` Python
-        objects (text)."""
+    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[Any]:
+        """The columns of ``sql``'s result: ``i`` int64 (no NULLs: use IFNULL), ``c`` text as a
+        :class:`pandas.Categorical` (at most one such column).
+
+        A text column repeats a few values over millions of rows (NVTX range names): DuckDB
+        hands it over grouped by value, so no Python string is made per row."""
         duck = self._connection()
         if duck is not None:
             import duckdb
 
             try:
-                # a relation converts to numpy as it runs; execute() would first materialise
-                # the whole result (twice the time for a million-row table)
-                got = duck.sql(sql, params=list(params) or None).fetchnumpy()
+                got = _grouped(duck, sql, kinds, params) if "c" in kinds else \
+                    [_int(v) for v in _fetch(duck, sql, params)]
             # damage DuckDB refuses: sqlite3 reads (or reports) it below. Past the first
-            # batch, DuckDB's errors reach Python as RuntimeError (a malformed page) or as a
-            # SystemError around a UnicodeDecodeError (text that is not UTF-8)
-            except (duckdb.Error, RuntimeError, UnicodeError, SystemError):
+            # batch, DuckDB's errors reach Python as RuntimeError (a malformed page), or as a
+            # SystemError around a UnicodeDecodeError (text that is not UTF-8; a TypeError
+            # where that text is a list's group key)
+            except (duckdb.Error, RuntimeError, UnicodeError, SystemError, TypeError):
                 self.fallbacks += 1
             else:
-                return [_column(v, k) for v, k in zip(got.values(), kinds, strict=True)]
-        return read(self.fallback, sql, kinds, params)
+                return got
+        cols: list[Any] = read(self.fallback, sql, kinds.replace("c", "o"), params)
+        return [_categorical(*pd.factorize(v)) if k == "c" else v
+                for v, k in zip(cols, kinds, strict=True)]
 
     def close(self) -> None:
         if self._duck is not None:
@@ -110,7 +116,38 @@ def _sql_text(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _column(values: Any, kind: str) -> np.ndarray:
-    if kind == "i":
-        return np.asarray(values, dtype=np.int64)
-    return np.asarray(values, dtype=object)
+def _fetch(duck: Any, sql: str, params: tuple) -> list[Any]:
+    # a relation converts to numpy as it runs; execute() would first materialise the whole
+    # result (twice the time for a million-row table)
+    return list(duck.sql(sql, params=list(params) or None).fetchnumpy().values())
+
+
+def _grouped(duck: Any, sql: str, kinds: str, params: tuple) -> list[Any]:
+    """``sql``'s columns, its text column grouped: one list per column and distinct text,
+    concatenated (rows come back grouped by text, not in ``sql``'s order)."""
+    names = [f"c{j}" for j in range(len(kinds))]
+    text = names[kinds.index("c")]
+    lists = ", ".join(f"list({c})" for c, k in zip(names, kinds, strict=True) if k != "c")
+    values, *groups = _fetch(duck, f"SELECT {text}, {lists} FROM ({sql}) q({', '.join(names)}) "
+                                   f"GROUP BY {text}", params)
+    sizes = np.fromiter((len(g) for g in groups[0]), np.int64, len(values)) if groups else \
+        np.zeros(len(values), np.int64)
+    ints = iter([_int(np.concatenate(g)) if len(g) else np.empty(0, np.int64)
+                 for g in groups])
+    text = _categorical(np.repeat(np.arange(len(values)), sizes), values)
+    return [text if k == "c" else next(ints) for k in kinds]
+
+
+def _int(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """Text as a categorical of the ``values`` the ``codes`` point into (a NULL: missing),
+    with its categories sorted, so either engine gives the same one."""
+    known = np.array([v is not None for v in values], dtype=bool)
+    order = np.argsort(values[known].astype(str), kind="stable")
+    rank = np.full(len(values) + 1, -1, dtype=np.int64)  # code -1 (missing) stays -1
+    rank[np.flatnonzero(known)[order]] = np.arange(len(order))
+    return pd.Categorical.from_codes(rank[codes], categories=pd.Index(
+        values[known][order].tolist()))

@@ -70,7 +70,7 @@ class Trace:
     #                        kind, copy_kind, src_kind, dst_kind, bytes
     syncs: pd.DataFrame  # proc, corr_id, event_sync_id, stream
     event_records: pd.DataFrame  # proc, corr_id, event_sync_id, stream
-    nvtx: pd.DataFrame  # start_ns, end_ns, tid, text
+    nvtx: pd.DataFrame  # start_ns, end_ns, tid, text (categorical: a few names repeat)
     threads: pd.DataFrame  # tid, thread_name
     processes: pd.DataFrame = field(default_factory=pd.DataFrame)  # proc, pid, name
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)  # NCCL kernels: proc,

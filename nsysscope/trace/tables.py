@@ -74,7 +74,7 @@ def nvtx_table(s: Schema) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "tid", "text"]
     if not s.has("NVTX_EVENTS"):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols[:-1]}
-                            | {"text": pd.Series(dtype=str)})
+                            | {"text": pd.Series(dtype=str).astype("category")})
     types = s.enum("ENUM_NSYS_EVENT_TYPE")
     ranges = [types.get("NvtxPushPopRange", 59), types.get("NvtxStartEndRange", 60)]
     tcols = s.columns("NVTX_EVENTS")
@@ -84,14 +84,14 @@ def nvtx_table(s: Schema) -> pd.DataFrame:
     if "textId" in tcols:
         text.append("t.value")
     join = "LEFT JOIN StringIds t ON t.id = n.textId" if "textId" in tcols else ""
-    sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), '
+    sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, '
            f"COALESCE({', '.join(text) or 'NULL'}, '') "
            f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
            'AND n."end" IS NOT NULL')
-    start, end, tid, txt = s.read(sql, "iiio")
-    order = np.argsort(start, kind="stable")
-    df = frame(cols, [start[order], end[order], tid[order], txt[order]])
-    df["text"] = df["text"].astype(str)
+    start, end, tid, rowid, txt = s.read(sql, "iiiic")
+    order = np.lexsort((rowid, start))  # ties in table order
+    df = frame(cols[:-1], [start[order], end[order], tid[order]])
+    df["text"] = txt[order]
     return df
 
 

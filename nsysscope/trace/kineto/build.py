@@ -239,7 +239,7 @@ def _nvtx(c: Collector, origin: float) -> pd.DataFrame:
         np.zeros(0, dtype=np.int64)
     df = pd.DataFrame({"start_ns": start[order], "end_ns": end[order], "tid": r["gtid"][order],
                        "text": text[order]})
-    df["text"] = df["text"].astype(str)
+    df["text"] = df["text"].astype(str).astype("category")  # as the nsys loader gives it
     return df
 
 
