@@ -59,24 +59,28 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
     Keyed by process as well as device: with ``CUDA_VISIBLE_DEVICES`` two processes on two
     GPUs both call theirs device 0, and a process's overlap is about its own GPU work."""
     work = launches.dropna(subset=["gpu_start_ns"])
-    spans = pd.concat([
-        pd.DataFrame({"proc": work["proc"], "device": work["device"],
-                      "start_ns": work["gpu_start_ns"], "end_ns": work["gpu_end_ns"]}),
-        trace.gpu_ops[["proc", "device", "start_ns", "end_ns"]].astype(
-            {"start_ns": "float64", "end_ns": "float64"}),
-    ], ignore_index=True).sort_values(["proc", "device", "start_ns"], kind="stable")
-    if spans.empty:
-        return spans
-    keys = [spans["proc"], spans["device"]]
-    run_end = spans.groupby(keys)["end_ns"].cummax()
-    prev_end = run_end.groupby(keys).shift(1)
-    new_run = (spans["start_ns"] > prev_end) | prev_end.isna()
-    # runs are consecutive rows: each starts at its first row and ends at its latest end
-    first = np.flatnonzero(new_run.to_numpy())
+    ops = trace.gpu_ops
+    proc = np.concatenate([work["proc"].to_numpy(), ops["proc"].to_numpy()])
+    device = np.concatenate([work["device"].to_numpy(), ops["device"].to_numpy()])
+    start = np.concatenate([work["gpu_start_ns"].to_numpy(dtype=np.float64),
+                            ops["start_ns"].to_numpy(dtype=np.float64)])
+    end = np.concatenate([work["gpu_end_ns"].to_numpy(dtype=np.float64),
+                          ops["end_ns"].to_numpy(dtype=np.float64)])
+    order = np.lexsort((start, device, proc))
+    proc, device, start, end = proc[order], device[order], start[order], end[order]
+    # per (process, device), consecutive rows: a run of overlapping spans starts where a span
+    # begins after every earlier one has ended, and ends at its latest end
+    group = np.flatnonzero(np.r_[True, (proc[1:] != proc[:-1]) | (device[1:] != device[:-1])])
+    run_end = np.concatenate([np.maximum.accumulate(end[a:z]) for a, z in
+                              zip(group, np.r_[group[1:], len(end)], strict=True)]) \
+        if len(end) else end
+    new_run = np.r_[True, start[1:] > run_end[:-1]]
+    new_run[group] = True
+    first = np.flatnonzero(new_run) if len(end) else np.zeros(0, dtype=np.intp)
     return pd.DataFrame({
-        "proc": spans["proc"].to_numpy()[first], "device": spans["device"].to_numpy()[first],
-        "start_ns": np.fmin.reduceat(spans["start_ns"].to_numpy(dtype=np.float64), first),
-        "end_ns": np.fmax.reduceat(run_end.to_numpy(dtype=np.float64), first)})
+        "proc": proc[first], "device": device[first],
+        "start_ns": np.fmin.reduceat(start, first) if len(first) else start,
+        "end_ns": np.fmax.reduceat(run_end, first) if len(first) else end})
 
 
 def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:

@@ -57,30 +57,33 @@ def pair_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFram
     # a block only waits for its own process's work: stream ids repeat across processes, and
     # a device-wide sync covers the calling process only
     exact = blocks[blocks["exact"]]
-    start_of = exact.set_index("block")["start_ns"]
-    device = exact.loc[exact["scope"] == "device", ["block", "proc", "boundary_ns"]]
-    reach = reach.assign(start_ns=start_of.reindex(reach["block"]).to_numpy())
+    start_of = pd.Series(exact["start_ns"].to_numpy(dtype=np.float64), index=exact["block"])
+    device = exact[exact["scope"] == "device"]
+    dev_rows = device.groupby("proc").indices
+    dev_block, dev_bound = device["block"].to_numpy(), device["boundary_ns"].to_numpy(np.float64)
+    own_rows = reach.groupby(["proc", "stream"]).indices
+    own_block, own_bound = reach["block"].to_numpy(), reach["boundary_ns"].to_numpy(np.float64)
+    none = np.zeros(0, dtype=np.intp)
     for (proc, stream), rows in launches.groupby(["proc", "stream"]).indices.items():
-        own = reach[(reach["proc"] == proc) & (reach["stream"] == stream)]
-        dev = device[device["proc"] == proc]
-        cand = pd.concat([own[["block", "boundary_ns"]], dev[["block", "boundary_ns"]]])
-        if cand.empty:
+        own, dev = own_rows.get((proc, stream), none), dev_rows.get(proc, none)
+        if not len(own) + len(dev):
             continue
-        cand = cand.assign(start_ns=start_of.reindex(cand["block"]).to_numpy())
-        cand = cand.sort_values("boundary_ns", kind="stable")
-        bound = cand["boundary_ns"].to_numpy(dtype=np.float64)
-        start = cand["start_ns"].to_numpy(dtype=np.float64)
+        block = np.concatenate([own_block[own], dev_block[dev]])
+        bound = np.concatenate([own_bound[own], dev_bound[dev]])
+        by_bound = np.argsort(bound, kind="stable")
+        block, bound = block[by_bound], bound[by_bound]
+        start = start_of.reindex(block).to_numpy()
         # earliest start among the blocks whose boundary lies after each position
         rank = np.argsort(np.argsort(start, kind="stable"), kind="stable")
         suffix_rank = np.minimum.accumulate(rank[::-1])[::-1]
         by_rank = np.argsort(start, kind="stable")
         pos = np.searchsorted(bound, api_start[rows], side="right")
-        has = pos < len(cand)
+        has = pos < len(block)
         r = rows[has]
         chosen = by_rank[suffix_rank[pos[has]]]
         c_start = start[chosen]
         waiting = c_start < gpu_end[r]  # the block began before the work finished
-        offer(r[waiting], c_start[waiting], cand["block"].to_numpy()[chosen][waiting])
+        offer(r[waiting], c_start[waiting], block[chosen][waiting])
 
     slack = cfg.timing_slack_us * 1e3
     launch_proc = launches["proc"].to_numpy()

@@ -1,9 +1,10 @@
 """Find rows by a pair of integer keys: a CUDA call by (thread, correlation id).
 
 Correlation ids restart in every process, so calls are looked up by thread and id. A pandas
-MultiIndex over a million API calls is slow to build and to search; :class:`PairIndex` codes
-each pair as one integer (its position among the table's distinct values of either key) and
-searches a flat index.
+MultiIndex over a million API calls is slow to build and to search; :class:`PairIndex` packs
+each pair into one int64 (the code of ``a`` among its few distinct values, then ``b``: a
+CUDA correlation id fits in 32 bits) and searches the sorted keys. Rows of one thread come
+in time order, and so mostly in correlation-id order: sorting them is cheap.
 """
 
 from __future__ import annotations
@@ -14,28 +15,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+#: ``b`` values packed as they are (+1, so that -1, "none", packs too)
+_B_BITS = 32
+
 
 @dataclass(frozen=True)
 class PairIndex:
     """The first row of every distinct (a, b) pair of a table."""
 
     a: pd.Index  # the distinct values of a
-    b: pd.Index  # the distinct values of b
-    codes: np.ndarray  # the code of each distinct pair, sorted, then a sentinel
-    rows: np.ndarray  # the first row of each pair, as ``codes``
+    b: np.ndarray | None  # the sorted distinct values of b, where b does not fit in 32 bits
+    keys: np.ndarray  # the key of each distinct pair, sorted, then a sentinel
+    rows: np.ndarray  # the first row of each pair, as ``keys``
 
     @classmethod
     def of(cls, a: Any, b: Any) -> PairIndex:
-        a, b = np.asarray(a), np.asarray(b)
-        ua, ub = pd.Index(pd.unique(a)), pd.Index(pd.unique(b))
-        code = ua.get_indexer(a).astype(np.int64) * len(ub) + ub.get_indexer(b)
-        codes, rows = np.unique(code, return_index=True)  # first row of each pair
-        # a last code above every other, found by none, keeps every search in bounds
-        return cls(ua, ub, np.append(codes, np.iinfo(np.int64).max), np.append(rows, -1))
+        a, b = np.asarray(a), np.asarray(b, dtype=np.int64)
+        ca, ua = pd.factorize(a)
+        fits = not len(b) or (b.min() >= -1 and b.max() < (1 << _B_BITS) - 1)
+        ub = None if fits else np.unique(b)
+        cb = b + 1 if ub is None else np.searchsorted(ub, b)
+        keys, rows = np.unique((ca.astype(np.int64) << _B_BITS) | cb, return_index=True)
+        # a last key above every other, found by none, keeps every search in bounds
+        return cls(pd.Index(ua), ub, np.append(keys, np.iinfo(np.int64).max),
+                   np.append(rows, -1))
 
     def first_row(self, a: Any, b: Any) -> np.ndarray:
         """The first row of each (a, b) pair in the table (-1: none)."""
-        ca, cb = self.a.get_indexer(np.asarray(a)), self.b.get_indexer(np.asarray(b))
-        code = np.where((ca >= 0) & (cb >= 0), ca.astype(np.int64) * len(self.b) + cb, -1)
-        at = np.searchsorted(self.codes, code)
-        return np.where(self.codes[at] == code, self.rows[at], -1)
+        ca = self.a.get_indexer(np.asarray(a))
+        b = np.asarray(b, dtype=np.int64)
+        if self.b is None:
+            cb = b + 1
+            known = (b >= -1) & (b < (1 << _B_BITS) - 1)
+        else:
+            cb = np.minimum(np.searchsorted(self.b, b), max(len(self.b) - 1, 0))
+            known = self.b[cb] == b if len(self.b) else np.zeros(len(b), dtype=bool)
+        key = np.where((ca >= 0) & known, (ca.astype(np.int64) << _B_BITS) | cb, -1)
+        at = np.searchsorted(self.keys, key)
+        return np.where(self.keys[at] == key, self.rows[at], -1)
