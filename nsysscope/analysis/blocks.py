@@ -30,10 +30,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.apis import RECORD_APIS, SYNC_APIS, is_copy_api, process_of
+from ..trace.apis import SYNC_APIS, is_copy_api, process_of
 from ..trace.load import Trace
 from .config import AnalysisConfig
 from .distinct import per_distinct
+from .pairs import join_first
+from .streams import event_records_with_calls
 from .polling import polling_blocks
 
 _STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
@@ -50,8 +52,7 @@ def copy_calls(trace: Trace) -> pd.DataFrame:
                             ["proc", "corr_id", "stream", "copy_kind", "src_kind", "dst_kind",
                              "bytes", "start_ns", "end_ns"]]
     ops = ops.rename(columns={"start_ns": "gpu_start_ns", "end_ns": "gpu_end_ns"})
-    ops = ops.drop_duplicates(["proc", "corr_id"])
-    out = calls.merge(ops, on=["proc", "corr_id"], how="left")
+    out = join_first(calls, ops, on=["proc", "corr_id"])
     for col in ("stream", "copy_kind", "src_kind", "dst_kind", "bytes"):
         out[col] = out[col].fillna(-1).astype("int64")
     out["name"] = out["name"].astype(str)
@@ -90,8 +91,7 @@ def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.D
 def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     """Scope, stream and boundary of each synchronisation call."""
     meta = trace.meta
-    rec = trace.syncs.drop_duplicates(["proc", "corr_id"])
-    out = syncs.merge(rec, on=["proc", "corr_id"], how="left")
+    out = join_first(syncs, trace.syncs, on=["proc", "corr_id"])
     out["scope"] = "device"
     out["boundary_ns"] = out["start_ns"]
     out["exact"] = True
@@ -106,15 +106,11 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out.loc[is_event, "exact"] = False
     out.loc[is_event, "scope"] = "event"
     if meta.has_sync_records and meta.has_event_records and len(trace.event_records):
-        records = trace.event_records.merge(
-            trace.api.loc[trace.api["name"].isin(RECORD_APIS),
-                          ["proc", "corr_id", "start_ns", "tid"]],
-            on=["proc", "corr_id"], how="inner").rename(columns={
-                "start_ns": "record_ns", "stream": "record_stream", "corr_id": "record_corr",
-                "tid": "record_tid"})
-        records = records.drop_duplicates(["proc", "event_sync_id"])[
-            ["proc", "event_sync_id", "record_ns", "record_stream", "record_corr", "record_tid"]]
-        out = out.merge(records, on=["proc", "event_sync_id"], how="left")
+        records = event_records_with_calls(trace).rename(columns={
+            "start_ns": "record_ns", "stream": "record_stream", "corr_id": "record_corr",
+            "tid": "record_tid"})
+        out = join_first(out, records[["proc", "event_sync_id", "record_ns", "record_stream",
+                                       "record_corr", "record_tid"]], on=["proc", "event_sync_id"])
         resolved = is_event.to_numpy() & out["record_ns"].notna().to_numpy()
         out.loc[resolved, "boundary_ns"] = out.loc[resolved, "record_ns"]
         out.loc[resolved, "stream"] = out.loc[resolved, "record_stream"]

@@ -27,6 +27,7 @@ from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
 from .calls import ThreadCalls
 from .nvtx import NvtxIndex
+from .pairs import PairIndex
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
@@ -41,10 +42,11 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvt
     upload = (c["copy_kind"] == htod) & (c["src_kind"] == pageable)
     readback = (c["copy_kind"] == dtoh) & ((c["dst_kind"] == pageable) | _then_sync(calls, c))
     found = pd.concat([c[upload].assign(kind="cpu_to_gpu"), c[readback].assign(kind="gpu_to_cpu")])
-    causes = set(zip(steady["cause_tid"].dropna().astype(np.int64),
-                     steady["cause_start_ns"].dropna().astype(np.int64), strict=True))
-    found = found[[(t, s) not in causes for t, s in zip(found["tid"], found["start_ns"],
-                                                          strict=True)]]
+    # a copy already blamed for a stall (the same thread and start) is not latent
+    cause = steady[["cause_tid", "cause_start_ns"]].dropna().astype(np.int64)
+    blamed = PairIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
+        found["tid"], found["start_ns"]) >= 0
+    found = found[~blamed]
     if found.empty:
         return []
     enc = nvtx.enclosing(found["tid"].to_numpy(), found["start_ns"].to_numpy())
@@ -69,10 +71,13 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvt
 def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
     """Copies issued by a launching process between its first and last steady launch."""
     span = steady.groupby("proc").agg(a=("api_start_ns", "min"), b=("next_api_start_ns", "max"))
-    a = copies["proc"].map(span["a"]).to_numpy(dtype=np.float64)
-    b = copies["proc"].map(span["b"]).to_numpy(dtype=np.float64)
+    proc = copies["proc"].to_numpy()
     t = copies["start_ns"].to_numpy(dtype=np.float64)
-    return np.asarray((t >= a) & (t < b))
+    inside = np.zeros(len(copies), dtype=bool)
+    for p, a, b in zip(span.index, span["a"], span["b"], strict=True):
+        own = proc == p
+        inside[own] = (t[own] >= a) & (t[own] < b)
+    return inside
 
 
 def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:

@@ -51,6 +51,13 @@ def step_numbers(text: pd.Series) -> pd.Series:
     return pd.Series(digits, index=text.index, dtype=object)
 
 
+def names_step(text: pd.Series) -> np.ndarray:
+    """Whether each text names a step (:data:`STEP_PATTERN`), matched once per distinct
+    text: where :func:`step_numbers` finds a number."""
+    return per_distinct(text, lambda s: s.map(lambda v: STEP_PATTERN.search(v) is not None),
+                        False).astype(bool)
+
+
 def clean_names(text: pd.Series) -> pd.Series:
     """Range names without the ``, seq = ..`` and ``, op_id ..`` suffixes that
     ``nsys --pytorch=autograd-nvtx`` appends."""

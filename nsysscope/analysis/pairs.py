@@ -53,3 +53,27 @@ class PairIndex:
         key = np.where((ca >= 0) & known, (ca.astype(np.int64) << _B_BITS) | cb, -1)
         at = np.searchsorted(self.keys, key)
         return np.where(self.keys[at] == key, self.rows[at], -1)
+
+
+def join_first(left: pd.DataFrame, right: pd.DataFrame, on: list[str],
+               how: str = "left") -> pd.DataFrame:
+    """``left.merge(right.drop_duplicates(on), on=on, how=how)`` for two integer keys (``b``
+    may be missing in ``left``: it matches nothing), found through a :class:`PairIndex`
+    instead of pandas' hash join: ``left``'s rows in order (``inner``: those with a match)
+    and ``right``'s other columns, missing where nothing matched (integers then become
+    floats, as in a merge)."""
+    a, b = on
+    key_b = left[b].to_numpy()
+    known = ~pd.isna(key_b)
+    row = PairIndex.of(right[a], right[b]).first_row(
+        left[a].to_numpy(), np.where(known, key_b, 0).astype(np.int64))
+    row[~known] = -1
+    out = left.reset_index(drop=True)
+    if how == "inner":
+        out, row = out[row >= 0].reset_index(drop=True), row[row >= 0]
+    elif how != "left":
+        raise ValueError(f"join_first: how={how!r}")
+    for col in right.columns.drop(on):
+        # label -1 is missing from the right rows' labels: reindex leaves it missing
+        out[col] = right[col].reset_index(drop=True).reindex(row).to_numpy()
+    return out

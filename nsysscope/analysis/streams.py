@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..trace.apis import RECORD_APIS, STREAM_WAIT_APIS
 from ..trace.load import Trace
+from .pairs import join_first
 
 COVERAGE_COLUMNS = ["block", "proc", "stream", "boundary_ns"]
 
@@ -33,16 +34,24 @@ def stream_waits(trace: Trace) -> pd.DataFrame:
     waits = api.loc[api["name"].isin(STREAM_WAIT_APIS), ["proc", "corr_id", "start_ns"]]
     if waits.empty or trace.syncs.empty or trace.event_records.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
-    waits = waits.merge(trace.syncs.drop_duplicates(["proc", "corr_id"]), on=["proc", "corr_id"])
-    records = trace.event_records.merge(
-        api.loc[api["name"].isin(RECORD_APIS), ["proc", "corr_id", "start_ns"]],
-        on=["proc", "corr_id"]).rename(columns={"start_ns": "record_ns", "stream": "src_stream"})
-    records = records.drop_duplicates(["proc", "event_sync_id"])
-    edges = waits.merge(records[["proc", "event_sync_id", "src_stream", "record_ns"]],
-                        on=["proc", "event_sync_id"])
+    waits = join_first(waits, trace.syncs, on=["proc", "corr_id"], how="inner")
+    records = event_records_with_calls(trace).rename(
+        columns={"start_ns": "record_ns", "stream": "src_stream"})
+    edges = join_first(waits, records[["proc", "event_sync_id", "src_stream", "record_ns"]],
+                       on=["proc", "event_sync_id"], how="inner")
     edges = edges.rename(columns={"start_ns": "wait_ns"})
     edges = edges[edges["stream"] != edges["src_stream"]]
     return edges[cols].sort_values(["proc", "wait_ns"], kind="stable").reset_index(drop=True)
+
+
+def event_records_with_calls(trace: Trace) -> pd.DataFrame:
+    """Each event's first record (per process and event sync id) with the
+    ``cudaEventRecord`` call that made it: ``proc, corr_id, event_sync_id, stream`` (the
+    stream it marks), ``start_ns`` and ``tid`` of the call."""
+    api = trace.api
+    calls = api.loc[api["name"].isin(RECORD_APIS), ["proc", "corr_id", "start_ns", "tid"]]
+    records = join_first(trace.event_records, calls, on=["proc", "corr_id"], how="inner")
+    return records.drop_duplicates(["proc", "event_sync_id"])
 
 
 def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:

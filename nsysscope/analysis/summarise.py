@@ -30,7 +30,7 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .config import AnalysisConfig
 from .launches import device_busy_intervals
-from .nvtx import step_numbers
+from .nvtx import names_step
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project
 from .sites import stall_sites
@@ -139,7 +139,7 @@ def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
     if nv.empty or steady.empty:
         return None
     t0, t1 = steady["api_start_ns"].min(), steady["api_start_ns"].max()
-    steps = nv[step_numbers(nv["text"]).notna().to_numpy()]
+    steps = nv[names_step(nv["text"])]
     steps = steps[(steps["start_ns"] >= t0) & (steps["start_ns"] < t1)]
     if len(steps) < 2:
         return None

@@ -5,6 +5,7 @@ the packed 32 bits."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from nsysscope.analysis.pairs import PairIndex
 
@@ -41,3 +42,22 @@ def test_keys_beyond_32_bits_and_missing_ids():
     qb = [5, 1 << 40, -7, 5, -1, 1 << 40, 5, 6]
     _check(a, b, qa, qb)
     _check([1, 1], [-1, 3], [1, 1, 1], [-1, 3, -2])  # packed: -1 packs, -2 is unknown
+
+
+def test_join_first_is_a_merge_with_the_first_match(analysed):
+    """On the outcopy sample's real tables (syncs of both streams, event records): the same
+    frame, dtypes included, as pandas' merge of the deduplicated right side."""
+    from nsysscope.analysis.pairs import join_first
+
+    t = analysed("outcopy_case1").trace
+    calls = t.api[["proc", "corr_id", "tid", "start_ns"]]
+    for right in (t.syncs, t.event_records):
+        for how in ("left", "inner"):
+            want = calls.merge(right.drop_duplicates(["proc", "corr_id"]), on=["proc", "corr_id"],
+                               how=how)
+            pd.testing.assert_frame_equal(join_first(calls, right, ["proc", "corr_id"], how), want)
+    # a missing key matches nothing (pandas would match it to a missing key on the right)
+    left = pd.DataFrame({"proc": t.syncs["proc"].iloc[:3].to_numpy(),
+                         "event_sync_id": [np.nan, *t.syncs["event_sync_id"].iloc[1:3]]})
+    got = join_first(left, t.event_records.drop(columns="corr_id"), ["proc", "event_sync_id"])
+    assert got["stream"].isna().iloc[0] and got["stream"].dtype == np.float64
