@@ -34,10 +34,15 @@ def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
     for _, idx in nvtx.groupby("tid").indices.items():
         starts = nvtx["start_ns"].to_numpy()[idx]
         ends = nvtx["end_ns"].to_numpy()[idx]
-        order = np.lexsort((-ends, starts))  # outer ranges first when starts tie
+        # outer ranges first when starts tie (the table comes sorted by start, so without
+        # ties the order is the table's)
+        order = np.lexsort((-ends, starts)) if (np.diff(starts) <= 0).any() else \
+            np.arange(len(starts))
         s, e = starts[order], ends[order]
-        # ranges open at s[k]: started at or before it and not yet ended, minus itself
-        ends_sorted = np.sort(e)
+        # ranges open at s[k]: started at or before it and not yet ended, minus itself.
+        # (Ends come nearly sorted: timsort, numpy's stable sort of integers, runs through
+        # them ten times faster than its default quicksort.)
+        ends_sorted = np.sort(e, kind="stable")
         started = np.arange(1, len(s) + 1)
         ended = np.searchsorted(ends_sorted, s, side="right")
         depth[idx[order]] = started - ended - 1

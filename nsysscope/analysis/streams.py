@@ -60,7 +60,7 @@ def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
     own = blocks[COVERAGE_COLUMNS].astype({"boundary_ns": "float64"})
     if waits.empty or own.empty:
         return own.reset_index(drop=True)
-    out = [own]
+    out = [tuple(own[c].to_numpy() for c in COVERAGE_COLUMNS)]
     for proc, b in own.groupby("proc", sort=False):
         w = waits[waits["proc"] == proc]
         if w.empty:
@@ -68,14 +68,18 @@ def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
         out += _reach(b, w)
     # one row per (block, stream): _reach never gives a block's own stream, and gives each
     # other stream once, at the latest boundary of every path to it
-    reach = pd.concat(out, ignore_index=True)
+    reach = pd.DataFrame({c: np.concatenate(v) for c, v in
+                          zip(COVERAGE_COLUMNS, zip(*out, strict=True), strict=True)})
     return reach.sort_values(["block", "stream"], kind="stable").reset_index(drop=True)
 
 
-def _reach(b: pd.DataFrame, w: pd.DataFrame) -> list[pd.DataFrame]:
-    """The other streams one process's blocks reach through its waits. A block's reach
-    depends on its own stream and boundary only, so the blocks of one stream are followed
-    together, through the edges their stream leads to."""
+_Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _reach(b: pd.DataFrame, w: pd.DataFrame) -> list[_Columns]:
+    """The other streams one process's blocks reach through its waits (the coverage
+    columns). A block's reach depends on its own stream and boundary only, so the blocks of
+    one stream are followed together, through the edges their stream leads to."""
     streams = np.unique(np.concatenate([b["stream"].to_numpy(), w["stream"].to_numpy(),
                                         w["src_stream"].to_numpy()]))
     edges = _edges(w)
@@ -85,8 +89,7 @@ def _reach(b: pd.DataFrame, w: pd.DataFrame) -> list[pd.DataFrame]:
     out = []
     for origin, rows in b.groupby("stream", sort=True).indices.items():
         cov = _follow(edges, origin, boundary[rows], len(streams))
-        out += [pd.DataFrame({"block": blocks[rows[m]], "proc": proc[rows[m]], "stream": s,
-                              "boundary_ns": c[m]})
+        out += [(blocks[rows[m]], proc[rows[m]], np.full(m.sum(), s, dtype=np.int64), c[m])
                 for s, c in sorted(cov.items()) if s != origin and (m := c > -np.inf).any()]
     return out
 
