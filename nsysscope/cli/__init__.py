@@ -6,11 +6,39 @@ what they share. The group imports a command's module only when that command run
 (``--version`` stays fast).
 """
 
+import atexit
+import os
+import sys
+
 from .app import COMMANDS, INTERNAL_ERROR, cli
 
 
 def main() -> None:
+    """The command line, exiting through ``SystemExit`` as click does (for callers in
+    Python)."""
     cli(prog_name="nsysscope")
 
 
-__all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main"]
+def run() -> None:
+    """The ``nsysscope`` program: :func:`main`, then a fast exit. Once the output is flushed
+    and the exit handlers have run, the OS frees the process's memory in one go, where
+    Python's own teardown of a large trace's arrays and of every module takes a tenth of a
+    second or more (``bench/README.md``)."""
+    try:
+        main()
+    except SystemExit as e:
+        if not isinstance(e.code, int | None):
+            raise  # a message to print: Python's own exit prints it
+        code = e.code or 0
+    else:
+        code = 0
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `nsysscope report ... | head`
+        pass
+    os._exit(code)
+
+
+__all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main", "run"]
