@@ -35,8 +35,8 @@ from ..trace.load import Trace
 from .config import AnalysisConfig
 from .distinct import per_distinct
 from .pairs import join_first
-from .streams import event_records_with_calls
 from .polling import polling_blocks
+from .streams import event_records_with_calls
 
 _STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
 _EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
