@@ -26,6 +26,7 @@ from ..model import LatentSite
 from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
 from .calls import ThreadCalls
+from .distinct import per_distinct_row
 from .nvtx import NvtxIndex
 from .pairs import PairIndex
 
@@ -53,9 +54,8 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvt
     found = found.assign(phase=enc["phase"].fillna("").to_numpy(),
                          op=enc["op"].fillna("").to_numpy(),
                          step=_step_of(found, steady),
-                         chain=found["name"] + " " + found["copy_kind"].map(_KIND_LABEL).fillna("")
-                         + " " + found["bytes"].astype(str) + " B"
-                         + np.where(found["kind"] == "cpu_to_gpu", " (pageable)", ""),
+                         chain=per_distinct_row(found[["name", "copy_kind", "bytes", "kind"]],
+                                                _chain),
                          call_us=(found["end_ns"] - found["start_ns"]) / 1e3)
     g = found.groupby(["kind", "phase", "op", "chain"], sort=False).agg(
         calls=("tid", "size"), steps=("step", "nunique"), mean_call_us=("call_us", "mean"),
@@ -66,6 +66,13 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvt
                        api_chain=r.chain, mean_call_us=round(float(r.mean_call_us), 1),
                        pid=int(r.pid) & 0xFFFFFF)
             for r in g.itertuples()]
+
+
+def _chain(c: pd.DataFrame) -> pd.Series:
+    """``cudaMemcpyAsync DtoH 4 B`` (`` (pageable)`` for an upload) of each copy."""
+    pageable = np.where(c["kind"] == "cpu_to_gpu", " (pageable)", "")
+    return (c["name"] + " " + c["copy_kind"].map(_KIND_LABEL).fillna("") + " "
+            + c["bytes"].astype(str) + " B" + pageable)
 
 
 def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
