@@ -13,6 +13,10 @@ exports DuckDB refuses: a damaged file or a value that is not what its column de
 words), or text that is not valid UTF-8 (a range named with arbitrary bytes, which
 ``sqlite3`` decodes with replacement characters); and where DuckDB or its SQLite extension
 is not installed.
+
+A text column (NVTX range names: a few thousand names over millions of ranges) comes back
+as a categorical. DuckDB wraps the same query in a ``GROUP BY`` of the text with a list
+per other column, so no Python string is made per row; ``sqlite3`` factorises what it read.
 """
 
 from __future__ import annotations
@@ -126,10 +130,10 @@ def _grouped(duck: Any, sql: str, kinds: str, params: tuple) -> list[Any]:
     """``sql``'s columns, its text column grouped: one list per column and distinct text,
     concatenated (rows come back grouped by text, not in ``sql``'s order)."""
     names = [f"c{j}" for j in range(len(kinds))]
-    text = names[kinds.index("c")]
+    key = names[kinds.index("c")]
     lists = ", ".join(f"list({c})" for c, k in zip(names, kinds, strict=True) if k != "c")
-    values, *groups = _fetch(duck, f"SELECT {text}, {lists} FROM ({sql}) q({', '.join(names)}) "
-                                   f"GROUP BY {text}", params)
+    values, *groups = _fetch(duck, f"SELECT {key}, {lists} FROM ({sql}) q({', '.join(names)}) "
+                                   f"GROUP BY {key}", params)
     sizes = np.fromiter((len(g) for g in groups[0]), np.int64, len(values)) if groups else \
         np.zeros(len(values), np.int64)
     ints = iter([_int(np.concatenate(g)) if len(g) else np.empty(0, np.int64)

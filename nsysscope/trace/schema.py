@@ -13,9 +13,8 @@ import sqlite3
 import struct
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
-
-import numpy as np
 
 from ..errors import NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
@@ -102,9 +101,10 @@ class Schema:
     def _reader(self) -> ColumnReader:
         return ColumnReader(self._file(), self.conn)
 
-    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[np.ndarray]:
-        """The columns of ``sql``'s result as arrays (``i`` int64, ``o`` text), scanned in C
-        (:mod:`.columnar`). For the big tables; metadata goes through :attr:`conn`."""
+    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[Any]:
+        """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical),
+        scanned in C (:mod:`.columnar`). For the big tables; metadata goes through
+        :attr:`conn`."""
         return self._reader.read(sql, kinds, params)
 
     @property
