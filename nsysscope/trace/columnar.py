@@ -149,6 +149,8 @@ def _int(values: Any) -> np.ndarray:
 def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     """Text as a categorical of the ``values`` the ``codes`` point into (a NULL: missing),
     with its categories sorted, so either engine gives the same one."""
+    values = np.where(np.ma.getmaskarray(values), None, np.ma.getdata(values))  # DuckDB
+    # masks a NULL
     known = np.array([v is not None for v in values], dtype=bool)
     order = np.argsort(values[known].astype(str), kind="stable")
     rank = np.full(len(values) + 1, -1, dtype=np.int64)  # code -1 (missing) stays -1

@@ -11,7 +11,7 @@ import pytest
 
 from nsysscope import load
 from nsysscope.errors import NotAnNsysExport
-from nsysscope.trace import resolve, tables
+from nsysscope.trace import columnar, resolve, tables
 from nsysscope.trace.gpu_work import GpuWork
 from nsysscope.trace.schema import Schema, connect_readonly
 
@@ -55,3 +55,25 @@ def test_a_value_of_the_wrong_type_is_reported_not_misread(case1_copy):
                   "ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%')")
     with pytest.raises(NotAnNsysExport, match="a value of the wrong type"):
         load(case1_copy)
+
+
+def test_a_text_column_is_the_same_categorical_from_either_engine(case1_copy, monkeypatch):
+    """Text comes back grouped by value from DuckDB and row by row from sqlite3: the same
+    rows, the same sorted categories, and a NULL missing in both."""
+    sql = ("SELECT n.rowid, n.start, CASE WHEN n.rowid % 3 = 0 THEN NULL ELSE n.text END "
+           "FROM NVTX_EVENTS n")
+
+    def read() -> pd.DataFrame:
+        with Schema(connect_readonly(case1_copy), case1_copy) as s:
+            rowid, start, text = s.read(sql, "iic")
+        return pd.DataFrame({"start": start, "text": text}, index=rowid).sort_index()
+
+    fast = read()
+    monkeypatch.setattr(columnar, "_attach", lambda db: None)
+    slow = read()
+    pd.testing.assert_frame_equal(fast, slow)
+    with sqlite3.connect(case1_copy) as c:
+        nulls, = c.execute("SELECT count(*) FROM NVTX_EVENTS WHERE rowid % 3 = 0 "
+                           "OR text IS NULL").fetchone()
+    assert fast["text"].isna().sum() == nulls > len(fast) // 3 - 1
+    assert list(fast["text"].cat.categories) == sorted(fast["text"].dropna().unique())
