@@ -68,19 +68,19 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
                           ops["end_ns"].to_numpy(dtype=np.float64)])
     order = np.lexsort((start, device, proc))
     proc, device, start, end = proc[order], device[order], start[order], end[order]
+    if not len(start):
+        return pd.DataFrame({"proc": proc, "device": device, "start_ns": start, "end_ns": end})
     # per (process, device), consecutive rows: a run of overlapping spans starts where a span
     # begins after every earlier one has ended, and ends at its latest end
     group = np.flatnonzero(np.r_[True, (proc[1:] != proc[:-1]) | (device[1:] != device[:-1])])
     run_end = np.concatenate([np.maximum.accumulate(end[a:z]) for a, z in
-                              zip(group, np.r_[group[1:], len(end)], strict=True)]) \
-        if len(end) else end
+                              zip(group, np.r_[group[1:], len(end)], strict=True)])
     new_run = np.r_[True, start[1:] > run_end[:-1]]
     new_run[group] = True
-    first = np.flatnonzero(new_run) if len(end) else np.zeros(0, dtype=np.intp)
-    return pd.DataFrame({
-        "proc": proc[first], "device": device[first],
-        "start_ns": np.fmin.reduceat(start, first) if len(first) else start,
-        "end_ns": np.fmax.reduceat(run_end, first) if len(first) else end})
+    first = np.flatnonzero(new_run)
+    return pd.DataFrame({"proc": proc[first], "device": device[first],
+                         "start_ns": np.fmin.reduceat(start, first),
+                         "end_ns": np.fmax.reduceat(run_end, first)})
 
 
 def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:

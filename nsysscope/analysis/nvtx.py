@@ -57,10 +57,9 @@ def step_numbers(text: pd.Series) -> pd.Series:
 
 
 def names_step(text: pd.Series) -> np.ndarray:
-    """Whether each text names a step (:data:`STEP_PATTERN`), matched once per distinct
-    text: where :func:`step_numbers` finds a number."""
-    return per_distinct(text, lambda s: s.map(lambda v: STEP_PATTERN.search(v) is not None),
-                        False).astype(bool)
+    """Whether each text names a step: where :func:`step_numbers` finds a number, asked once
+    per distinct text."""
+    return per_distinct(text, lambda s: step_numbers(s).notna(), False).astype(bool)
 
 
 def clean_names(text: pd.Series) -> pd.Series:

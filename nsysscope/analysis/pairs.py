@@ -62,6 +62,8 @@ def join_first(left: pd.DataFrame, right: pd.DataFrame, on: list[str],
     instead of pandas' hash join: ``left``'s rows in order (``inner``: those with a match)
     and ``right``'s other columns, missing where nothing matched (integers then become
     floats, as in a merge)."""
+    if how not in ("left", "inner"):
+        raise ValueError(f"join_first: how={how!r}")
     a, b = on
     key_b = left[b].to_numpy()
     known = ~pd.isna(key_b)
@@ -71,8 +73,6 @@ def join_first(left: pd.DataFrame, right: pd.DataFrame, on: list[str],
     out = left.reset_index(drop=True)
     if how == "inner":
         out, row = out[row >= 0].reset_index(drop=True), row[row >= 0]
-    elif how != "left":
-        raise ValueError(f"join_first: how={how!r}")
     for col in right.columns.drop(on):
         # label -1 is missing from the right rows' labels: reindex leaves it missing
         out[col] = right[col].reset_index(drop=True).reindex(row).to_numpy()
