@@ -7,7 +7,7 @@ profiled process's whole environment (``META_DATA_CAPTURE`` rows ``PROCESS_n:ENV
 ``StringIds`` per process it saw start), the host and user names (``EXPORT_HOST``,
 ``EXPORT_USER``, ``DEVICE_DISPLAY_NAME``, ``PROCESS_n:USER_NAME``, ``Hostname``), the GPU's
 hardware UUID, and absolute paths everywhere: the export's own input/output paths
-(``META_DATA_EXPORT`` ``EXPORT_PARAM_*PATH_PATTERN*``), the working directory and arguments of the
+(``META_DATA_EXPORT`` ``EXPORT_PARAM_*_PATH*``), the working directory and arguments of the
 command, the Python source files of the Python sampler (``StringIds``, referenced by id from the
 JSON payloads in ``NVTX_EVENTS.jsonText``), the nsys install and session directories
 (``TARGET_INFO_SYSTEM_ENV``, ``DIAGNOSTIC_EVENT``, ``ANALYSIS_FILE``, ``ProcessStreams``).
@@ -213,7 +213,7 @@ def rewrite_path(path: str, working_dir: str | None) -> str:
     return f"<path>/{base}" if base else "<path>"
 
 
-def _is_leaky_path(path: str) -> bool:
+def is_leaky_path(path: str) -> bool:
     """Two components or more (``/opt/x``), or ``/root``; not ``/dev``, ``/proc``, ``/sys``,
     ``/dvs/p4``."""
     if path.startswith(KEEP_PATH_PREFIXES):

@@ -25,9 +25,9 @@ from .policy import (
     _env_names,
     _field_rule,
     _Finding,
-    _is_leaky_path,
     _redact_name,
     _redact_path,
+    is_leaky_path,
     rewrite_path,
 )
 from .private import Keep, scan_private
@@ -49,7 +49,7 @@ def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> st
     if "/" in new:
         def path_sub(m: re.Match[str]) -> str:
             p = m.group(0)
-            if not _is_leaky_path(p):
+            if not is_leaky_path(p):
                 return p
             rep = rewrite_path(p, ctx.working_dir)
             if rep != p:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..policy import KEEP_PATH_PREFIXES, PATH_PATTERN, Leak, PathLike
+from ..policy import PATH_PATTERN, Leak, PathLike, is_leaky_path
 from .survey import _stream, _strings, _survey, _whole_word
 
 
@@ -25,11 +25,9 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
             seen_text.add(text)
             for m in PATH_PATTERN.finditer(text):
                 path = m.group(0)
-                parts = [p for p in path.split("/") if p]
-                private = len(parts) >= 2 or parts == ["root"]
-                if not path.startswith(KEEP_PATH_PREFIXES) and private and \
-                        (where, path) not in seen:
+                if is_leaky_path(path) and (where, path) not in seen:
                     seen.add((where, path))
+                    parts = [p for p in path.split("/") if p]
                     shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
                     for word, _ in words:
                         shown = _whole_word(word).sub(word[:1] + "…", shown)

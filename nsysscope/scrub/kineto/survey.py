@@ -22,6 +22,7 @@ from ..policy import (
     PATH_PATTERN,
     USER_PLACEHOLDER,
     ScrubError,
+    is_leaky_path,
     rewrite_path,
 )
 
@@ -213,8 +214,7 @@ class _Cleaner:
 
     def _path(self, m: re.Match[str]) -> str:
         path = m.group(0)
-        parts = [p for p in path.split("/") if p]
-        if path.startswith(KEEP_PATH_PREFIXES) or not (len(parts) >= 2 or parts == ["root"]):
+        if not is_leaky_path(path):
             return path
         self.kinds["abs_path"] += 1
         return rewrite_path(path, self.wd)
