@@ -18,6 +18,7 @@ import pandas as pd
 
 from ...analysis import Analysis
 from ...analysis.nvtx import step_numbers
+from ...analysis.pairs import join_first
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
 from .style import STALLS, ranges
@@ -171,8 +172,7 @@ class TraceViews:
         api = self.analysis.trace.api.copy()
         api["name"] = api["name"].astype(str)
         blocks = self.analysis.blocks
-        b = blocks[["tid", "corr_id", "block"]].drop_duplicates(["tid", "corr_id"])
-        api = api.merge(b, on=["tid", "corr_id"], how="left")
+        api = join_first(api, blocks[["tid", "corr_id", "block"]], on=["tid", "corr_id"])
         api["block"] = api["block"].fillna(-1).astype(np.int64)
         api = _fold_polls(api, blocks[blocks["polls"] > 0])
         api["wait_class"] = api["block"].map(self.block_class).fillna("")
