@@ -23,7 +23,7 @@ from .pairing import attach_blocks
 from .processes import warmup_and_steady
 from .projection import step_costs
 from .source_lines import attach_source_lines, stall_windows
-from .streams import coverage, stream_waits
+from .streams import coverage, event_records_with_calls, stream_waits
 from .summarise import summarize
 from .verdict import data_loss_reason
 
@@ -58,11 +58,12 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     cfg = cfg or AnalysisConfig()
     _require_launches(trace)
     copies = copy_calls(trace)
-    blocks = block_table(trace, copies, cfg)
-    exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
-    reach = coverage(exact, stream_waits(trace))
-    launches, busy = launch_table(trace)
     calls = ThreadCalls.of(trace.api)
+    records = event_records_with_calls(trace)
+    blocks = block_table(trace, copies, calls, records, cfg)
+    exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
+    reach = coverage(exact, stream_waits(trace, records))
+    launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, calls, cfg, **trace.enums)
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     launches = attach_waits(launches, collective_waits(trace.collectives))

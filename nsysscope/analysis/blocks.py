@@ -32,11 +32,11 @@ import pandas as pd
 
 from ..trace.apis import SYNC_APIS, is_copy_api, process_of
 from ..trace.load import Trace
+from .calls import ThreadCalls
 from .config import AnalysisConfig
 from .distinct import per_distinct
 from .pairs import join_first
 from .polling import polling_blocks
-from .streams import event_records_with_calls
 
 _STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
 _EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
@@ -59,7 +59,10 @@ def copy_calls(trace: Trace) -> pd.DataFrame:
     return out
 
 
-def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
+def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records: pd.DataFrame,
+                cfg: AnalysisConfig) -> pd.DataFrame:
+    """Every block: syncs, blocking copies (``copies``: :func:`copy_calls`) and polling loops
+    (found along ``calls``); ``records``: :func:`.streams.event_records_with_calls`."""
     api = trace.api
     syncs = api.loc[api["name"].isin(SYNC_APIS),
                     ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
@@ -70,12 +73,12 @@ def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.D
     blocking_copies = copies.loc[blocking, ["tid", "proc", "corr_id", "name", "start_ns",
                                             "end_ns", "stream", "copy_kind", "src_kind",
                                             "dst_kind", "bytes"]]
-    s = _scope_syncs(trace, syncs)
+    s = _scope_syncs(trace, syncs, records)
     c = blocking_copies.assign(scope=np.where(blocking_copies["stream"] >= 0, "stream", "device"),
                                boundary_ns=blocking_copies["start_ns"], exact=False,
                                anchor_corr=blocking_copies["corr_id"],
                                anchor_tid=blocking_copies["tid"])
-    polls = polling_blocks(trace, cfg)
+    polls = polling_blocks(trace, calls, cfg)
     p = polls.assign(proc=process_of(polls["tid"]), scope="event", boundary_ns=polls["start_ns"],
                      exact=False)
     blocks = pd.concat([s, c, p], ignore_index=True).sort_values("start_ns", kind="stable")
@@ -88,8 +91,9 @@ def block_table(trace: Trace, copies: pd.DataFrame, cfg: AnalysisConfig) -> pd.D
     return blocks
 
 
-def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
-    """Scope, stream and boundary of each synchronisation call."""
+def _scope_syncs(trace: Trace, syncs: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """Scope, stream and boundary of each synchronisation call (an event sync's boundary is
+    its event's record, from ``records``)."""
     meta = trace.meta
     out = join_first(syncs, trace.syncs, on=["proc", "corr_id"])
     out["scope"] = "device"
@@ -106,7 +110,7 @@ def _scope_syncs(trace: Trace, syncs: pd.DataFrame) -> pd.DataFrame:
     out.loc[is_event, "exact"] = False
     out.loc[is_event, "scope"] = "event"
     if meta.has_sync_records and meta.has_event_records and len(trace.event_records):
-        records = event_records_with_calls(trace).rename(columns={
+        records = records.rename(columns={
             "start_ns": "record_ns", "stream": "record_stream", "corr_id": "record_corr",
             "tid": "record_tid"})
         out = join_first(out, records[["proc", "event_sync_id", "record_ns", "record_stream",

@@ -26,12 +26,20 @@ class ThreadCalls:
 
     table: pd.DataFrame
     index: PairIndex
+    #: the rows of ``table`` as positions in the API table (for its other columns)
+    order: np.ndarray
 
     @classmethod
     def of(cls, api: pd.DataFrame) -> ThreadCalls:
         order = np.lexsort((api["start_ns"].to_numpy(), api["tid"].to_numpy()))
         table = api[["tid", "corr_id", "name"]].iloc[order]
-        return cls(table, PairIndex.of(table["tid"], table["corr_id"]))
+        return cls(table, PairIndex.of(table["tid"], table["corr_id"]), order)
+
+    @property
+    def follows_on_thread(self) -> np.ndarray:
+        """Per row of ``table``: whether the row before it is a call of the same thread."""
+        tid = self.table["tid"].to_numpy()
+        return np.concatenate([[False], tid[1:] == tid[:-1]])
 
     def row(self, tid: Any, corr_id: Any) -> np.ndarray:
         """The row in ``table`` of each call (-1: not traced)."""

@@ -89,10 +89,9 @@ def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
 
 def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:
     """Whether the thread's next traced CUDA call after each copy is a synchronisation."""
-    tid = calls.table["tid"].to_numpy()
     sync = calls.table["name"].isin(SYNC_APIS).to_numpy(dtype=bool)
     # per call (and row -1: no such call): the next call is on the same thread and syncs
-    next_is_sync = np.r_[sync[1:] & (tid[1:] == tid[:-1]), False, False]
+    next_is_sync = np.r_[sync[1:] & calls.follows_on_thread[1:], False, False]
     return pd.Series(next_is_sync[calls.row(c["tid"], c["corr_id"])], index=c.index)
 
 

@@ -154,7 +154,8 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
     table = calls.table
     # per call (and row -1: no such call), the previous call's id on its thread, and whether
     # it records an event
-    prev_corr = np.append(table.groupby("tid")["corr_id"].shift(1).to_numpy(dtype=np.float64),
+    corr = table["corr_id"].to_numpy(dtype=np.float64)
+    prev_corr = np.append(np.where(calls.follows_on_thread, np.r_[np.nan, corr[:-1]], np.nan),
                           np.nan)
     is_record = np.append(table["name"].isin(RECORD_APIS).to_numpy(dtype=bool), False)
     b = blocks.set_index("block")

@@ -29,33 +29,31 @@ import pandas as pd
 
 from ..trace.apis import QUERY_APIS, RECORD_APIS
 from ..trace.load import Trace
+from .calls import ThreadCalls
 from .config import AnalysisConfig
 
 #: ``cudaErrorNotReady`` / ``CUDA_ERROR_NOT_READY``: the query's work is still running
 NOT_READY = 600
 
 
-def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
+def polling_blocks(trace: Trace, calls: ThreadCalls, cfg: AnalysisConfig) -> pd.DataFrame:
     """One row per polling loop on an engine thread: ``tid, corr_id, name, start_ns, end_ns,
-    polls, anchor_corr, anchor_tid``."""
+    polls, anchor_corr, anchor_tid``. ``calls`` orders the trace's calls by thread."""
     api = trace.api
     is_query = api["name"].isin(QUERY_APIS).to_numpy()
     cols = ["tid", "corr_id", "name", "start_ns", "end_ns", "polls", "anchor_corr", "anchor_tid"]
     if not is_query.any():
         return pd.DataFrame({c: pd.Series(dtype="int64" if c != "name" else object) for c in cols})
     engine_threads = np.unique(api["tid"].to_numpy()[~is_query])
-    calls = api[np.isin(api["tid"].to_numpy(), engine_threads)]
-    calls = calls.sort_values(["tid", "start_ns"], kind="stable")
-    tid = calls["tid"].to_numpy()
-    start = calls["start_ns"].to_numpy()
-    end = calls["end_ns"].to_numpy()
-    corr = calls["corr_id"].to_numpy()
-    query = calls["name"].isin(QUERY_APIS).to_numpy()
-    record = calls["name"].isin(RECORD_APIS).to_numpy()
+    rows = calls.order[np.isin(api["tid"].to_numpy()[calls.order], engine_threads)]
+    tid, start, end, corr, status = (api[c].to_numpy()[rows] for c in
+                                     ("tid", "start_ns", "end_ns", "corr_id", "status"))
+    name = api["name"].iloc[rows]
+    query = is_query[rows]
+    record = name.isin(RECORD_APIS).to_numpy()
     same_thread = np.r_[False, tid[1:] == tid[:-1]]
     gap = np.r_[np.inf, start[1:] - end[:-1]]
     continues = query & np.r_[False, query[:-1]] & same_thread & (gap <= cfg.poll_gap_us * 1e3)
-    status = calls["status"].to_numpy()
     if (status[query] == NOT_READY).any():  # return codes recorded: a success ends a loop
         continues &= np.r_[False, status[:-1] == NOT_READY]
     first = query & ~continues
@@ -71,7 +69,7 @@ def polling_blocks(trace: Trace, cfg: AnalysisConfig) -> pd.DataFrame:
     after_record = has_before & record[prev]
     return pd.DataFrame({
         "tid": tid[f], "corr_id": corr[f],
-        "name": calls["name"].astype(str).to_numpy()[f] + " (polling)",
+        "name": name.astype(str).to_numpy()[f] + " (polling)",
         "start_ns": start[f], "end_ns": end[last], "polls": runs["size"].to_numpy(),
         # an event recorded right before the loop: its cause is the call before the record
         "anchor_corr": np.where(after_record, corr[prev], corr[f]),

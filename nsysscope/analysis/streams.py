@@ -25,18 +25,18 @@ from .pairs import join_first
 COVERAGE_COLUMNS = ["block", "proc", "stream", "boundary_ns"]
 
 
-def stream_waits(trace: Trace) -> pd.DataFrame:
+def stream_waits(trace: Trace, records: pd.DataFrame) -> pd.DataFrame:
     """Every stream-waits-for-event edge: ``proc, wait_ns`` (the wait call's start: its
     position in the waiting stream), ``stream`` (the waiting stream), ``src_stream`` and
-    ``record_ns`` (where the awaited event was recorded)."""
+    ``record_ns`` (where the awaited event was recorded: ``records``, from
+    :func:`event_records_with_calls`)."""
     cols = ["proc", "wait_ns", "stream", "src_stream", "record_ns"]
     api = trace.api
     waits = api.loc[api["name"].isin(STREAM_WAIT_APIS), ["proc", "corr_id", "start_ns"]]
     if waits.empty or trace.syncs.empty or trace.event_records.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
     waits = join_first(waits, trace.syncs, on=["proc", "corr_id"], how="inner")
-    records = event_records_with_calls(trace).rename(
-        columns={"start_ns": "record_ns", "stream": "src_stream"})
+    records = records.rename(columns={"start_ns": "record_ns", "stream": "src_stream"})
     edges = join_first(waits, records[["proc", "event_sync_id", "src_stream", "record_ns"]],
                        on=["proc", "event_sync_id"], how="inner")
     edges = edges.rename(columns={"start_ns": "wait_ns"})
