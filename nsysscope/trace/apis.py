@@ -36,3 +36,10 @@ def process_of(global_tid: Any) -> np.ndarray:
     above the thread id). CUDA correlation ids, streams, events and device ids are only
     unique within one process, so every join between tables is keyed by it too."""
     return np.asarray(global_tid, dtype=np.int64) >> 24
+
+
+def process_of_pid(global_pid: Any) -> np.ndarray:
+    """:func:`process_of` of a ``globalPid`` column read as ``IFNULL(globalPid, -1)``: a row
+    without one stays -1 (its process is not known)."""
+    pid = np.asarray(global_pid, dtype=np.int64)
+    return np.where(pid >= 0, pid >> 24, -1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .apis import LAUNCH_APIS
+from .apis import LAUNCH_APIS, process_of_pid
 from .arrays import INT, frame
 from .schema import Schema
 
@@ -105,14 +105,14 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str],
         key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(sql, "i" * 13)
         e = eager.astype(bool)
         g = ~e
-        proc = np.where(gpid >= 0, gpid >> 24, -1)
+        proc = process_of_pid(gpid)
         graph = [proc[g], corr[g], start[g], end[g], stream[g], device[g], count[g]]
         return graph, [start[e], end[e], stream[e], device[e], corr[e], proc[e]] + \
             [col[e] for col in cp] + [-key[e]]
     sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
            + ", ".join(copy) + f", rowid FROM {table}")
     cols = s.read(sql, "i" * 11)
-    cols[5] = np.where(cols[5] >= 0, cols[5] >> 24, -1)
+    cols[5] = process_of_pid(cols[5])
     return [np.empty(0, np.int64)] * 7, cols
 
 
@@ -130,7 +130,7 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork) -> tuple[pd.DataFrame
         g = frame(GRAPH_WORK_COLUMNS, s.read(
             f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1 '
             f"FROM {table}", "iiiiiii"))
-        g["proc"] = np.where(g["proc"] >= 0, g["proc"].to_numpy() >> 24, -1)
+        g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]
         df = pd.concat([df, g], ignore_index=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .apis import process_of, wanted_api
+from .apis import process_of, process_of_pid, wanted_api
 from .arrays import INT, frame, query
 from .schema import Schema, api_base_name
 
@@ -56,7 +56,7 @@ def syncs_table(s: Schema) -> pd.DataFrame:
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
                             "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
-    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
+    return df.assign(proc=process_of_pid(df["proc"]))
 
 
 def event_records_table(s: Schema) -> pd.DataFrame:
@@ -67,7 +67,7 @@ def event_records_table(s: Schema) -> pd.DataFrame:
     pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
                             f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
-    return df.assign(proc=np.where(df["proc"] >= 0, df["proc"].to_numpy() >> 24, -1))
+    return df.assign(proc=process_of_pid(df["proc"]))
 
 
 def nvtx_table(s: Schema) -> pd.DataFrame:
@@ -131,7 +131,7 @@ def collectives_table(s: Schema) -> pd.DataFrame:
     proc, corr, start, end, stream, device, name_id = s.read(
         f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
         f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
-    df = frame(cols, [np.where(proc >= 0, proc >> 24, -1), corr, start, end, stream, device])
+    df = frame(cols, [process_of_pid(proc), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
 
