@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         OpenTrace,
         StallSite,
         Summary,
+        TimeRange,
         Trace,
         analyze,
         compare,
@@ -39,10 +40,11 @@ if TYPE_CHECKING:
     from .api import open as open  # noqa: F401
 
 __all__ = ["Analysis", "AnalysisConfig", "GateResult", "NsysscopeError", "OpenTrace",
-           "StallSite", "Summary", "Trace", "__version__", "analyze", "compare", "load"]
+           "StallSite", "Summary", "TimeRange", "Trace", "__version__", "analyze", "compare",
+           "load"]
 
 _FROM_API = {"Analysis", "AnalysisConfig", "GateResult", "OpenTrace", "StallSite", "Summary",
-             "Trace", "analyze", "compare", "load", "open"}
+             "TimeRange", "Trace", "analyze", "compare", "load", "open"}
 
 
 def __getattr__(name: str) -> Any:

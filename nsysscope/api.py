@@ -17,23 +17,23 @@ from . import render  # noqa: F401 - registers the renderers
 from .analysis import Analysis, AnalysisConfig, analyze
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
-from .trace import Trace, load
+from .trace import TimeRange, Trace, load
 from .util.units import times_in
 
 if TYPE_CHECKING:
     from .render.plots import TracePlots
 
 __all__ = ["Analysis", "AnalysisConfig", "GateResult", "OpenTrace", "StallSite", "Summary",
-           "Trace", "analyze", "compare", "load", "open"]
+           "TimeRange", "Trace", "analyze", "compare", "load", "open"]
 
 
 class OpenTrace:
     """One analysed trace, explorable in a notebook."""
 
     def __init__(self, path: str | Path, config: AnalysisConfig | None = None,
-                 nsys: str | None = None) -> None:
+                 nsys: str | None = None, time_range: TimeRange | None = None) -> None:
         self.path = Path(path)
-        self.analysis: Analysis = analyze(load(path, nsys=nsys), config)
+        self.analysis: Analysis = analyze(load(path, nsys=nsys, time_range=time_range), config)
 
     @property
     def launches(self) -> pd.DataFrame:
@@ -79,6 +79,7 @@ class OpenTrace:
 
 
 def open(path: str | Path, config: AnalysisConfig | None = None,  # noqa: A001
-         nsys: str | None = None) -> OpenTrace:
-    """Load and analyse a trace (.sqlite, .sqlite.xz/.gz or .nsys-rep)."""
-    return OpenTrace(path, config, nsys)
+         nsys: str | None = None, time_range: TimeRange | None = None) -> OpenTrace:
+    """Load and analyse a trace (.sqlite, .sqlite.xz/.gz or .nsys-rep), or only
+    ``time_range`` of its timeline."""
+    return OpenTrace(path, config, nsys, time_range)

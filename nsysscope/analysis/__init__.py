@@ -12,6 +12,7 @@ from ..errors import NothingToAnalyse, ProfilerLostData
 from ..model import Summary
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
+from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
 from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits
@@ -90,6 +91,13 @@ def _require_launches(trace: Trace) -> None:
     n = int(trace.api["name"].isin({"cudaGraphLaunch", "cuGraphLaunch"}).sum())
     if n:
         return
+    span = trace.meta.time_range_ns
+    if span:  # what is missing may be only missing from the part read
+        m = trace.meta
+        raise NothingToAnalyse(
+            f"{m.path}: no CUDA graph launches from {timeline_span(*span)} "
+            f"({len(trace.api)} CUDA calls there); pick a range inside the capture "
+            f"({timeline_span(m.capture_start_ns, m.capture_end_ns)})")
     lost = data_loss_reason(trace)
     if lost:
         raise ProfilerLostData(f"{trace.meta.path}: {lost}")

@@ -19,6 +19,7 @@ from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
 from ..model import Summary
 from ..trace.cache import disable_cache
+from ..trace.time_range import TimeRange
 from ..util.text import DEFAULT_WIDTH, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,6 +53,14 @@ def analysis_options(f: F) -> F:
 
 def config_from(warmup: int | None, launch_bound_us: float) -> AnalysisConfig:
     return AnalysisConfig(warmup_launches=warmup, launch_bound_gap_us=launch_bound_us)
+
+
+def time_range(start: str | None, end: str | None) -> TimeRange:
+    """``--from`` and ``--to`` as a :class:`TimeRange`; a bad time is a usage error."""
+    try:
+        return TimeRange.parse(start, end)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--from' / '--to'") from None
 
 
 def use_cache(no_cache: bool) -> None:

@@ -23,6 +23,7 @@ from .options import (
     output_format,
     require_steady,
     text_width,
+    time_range,
     use_cache,
     write_output,
 )
@@ -57,6 +58,13 @@ from .options import (
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Several traces: analyse them on this Dask distributed scheduler "
                    "(e.g. tcp://host:8786); its workers must see the same paths.")
+@click.option("--from", "start", metavar="TIME", default=None,
+              help="Read the trace from this time on: seconds on the nsys timeline (12.5, "
+                   "12.5s, 300ms), as nsys and the report's timelines show them.")
+@click.option("--to", "end", metavar="TIME", default=None,
+              help="Read the trace up to this time (as --from). A part of a long capture "
+                   "takes a part of the memory; its first and last launches count as a "
+                   "capture's do (warm-up, never judged).")
 @click.option("--timings", is_flag=True,
               help="Several traces: show how long each took (off: the same traces give the "
                    "same output).")
@@ -65,7 +73,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                    per_launch: str | None, warmup: int | None, launch_bound_us: float,
                    nsys: str | None, no_cache: bool = False, source_root: str | None = None,
                    jobs: int | None = None, scheduler: str | None = None,
-                   timings: bool = False, perfetto: str | None = None) -> int:
+                   timings: bool = False, perfetto: str | None = None,
+                   start: str | None = None, end: str | None = None) -> int:
     """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
@@ -77,11 +86,13 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     check_writable(output)
     use_cache(no_cache)
     cfg = config_from(warmup, launch_bound_us)
+    span = time_range(start, end)
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
     if len(traces) > 1 or names_many(traces[0]):
-        if perfetto:
-            raise click.UsageError("--perfetto takes a single trace")
+        if perfetto or not span.whole:
+            raise click.UsageError(f"{'--perfetto' if perfetto else '--from/--to'} takes a "
+                                   "single trace")
         if per_launch and not is_db_name(per_launch):
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
@@ -100,7 +111,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
              "one trace is analysed here, in this process")
     check_per_launch(per_launch)
-    a = analyze(load(traces[0], nsys=nsys), cfg)
+    a = analyze(load(traces[0], nsys=nsys, time_range=span), cfg)
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):
         write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))

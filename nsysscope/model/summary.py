@@ -34,7 +34,8 @@ from .schema import Record, check_schema, extra_field, optional, to_plain
 #: 1.1 added (keys only, so a 1.0 reader reads it): processes, if_fixed, latent,
 #: sites[].pid/mean_polls/speedup_if_fixed, distributions.gpu_work_us, and report --format json
 #: writes the distributions too
-SCHEMA = "nsysscope.summary/1.1"
+#: 1.2 added trace.time_range_ns
+SCHEMA = "nsysscope.summary/1.2"
 
 
 #: where a stall is when the trace has no NVTX range around it (and no source line)
@@ -119,8 +120,11 @@ class TraceInfo(Record):
     schema_version: str
     gpus: tuple[str, ...]
     graph_trace: str
+    #: the part of the timeline read (``report --from/--to``), start and end in nanoseconds
+    #: (None: from the start, to the end); None: the whole trace
+    time_range_ns: tuple[int | None, int | None] | None = None
     extra: dict[str, Any] = extra_field()
-    nested = {"gpus": tuple}
+    nested = {"gpus": tuple, "time_range_ns": optional(tuple)}
 
 
 @dataclass(frozen=True)

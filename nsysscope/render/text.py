@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import LatentSite, LaunchClass, StallSite, Summary
 from ..util.text import DEFAULT_WIDTH, wrap
-from ..util.units import pct, plural, times_in, triple, us
+from ..util.units import pct, plural, timeline_span, times_in, triple, us
 from .base import as_summary
 
 #: what "host never waited" counts, wherever the row is shown
@@ -22,8 +22,9 @@ SOURCE_ROOT_HINT = "source file not found here: pass --source-root DIR"
 def header(s: Summary) -> str:
     t = s.trace
     gpu = ", ".join(t.gpus) or "GPU unknown"
+    read = f", read from {timeline_span(*t.time_range_ns)}" if t.time_range_ns else ""
     return f"{t.path}  ({captured_by(t.nsys_version, t.schema_version)}, {gpu}, " \
-           f"graph trace: {t.graph_trace})"
+           f"graph trace: {t.graph_trace}{read})"
 
 
 def captured_by(nsys_version: str, schema_version: str | None = None) -> str:

@@ -4,5 +4,6 @@ in this package and nowhere else."""
 
 from .load import Trace, TraceMeta, load
 from .sources import resolve
+from .time_range import TimeRange
 
-__all__ = ["Trace", "TraceMeta", "load", "resolve"]
+__all__ = ["TimeRange", "Trace", "TraceMeta", "load", "resolve"]

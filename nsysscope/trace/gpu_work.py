@@ -38,9 +38,10 @@ class GpuWork:
 
     Each table is one query. A graph replay's rows (``graphNodeId`` set) group by process and
     correlation id; an eager op's row is a group of its own, keyed by its negated rowid, so it
-    comes back as is (its rowid orders ties)."""
+    comes back as is (its rowid orders ties). ``of_calls``: an SQL condition on
+    ``correlationId`` keeping the work of the calls read (:meth:`.TimeRange.of_calls`)."""
 
-    def __init__(self, s: Schema) -> None:
+    def __init__(self, s: Schema, of_calls: str = "") -> None:
         graph: list[list[np.ndarray]] = []
         eager: list[list[np.ndarray]] = []
         self.has_node_tables = False
@@ -50,7 +51,7 @@ class GpuWork:
                 continue
             has_node = "graphNodeId" in tcols
             self.has_node_tables |= has_node
-            g, e = _table_pass(s, table, tcols, has_node)
+            g, e = _table_pass(s, table, tcols, has_node, of_calls)
             graph.append(g)
             eager.append(e + [np.full(len(e[0]), kind, dtype=np.int64)])
         self._graph, self._eager = graph, eager
@@ -88,8 +89,8 @@ class GpuWork:
         return frame(GRAPH_WORK_COLUMNS, [p, c, t0, t1, stream, device, n])
 
 
-def _table_pass(s: Schema, table: str, tcols: frozenset[str],
-                has_node: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
+                of_calls: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """One table's graph groups (proc, corr, start, end, stream, device, count) and eager rows
     (start, end, stream, device, corr, proc, copy_kind, src_kind, dst_kind, bytes, rowid)."""
     copy = _COPY_SQL[table]
@@ -100,8 +101,8 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str],
                f"{pid} p, MIN(CASE WHEN graphNodeId IS NULL THEN 1 ELSE 0 END), MIN(start), "
                'MAX("end"), MIN(streamId), MIN(deviceId), IFNULL(MIN(correlationId), -1), '
                "COUNT(*)" + "".join(f", MIN({c})" for c in copy) +
-               f" FROM {table} WHERE graphNodeId IS NULL OR correlationId IS NOT NULL "
-               "GROUP BY g, p")
+               f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL)"
+               f"{of_calls} GROUP BY g, p")
         key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(sql, "i" * 13)
         e = eager.astype(bool)
         g = ~e
@@ -110,14 +111,16 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str],
         return graph, [start[e], end[e], stream[e], device[e], corr[e], proc[e]] + \
             [col[e] for col in cp] + [-key[e]]
     sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
-           + ", ".join(copy) + f", rowid FROM {table}")
+           + ", ".join(copy) + f", rowid FROM {table} WHERE TRUE{of_calls}")
     cols = s.read(sql, "i" * 11)
     cols[5] = process_of_pid(cols[5])
     return [np.empty(0, np.int64)] * 7, cols
 
 
-def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork) -> tuple[pd.DataFrame, str]:
-    """Per graph launch: the span of its GPU work, from node rows or graph-trace rows."""
+def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
+               of_calls: str = "") -> tuple[pd.DataFrame, str]:
+    """Per graph launch: the span of its GPU work, from node rows or graph-trace rows
+    (``of_calls``: as :class:`GpuWork`'s)."""
     mode = "none"
     if gpu.has_node_tables:
         df = gpu.graph_work()
@@ -129,7 +132,7 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork) -> tuple[pd.DataFrame
         pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
         g = frame(GRAPH_WORK_COLUMNS, s.read(
             f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1 '
-            f"FROM {table}", "iiiiiii"))
+            f"FROM {table} WHERE TRUE{of_calls}", "iiiiiii"))
         g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import NotAnNsysExport
+from ..errors import NotAnNsysExport, UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
 from . import tables
@@ -32,6 +32,7 @@ from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
 from .sources import resolve
+from .time_range import WHOLE, TimeRange
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class TraceMeta(TraceInfo):
         """Just the identity, as results carry it."""
         return TraceInfo(path=self.path, nsys_version=self.nsys_version,
                          schema_version=self.schema_version, gpus=self.gpus,
-                         graph_trace=self.graph_trace)
+                         graph_trace=self.graph_trace, time_range_ns=self.time_range_ns)
 
 
 @dataclass
@@ -82,10 +83,16 @@ class Trace:
     python: PythonSamples | None = None
 
 
-def load(path: str | Path, nsys: str | None = None) -> Trace:
+def load(path: str | Path, nsys: str | None = None,
+         time_range: TimeRange | None = None) -> Trace:
     """Read the trace at ``path`` (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
-    JSON trace, plain or compressed: told apart by content)."""
+    JSON trace, plain or compressed: told apart by content); of an nsys export, only
+    ``time_range`` when given (:mod:`.time_range`)."""
+    span = time_range or WHOLE
     if json_kind(path) is not None:
+        if not span.whole:
+            raise UnreadableInput(f"{path}: a time range is read from nsys exports only, not "
+                                  "from torch.profiler traces")
         from .kineto import read_kineto  # imports this module
         return read_kineto(path)
     db = resolve(path, nsys=nsys)
@@ -93,7 +100,7 @@ def load(path: str | Path, nsys: str | None = None) -> Trace:
     s: Schema | None = None
     try:
         s = Schema(conn, Path(path))
-        return _load(s, Path(path), db)
+        return _load(s, Path(path), db, span)
     except sqlite3.DatabaseError as e:
         raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
@@ -107,18 +114,21 @@ def load(path: str | Path, nsys: str | None = None) -> Trace:
             conn.close()
 
 
-def _load(s: Schema, path: Path, db: Path) -> Trace:
+def _load(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
     with progress(f"reading {path.name}", total=6) as bar:
-        api = tables.api_table(s)
+        api = tables.api_table(s, span)
+        # the GPU work and records of the calls read
+        of_calls = span.of_calls(api["corr_id"].to_numpy())
         bar.advance(label=f"reading {path.name}: syncs and NVTX")
-        syncs, event_records = tables.syncs_table(s), tables.event_records_table(s)
+        syncs = tables.syncs_table(s, of_calls)
+        event_records = tables.event_records_table(s, of_calls)
         bar.advance()
-        nvtx = tables.nvtx_table(s)
+        nvtx = tables.nvtx_table(s, span)
         bar.advance(label=f"reading {path.name}: GPU work")
-        gpu = GpuWork(s)
+        gpu = GpuWork(s, of_calls)
         gpu_ops = own_process(gpu.eager_ops(), api)
         bar.advance(label=f"reading {path.name}: graph replays")
-        graph_work_table, graph_mode = graph_work(s, api, gpu)
+        graph_work_table, graph_mode = graph_work(s, api, gpu, of_calls)
         bar.advance()
         syncs, event_records = own_process(syncs, api), own_process(event_records, api)
     meta = TraceMeta(
@@ -127,6 +137,7 @@ def _load(s: Schema, path: Path, db: Path) -> Trace:
         has_sync_records="eventSyncId" in s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
         has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
+        time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         **tables.capture_span(s, api))
     enums = dict(
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", 1),
@@ -135,4 +146,4 @@ def _load(s: Schema, path: Path, db: Path) -> Trace:
     return Trace(meta=meta, api=api, graph_work=graph_work_table, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records, nvtx=nvtx,
                  threads=tables.threads_table(s), processes=tables.processes_table(s),
-                 collectives=tables.collectives_table(s), enums=enums, source=db)
+                 collectives=tables.collectives_table(s, of_calls), enums=enums, source=db)

@@ -9,9 +9,10 @@ import pandas as pd
 from .apis import process_of, process_of_pid, wanted_api
 from .arrays import INT, frame, query
 from .schema import Schema, api_base_name
+from .time_range import WHOLE, TimeRange
 
 
-def api_table(s: Schema) -> pd.DataFrame:
+def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "tid", "corr_id"]
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols + ["proc"]}
@@ -26,7 +27,8 @@ def api_table(s: Schema) -> pd.DataFrame:
     ret = "IFNULL(returnValue, 0)" if has_ret else "0"
     start, end, tid, corr, name_id, status = s.read(
         'SELECT start, "end", IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, '
-        f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})", "iiiiii")
+        f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}){span.overlapping()}",
+        "iiiiii")
     order = np.argsort(start, kind="stable")
     categories = sorted(set(wanted.values()))
     code_of = {i: categories.index(n) for i, n in wanted.items()}
@@ -47,7 +49,8 @@ def api_table(s: Schema) -> pd.DataFrame:
     return df
 
 
-def syncs_table(s: Schema) -> pd.DataFrame:
+def syncs_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
+    """``of_calls``: an SQL condition on ``correlationId`` (:meth:`TimeRange.of_calls`)."""
     cols = ["proc", "corr_id", "event_sync_id", "stream"]
     tcols = s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     if not tcols:
@@ -55,22 +58,24 @@ def syncs_table(s: Schema) -> pd.DataFrame:
     esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
-                            "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "iiii"))
+                            f"FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE TRUE{of_calls}",
+                            "iiii"))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
-def event_records_table(s: Schema) -> pd.DataFrame:
+def event_records_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
     cols = ["proc", "corr_id", "event_sync_id", "stream"]
     table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
     if not s.has(table):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
     pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
-                            f"IFNULL(eventSyncId, -1), streamId FROM {table}", "iiii"))
+                            f"IFNULL(eventSyncId, -1), streamId FROM {table} WHERE TRUE{of_calls}",
+                            "iiii"))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
-def nvtx_table(s: Schema) -> pd.DataFrame:
+def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "tid", "text"]
     if not s.has("NVTX_EVENTS"):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols[:-1]}
@@ -87,7 +92,7 @@ def nvtx_table(s: Schema) -> pd.DataFrame:
     sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, '
            f"COALESCE({', '.join(text) or 'NULL'}, '') "
            f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
-           'AND n."end" IS NOT NULL')
+           f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
     start, end, tid, rowid, txt = s.read(sql, "iiiic")
     order = np.lexsort((rowid, start))  # ties in table order
     df = frame(cols[:-1], [start[order], end[order], tid[order]])
@@ -111,10 +116,11 @@ def processes_table(s: Schema) -> pd.DataFrame:
 _COLLECTIVE_NAME = "nccl%"
 
 
-def collectives_table(s: Schema) -> pd.DataFrame:
-    """Every NCCL kernel, in graphs or eager: ``proc, corr_id, start_ns, end_ns, stream,
-    device, name``. Ranks of a tensor-parallel group meet in these kernels, so a rank whose
-    host stalled makes its peers' kernels run long."""
+def collectives_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
+    """Every NCCL kernel, in graphs or eager (of the calls read: ``of_calls``, as
+    :func:`syncs_table`): ``proc, corr_id, start_ns, end_ns, stream, device, name``. Ranks of
+    a tensor-parallel group meet in these kernels, so a rank whose host stalled makes its
+    peers' kernels run long."""
     cols = ["proc", "corr_id", "start_ns", "end_ns", "stream", "device"]
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     tcols = s.columns(table)
@@ -130,7 +136,7 @@ def collectives_table(s: Schema) -> pd.DataFrame:
     ids = ",".join(str(i) for i in names)
     proc, corr, start, end, stream, device, name_id = s.read(
         f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
-        f"{name_col} FROM {table} WHERE {name_col} IN ({ids})", "iiiiiii")
+        f"{name_col} FROM {table} WHERE {name_col} IN ({ids}){of_calls}", "iiiiiii")
     df = frame(cols, [process_of_pid(proc), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)

@@ -88,6 +88,14 @@ def times_in(text: str) -> str:
     return _BARE_US.sub(lambda m: us(float(m.group(1))), text)
 
 
+def timeline_span(start_ns: int | None, end_ns: int | None) -> str:
+    """A part of a trace's timeline in the seconds nsys shows: ``12.500 s to 14.000 s``
+    (None: ``the start``, ``the end``)."""
+    start = "the start" if start_ns is None else f"{start_ns / 1e9:.3f} s"
+    end = "the end" if end_ns is None else f"{end_ns / 1e9:.3f} s"
+    return f"{start} to {end}"
+
+
 def plural(n: int, one: str, many: str | None = None) -> str:
     """``1 launch``, ``2 launches``."""
     return f"{n} {one if n == 1 else (many or one + 's')}"

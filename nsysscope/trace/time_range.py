@@ -1,0 +1,82 @@
+"""A part of a trace's timeline to read instead of all of it.
+
+A server profiled for a minute holds millions of launches; the steady part a user cares about,
+or what fits in memory, is often a few seconds of it. Times are the trace's own: nanoseconds
+on the nsys timeline (``start`` in the export, what the nsys GUI and nsysscope's timelines
+show as seconds).
+
+What is read: the CUDA calls and NVTX ranges that overlap the range, and the GPU work, syncs
+and event records of the calls read (by correlation id, so a launch's whole replay is there
+even when the GPU runs it after the range ends). The launches at the range's edges are
+analysed as a capture's first and last are: the first are warm-up, the last on each stream
+never counts, and a launch whose host block falls after the range is never waited for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|ms|us|ns)?\s*$")
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """``[start_ns, end_ns)`` of the timeline; None: from the beginning, or to the end."""
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.start_ns is not None and self.end_ns is not None and \
+                self.end_ns <= self.start_ns:
+            raise ValueError(f"the range must end after it starts ({self.start_ns / 1e9:g} s "
+                             f"to {self.end_ns / 1e9:g} s)")
+
+    @classmethod
+    def parse(cls, start: str | None, end: str | None) -> TimeRange:
+        """From times as a person writes them: ``12.5`` (seconds), ``12.5s``, ``300ms``."""
+        return cls(*(None if t is None else _nanoseconds(t) for t in (start, end)))
+
+    @property
+    def whole(self) -> bool:
+        return self.start_ns is None and self.end_ns is None
+
+    def overlapping(self, alias: str = "") -> str:
+        """An SQL condition (`` AND ...``) keeping the rows with ``start``/``end`` columns that
+        overlap the range; empty for the whole trace."""
+        sql = []
+        if self.end_ns is not None:
+            sql.append(f" AND {alias}start < {self.end_ns}")
+        if self.start_ns is not None:
+            sql.append(f' AND {alias}"end" > {self.start_ns}')
+        return "".join(sql)
+
+    def of_calls(self, corr_ids: np.ndarray, column: str = "correlationId") -> str:
+        """An SQL condition (`` AND ...``) keeping the rows whose ``column`` lies within the
+        correlation ids of the calls read (``corr_ids``); empty for the whole trace.
+
+        Correlation ids count up in each process, so the rows between the smallest and the
+        largest are those of the calls in the range (and, with several processes, some of
+        their neighbours', which the joins to the calls leave out)."""
+        if self.whole:
+            return ""
+        ids = corr_ids[corr_ids >= 0]
+        if not len(ids):
+            return " AND FALSE"  # no call read: none of their rows either
+        return f" AND {column} BETWEEN {int(ids.min())} AND {int(ids.max())}"
+
+
+#: the whole trace
+WHOLE = TimeRange()
+
+
+def _nanoseconds(text: str) -> int:
+    m = _TIME.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a time: write seconds (12.5), or 12.5s, 300ms, "
+                         "250us")
+    return int(round(float(m.group(1)) * _UNITS[m.group(2) or "s"]))

@@ -1,0 +1,121 @@
+"""A part of the timeline (``load(time_range=...)``, ``report --from/--to``), read from the real
+H200 samples and checked against the whole trace: the same rows, and the same verdict on every
+launch away from the range's edges."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from nsysscope.analysis import analyze
+from nsysscope.cli import cli
+from nsysscope.trace import load
+from nsysscope.trace.time_range import TimeRange
+
+#: the launches at a range's end that may lack what follows them (the host block of a launch
+#: comes after the next launch or two): measured on the samples, the last 3 on each process
+#: differ from the whole trace's when their blocks fall after the range, none before them
+EDGE = 3
+#: columns that number rows of one analysis, and warm-up, which counts from the range's start
+NUMBERING = {"launch", "block", "warmup", "steady"}
+
+
+def middle(trace, first=0.3, last=0.6) -> TimeRange:
+    """From 30% to 60% of the time the trace launches graphs."""
+    launches = trace.api[trace.api["name"] == "cudaGraphLaunch"]
+    t0, t1 = int(launches["start_ns"].min()), int(launches["end_ns"].max())
+    return TimeRange(t0 + int((t1 - t0) * first), t0 + int((t1 - t0) * last))
+
+
+def overlapping(df: pd.DataFrame, span: TimeRange) -> pd.DataFrame:
+    keep = (df["start_ns"] < span.end_ns) & (df["end_ns"] > span.start_ns)
+    return df[keep].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("text, ns", [("12.5", 12_500_000_000), ("12.5s", 12_500_000_000),
+                                      ("300ms", 300_000_000), (" 250 us", 250_000), (".5", 5e8),
+                                      ("7ns", 7)])
+def test_times_read_as_a_person_writes_them(text, ns):
+    assert TimeRange.parse(text, None).start_ns == ns
+
+
+@pytest.mark.parametrize("start, end", [("12x", None), ("-1", None), ("", None), ("2", "1"),
+                                        ("1s", "1000ms")])
+def test_a_bad_range_is_refused(start, end):
+    with pytest.raises(ValueError):
+        TimeRange.parse(start, end)
+
+
+def test_the_rows_read_are_the_whole_traces_rows_in_the_range(sample_path):
+    path = sample_path("twoproc")  # two processes: correlation ids restart in each
+    whole = load(path)
+    span = middle(whole)
+    part = load(path, time_range=span)
+    assert part.meta.time_range_ns == (span.start_ns, span.end_ns)
+    pd.testing.assert_frame_equal(part.api, overlapping(whole.api, span), check_categorical=False)
+    pd.testing.assert_frame_equal(part.nvtx, overlapping(whole.nvtx, span),
+                                  check_categorical=False)
+    # every launch read has its whole replay, as in the whole trace (not cut at the range)
+    launched = pd.MultiIndex.from_frame(part.api.loc[part.api["name"] == "cudaGraphLaunch",
+                                                     ["proc", "corr_id"]])
+    expected = whole.graph_work[pd.MultiIndex.from_frame(
+        whole.graph_work[["proc", "corr_id"]]).isin(launched)].reset_index(drop=True)
+    assert len(expected) == len(launched) > 50
+    pd.testing.assert_frame_equal(part.graph_work, expected)
+    # the syncs of the calls read are all there
+    calls = pd.MultiIndex.from_frame(part.api[["proc", "corr_id"]])
+    theirs = whole.syncs[pd.MultiIndex.from_frame(whole.syncs[["proc", "corr_id"]]).isin(calls)]
+    assert len(theirs) > 50 and set(map(tuple, theirs[["proc", "corr_id"]].to_numpy())) <= \
+        set(map(tuple, part.syncs[["proc", "corr_id"]].to_numpy()))
+
+
+@pytest.mark.parametrize("name", ["case1", "case2", "twoproc", "tp2_case1", "outcopy_case1",
+                                  "poll_case1", "healthy_long"])
+def test_launches_inside_the_range_are_judged_as_in_the_whole_trace(sample_path, analysed,
+                                                                    name):
+    """Every column of every launch past the range's warm-up and before its last EDGE launches
+    equals the whole trace's, to the nanosecond: classes, windows, gaps, blocks, causes,
+    NVTX attribution. Cases: stalls of both kinds, two processes, tensor-parallel ranks,
+    copies on a side stream, polling hosts."""
+    whole = analysed(name).launches
+    part = analyze(load(sample_path(name), time_range=middle(load(sample_path(name))))).launches
+    inner = part[~part["warmup"]]
+    inner = inner[inner.groupby("proc").cumcount(ascending=False) >= EDGE]
+    assert len(inner) >= 0.2 * len(whole) - 5 * whole["proc"].nunique()
+    same = whole.set_index(["proc", "corr_id"]).loc[
+        pd.MultiIndex.from_frame(inner[["proc", "corr_id"]])].reset_index()
+    columns = [c for c in inner.columns if c not in NUMBERING]
+    pd.testing.assert_frame_equal(inner[columns].reset_index(drop=True), same[columns])
+
+
+def test_report_reads_the_range_it_is_given(sample_path):
+    path = str(sample_path("case1"))
+    r = CliRunner().invoke(cli, ["report", path, "--from", "5", "--to", "6200ms", "--format",
+                                 "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["trace"]["time_range_ns"] == [5_000_000_000, 6_200_000_000]
+    # the case 1 sample's launches run from 4.23 s to 6.80 s at ~189 per second
+    assert 170 <= d["launches"] <= 240 and d["stalls"]["gpu_to_cpu"] == d["steady_launches"]
+    text = CliRunner().invoke(cli, ["report", path, "--from", "5", "--to", "6.2"]).output
+    assert "read from 5.000 s to 6.200 s" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("args, code, says", [
+    (["--from", "9", "--to", "10"], 3, "no CUDA graph launches from 9.000 s to 10.000 s"),
+    (["--from", "9x"], 2, "'9x' is not a time"),
+    (["--from", "2", "--to", "1"], 2, "must end after it starts"),
+])
+def test_a_range_without_launches_or_a_bad_time_is_one_line(sample_path, args, code, says):
+    r = CliRunner().invoke(cli, ["report", str(sample_path("case1")), *args])
+    assert r.exit_code == code and says in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_several_traces_take_no_range(sample_path):
+    r = CliRunner().invoke(cli, ["report", str(sample_path("case1")), str(sample_path("case2")),
+                                 "--from", "5"])
+    assert r.exit_code == 2 and "--from/--to takes a single trace" in r.output
