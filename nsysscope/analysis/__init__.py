@@ -17,7 +17,7 @@ from .blocks import block_table, copy_calls
 from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits
 from .config import AnalysisConfig
-from .latent import latent_sites
+from .latent import latent_copies, latent_sites
 from .launches import launch_table
 from .nvtx import NvtxIndex
 from .pairing import attach_blocks
@@ -28,7 +28,8 @@ from .streams import coverage, event_records_with_calls, stream_waits
 from .summarise import summarize
 from .verdict import data_loss_reason
 
-__all__ = ["Analysis", "AnalysisConfig", "analyze", "summarize"]
+__all__ = ["Analysis", "AnalysisConfig", "LaunchRows", "analyze", "finish", "launch_rows",
+           "summarize"]
 
 
 @dataclass
@@ -57,6 +58,26 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     """Analyse ``trace``. Stalls are attributed to Python lines with ``python_samples``, read
     from the trace's export when not given (only the samples inside the stalls' blocks)."""
     cfg = cfg or AnalysisConfig()
+    return finish(trace, launch_rows(trace, cfg), cfg, python_samples)
+
+
+@dataclass
+class LaunchRows:
+    """What one read of a trace (all of it, or one time window) says of its launches: the
+    per-launch and per-block tables, the device busy intervals, the copies that may break
+    overlap later (:func:`.latent.latent_copies`) and the NVTX ranges. Everything in it
+    depends only on the events near each launch, so the rows of consecutive windows of a
+    trace put together are the rows of the whole (:mod:`.windows`)."""
+
+    launches: pd.DataFrame
+    blocks: pd.DataFrame
+    busy: pd.DataFrame
+    latent: pd.DataFrame
+    nvtx: NvtxIndex
+
+
+def launch_rows(trace: Trace, cfg: AnalysisConfig) -> LaunchRows:
+    """Pair, classify and attribute every launch of ``trace`` (:class:`LaunchRows`)."""
     _require_launches(trace)
     copies = copy_calls(trace)
     calls = ThreadCalls.of(trace.api)
@@ -66,17 +87,29 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     reach = coverage(exact, stream_waits(trace, records))
     launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, calls, cfg, **trace.enums)
+    # the columns' place in the table; :func:`finish` counts them again over every window
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     launches = attach_waits(launches, collective_waits(trace.collectives))
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
+    return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx)
+
+
+def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
+           python_samples: PythonSamples | None = None) -> Analysis:
+    """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
+    ``trace`` (of all its windows together, where ``trace`` holds only what the summary
+    reads: :func:`.windows.analyze_windows`)."""
+    launches = rows.launches
+    launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
     launches = attach_source_lines(launches, python_samples, cfg)
-    launches = step_costs(launches, blocks)
+    launches = step_costs(launches, rows.blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(trace, launches, copies, nvtx, calls), busy)
-    return Analysis(trace, cfg, launches, blocks, summary, processes, nvtx, python_samples)
+                                   latent_sites(rows.latent, launches), rows.busy)
+    return Analysis(trace, cfg, launches, rows.blocks, summary, processes, rows.nvtx,
+                    python_samples)
 
 
 def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:

@@ -13,8 +13,9 @@ engine threads, and reported when they are not already the cause of a stall:
 * ``gpu_to_cpu``: a device-to-host copy followed, on the same thread, by a stream or device
   synchronisation, or into pageable memory (``.item()``, ``.tolist()``, ``bool(t)``).
 
-:func:`latent_sites` returns one :class:`~nsysscope.model.LatentSite` per (kind, phase, op,
-API chain), most steps first.
+:func:`latent_copies` finds the copies of either pattern (per window of a long trace);
+:func:`latent_sites` keeps those of the steady state and returns one
+:class:`~nsysscope.model.LatentSite` per (kind, phase, op, API chain), most steps first.
 """
 
 from __future__ import annotations
@@ -33,16 +34,31 @@ from .pairs import PairIndex
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
 
-def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvtx: NvtxIndex,
-                 calls: ThreadCalls, top: int = 5) -> list[LatentSite]:
-    steady = launches[launches["steady"]]
-    if steady.empty or copies.empty:
-        return []
+def latent_copies(trace: Trace, copies: pd.DataFrame, nvtx: NvtxIndex,
+                  calls: ThreadCalls) -> pd.DataFrame:
+    """Every copy of either pattern, with its ``kind``, NVTX ``phase`` and ``op``, API
+    ``chain`` and ``call_us``: what :func:`latent_sites` picks the steady ones from."""
     htod, dtoh, pageable = trace.enums["htod"], trace.enums["dtoh"], trace.enums["pageable"]
-    c = copies[_in_steady_span(copies, steady)]
+    c = copies
     upload = (c["copy_kind"] == htod) & (c["src_kind"] == pageable)
     readback = (c["copy_kind"] == dtoh) & ((c["dst_kind"] == pageable) | _then_sync(calls, c))
     found = pd.concat([c[upload].assign(kind="cpu_to_gpu"), c[readback].assign(kind="gpu_to_cpu")])
+    enc = nvtx.enclosing(found["tid"].to_numpy(), found["start_ns"].to_numpy())
+    return pd.DataFrame({
+        "tid": found["tid"].to_numpy(), "proc": found["proc"].to_numpy(),
+        "start_ns": found["start_ns"].to_numpy(), "kind": found["kind"].to_numpy(),
+        "phase": enc["phase"].fillna("").to_numpy(), "op": enc["op"].fillna("").to_numpy(),
+        "chain": per_distinct_row(found[["name", "copy_kind", "bytes", "kind"]], _chain),
+        "call_us": ((found["end_ns"] - found["start_ns"]) / 1e3).to_numpy()})
+
+
+def latent_sites(found: pd.DataFrame, launches: pd.DataFrame, top: int = 5) -> list[LatentSite]:
+    """The sites of the :func:`latent_copies` issued in the steady state and not already the
+    cause of a stall, most steps first."""
+    steady = launches[launches["steady"]]
+    if steady.empty or found.empty:
+        return []
+    found = found[_in_steady_span(found, steady)]
     # a copy already blamed for a stall (the same thread and start) is not latent
     cause = steady[["cause_tid", "cause_start_ns"]].dropna().astype(np.int64)
     blamed = PairIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
@@ -50,13 +66,7 @@ def latent_sites(trace: Trace, launches: pd.DataFrame, copies: pd.DataFrame, nvt
     found = found[~blamed]
     if found.empty:
         return []
-    enc = nvtx.enclosing(found["tid"].to_numpy(), found["start_ns"].to_numpy())
-    found = found.assign(phase=enc["phase"].fillna("").to_numpy(),
-                         op=enc["op"].fillna("").to_numpy(),
-                         step=_step_of(found, steady),
-                         chain=per_distinct_row(found[["name", "copy_kind", "bytes", "kind"]],
-                                                _chain),
-                         call_us=(found["end_ns"] - found["start_ns"]) / 1e3)
+    found = found.assign(step=_step_of(found, steady))
     g = found.groupby(["kind", "phase", "op", "chain"], sort=False).agg(
         calls=("tid", "size"), steps=("step", "nunique"), mean_call_us=("call_us", "mean"),
         pid=("proc", "first"))
