@@ -55,7 +55,8 @@ def latent_copies(trace: Trace, copies: pd.DataFrame, nvtx: NvtxIndex,
 def latent_sites(found: pd.DataFrame, launches: pd.DataFrame, top: int = 5) -> list[LatentSite]:
     """The sites of the :func:`latent_copies` issued in the steady state and not already the
     cause of a stall, most steps first."""
-    steady = launches[launches["steady"]]
+    steady = launches.loc[launches["steady"], ["proc", "api_start_ns", "next_api_start_ns",
+                                                "cause_tid", "cause_start_ns"]]
     if steady.empty or found.empty:
         return []
     found = found[_in_steady_span(found, steady)]

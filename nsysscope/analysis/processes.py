@@ -44,7 +44,9 @@ def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> p
     process's device (:func:`.launches.device_busy_intervals`)."""
     names = trace.processes.set_index("proc") if len(trace.processes) else None
     rows = []
-    for proc, own in launches.groupby("proc", sort=True):
+    columns = ["proc", "klass", "device", "warmup", "steady", "gpu_start_ns", "gpu_end_ns",
+               "collective_wait_ns", "waited_for"]
+    for proc, own in launches[columns].groupby("proc", sort=True):
         steady = own[own["steady"]]
         counts = steady["klass"].value_counts()
         device = int(own["device"].mode().iloc[0]) if len(own) else -1

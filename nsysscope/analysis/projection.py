@@ -43,7 +43,7 @@ COLUMNS = ("period_ns", "gpu_work_ns", "host_blocked_ns")
 
 def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
     """``period_ns``, ``gpu_work_ns`` and ``host_blocked_ns`` for every launch."""
-    df = launches.copy()
+    df = launches.copy(deep=False)  # new columns only: the caller's table is not changed
     df["period_ns"] = df["next_api_start_ns"] - df["api_start_ns"]
     df["gpu_work_ns"] = (df["gpu_end_ns"] - df["gpu_start_ns"]) + \
         (df["gpu_gap_ns"] - df["gpu_idle_ns"])
@@ -94,12 +94,18 @@ def queue_gap_ns(steady: pd.DataFrame) -> float:
     return float(np.percentile(latency.clip(lower=0), 10)) if len(latency) else 0.0
 
 
+#: the launch table's columns a projection reads
+_PROJECTED = ["proc", "klass", "stall", "period_ns", "gpu_work_ns", "host_blocked_ns",
+              "block_start_ns", "block_end_ns", "waited_for", "collective_wait_ns",
+              "gpu_idle_ns", "next_gpu_start_ns", "next_api_start_ns"]
+
+
 def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
             groups: list[set[int]]) -> Projection:
     """The projection with the steady launches where ``fixed`` is True relieved of their
     stall. ``rates``: each process's measured launches/s; ``groups``: sets of processes that
     wait for each other in collectives (tensor-parallel groups)."""
-    steady = launches[launches["steady"] & launches["period_ns"].notna()]
+    steady = launches.loc[launches["steady"] & launches["period_ns"].notna(), _PROJECTED]
     fixed_procs = set(steady.loc[fixed.reindex(steady.index, fill_value=False), "proc"])
     out: dict[int, float] = {}
     for proc, own in steady.groupby("proc"):

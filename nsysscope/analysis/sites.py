@@ -16,17 +16,22 @@ from ..model import FIXES, SourceLine, StallSite
 SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread"]
 #: with Python samples (see :mod:`.source_lines`) the line is part of the site
 LINE_KEYS = ["src_file", "src_line", "src_function"]
+#: the other columns a site is made of
+_READ = ["launch", "proc", "stall", "nvtx_path", "block_start_ns", "block_end_ns", "gpu_idle_ns",
+         "block_polls"]
 
 
 def stall_sites(launches: pd.DataFrame, top: int = 10,
                 speedup: Callable[[pd.Index], float] | None = None) -> list[StallSite]:
     """Sites of the steady-state stalls and launch-bound gaps. ``speedup(rows)``: the
     projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed."""
-    rows = launches[launches["steady"] & launches["klass"].isin(list(FIXES))]
+    lines = all(c in launches.columns for c in LINE_KEYS)
+    keys = SITE_KEYS + (LINE_KEYS if lines else [])
+    read = keys + _READ + (["block", "src_samples", "src_block_samples", "src_text"] if lines
+                           else [])
+    rows = launches.loc[launches["steady"] & launches["klass"].isin(list(FIXES)), read]
     if rows.empty:
         return []
-    lines = all(c in rows.columns for c in LINE_KEYS)
-    keys = SITE_KEYS + (LINE_KEYS if lines else [])
     keyed = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys},
                         block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
                         lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)

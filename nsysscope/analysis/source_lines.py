@@ -145,7 +145,7 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
                         cfg: AnalysisConfig,
                         is_library: Callable[[str], bool] | None = None) -> pd.DataFrame:
     """The launch table with the ``src_*`` columns (empty where no line is known)."""
-    df = launches.copy()
+    df = launches.copy(deep=False)  # new columns only: the caller's table is not changed
     df["src_file"] = pd.Series(None, index=df.index, dtype=object)
     df["src_line"] = pd.Series(pd.NA, index=df.index, dtype="Int64")
     df["src_function"] = pd.Series(None, index=df.index, dtype=object)

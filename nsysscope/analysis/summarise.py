@@ -40,6 +40,11 @@ from .verdict import notes_for, process_verdict, verdict_line
 MAX_DISTRIBUTION = 4000
 
 
+#: the launch table's columns the summary's steady-state numbers read
+_SUMMARISED = ["klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns", "gpu_start_ns",
+               "gpu_end_ns", "gpu_gap_ns"]
+
+
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
               python_samples: PythonSamples | None = None,
               latent: list[LatentSite] | None = None,
@@ -51,7 +56,7 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
     if busy is None:
         busy = device_busy_intervals(trace, launches)
     table = process_table(trace, launches, busy)
-    steady = launches[launches["steady"]]
+    steady = launches.loc[launches["steady"], _SUMMARISED]
     rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
              if pd.notna(r)}
     groups = coupled_groups(launches)
@@ -91,8 +96,9 @@ def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
     pid_of = dict(zip(table["proc"], table["pid"], strict=True))
     out = []
     for row in table.sort_values("pid", kind="stable").itertuples():
-        own = launches[launches["proc"] == row.proc]
-        steady = own[own["steady"]]
+        own = launches if len(table) == 1 else launches[launches["proc"] == row.proc]
+        steady = own.loc[own["steady"], _SUMMARISED + ["collective_wait_ns", "waited_for",
+                                                       "waited_in"]]
         waits = steady["collective_wait_ns"].to_numpy() / 1e3
         numbers = _steady_numbers(steady)
         p = ProcessSummary(
