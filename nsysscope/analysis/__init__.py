@@ -1,5 +1,6 @@
 """The overlap analysis: pure functions from a :class:`~nsysscope.trace.Trace` to tables and
-a :class:`~nsysscope.model.Summary`. Nothing here reads files, prints or plots."""
+a :class:`~nsysscope.model.Summary`. Nothing here parses files, prints or plots
+(:func:`.windows.analyze_file` only asks the trace layer for a trace, whole or in windows)."""
 
 from __future__ import annotations
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import AnalysisConfig, analyze
+from ..analysis import AnalysisConfig
+from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..export.db import append_parts, write_db
 from ..model import BatchResult, TraceResult
-from ..trace import load
 from ..trace.arrays import cpu_count
 from ..util.progress import progress
 from .aggregate import aggregate
@@ -42,7 +42,7 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
     t0 = time.perf_counter()
     result = TraceResult(path=str(path), rank=rank_of(path))
     try:
-        a = analyze(load(path, nsys=nsys), config)
+        a = analyze_file(path, config, nsys, events=False)
         if per_launch_part:
             write_db(per_launch_part, a, trace=label or str(path), rank=result.rank)
     except NsysscopeError as e:

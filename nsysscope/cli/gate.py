@@ -14,10 +14,9 @@ from typing import Any, TypeVar
 import click
 
 from .. import render
-from ..analysis import analyze
+from ..analysis.windows import analyze_file
 from ..errors import exit_codes_text
 from ..gate import GateThresholds, compare, load_thresholds, read_sides
-from ..trace import load
 from .options import (
     analysis_options,
     check_writable,
@@ -85,7 +84,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
     written."""
     check_writable(output)
     use_cache(no_cache)
-    s = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us)).summary
+    s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events=False).summary
     require_steady(s, warmup)
     text = render.render("report", "json", s)
     write_output(text, output)
@@ -145,7 +144,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
     thresholds, source = load_thresholds(config_file, overrides)
     cfg = config_from(warmup, launch_bound_us)
-    base, cand = read_sides(baseline, candidate, cfg, nsys)
+    base, cand = read_sides(baseline, candidate, cfg, nsys, events=fmt == "html")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))

@@ -8,11 +8,10 @@ import os
 import click
 
 from .. import render
-from ..analysis import analyze
+from ..analysis.windows import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import UnreadableInput
 from ..export import is_db_name, per_launch_table, write_db
-from ..trace import load
 from ..util.progress import note
 from .export import write_perfetto_file
 from .options import (
@@ -111,7 +110,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
              "one trace is analysed here, in this process")
     check_per_launch(per_launch)
-    a = analyze(load(traces[0], nsys=nsys, time_range=span), cfg)
+    a = analyze_file(traces[0], cfg, nsys, span, events=fmt == "html" or bool(perfetto))
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):
         write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import Analysis, AnalysisConfig, analyze, summarize
+from ..analysis import Analysis, AnalysisConfig, summarize
+from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
-from ..trace import load
 from ..trace.formats import is_kineto
 from .checks import check_comparable, run_checks
 from .findings import finding, verdict
@@ -185,32 +185,35 @@ def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = 
     if isinstance(x, (str, Path)):
         if is_summary_file(x):
             return read_summary(x)
-        return analyze(load(x, nsys=nsys), config).summary
+        return analyze_file(x, config, nsys, events=False).summary
     raise TypeError(f"cannot gate a {type(x).__name__}: give a trace path, a summary JSON path, "
                     "a Summary, an Analysis or an OpenTrace")
 
 
-def read_side(x: str, config: AnalysisConfig | None = None,
-              nsys: str | None = None) -> Summary | Analysis:
+def read_side(x: str, config: AnalysisConfig | None = None, nsys: str | None = None,
+              events: bool = True) -> Summary | Analysis:
     """One side as the gate command reads it: a summary file as its Summary, a trace analysed
-    once (an HTML page draws its figures from the analysis)."""
+    once (an HTML page draws its figures from the analysis: ``events``, as
+    :func:`~nsysscope.analysis.windows.analyze_file`)."""
     if is_summary_file(x):
         return read_summary(x)
-    return analyze(load(x, nsys=nsys), config)
+    return analyze_file(x, config, nsys, events=events)
 
 
 def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = None,
-               nsys: str | None = None) -> tuple[Summary | Analysis, Summary | Analysis]:
+               nsys: str | None = None,
+               events: bool = True) -> tuple[Summary | Analysis, Summary | Analysis]:
     """Both sides, read at once where the OS can fork: the baseline in a child process (a
     copy of this one, nothing to import again), the candidate here, so two traces take the
     time of one on two CPUs. An error is the baseline's first."""
     if "fork" not in mp.get_all_start_methods() or is_summary_file(baseline) or \
             is_summary_file(candidate):
-        return read_side(baseline, config, nsys), read_side(candidate, config, nsys)
+        return (read_side(baseline, config, nsys, events),
+                read_side(candidate, config, nsys, events))
     with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
-        base = pool.submit(read_side, baseline, config, nsys)
+        base = pool.submit(read_side, baseline, config, nsys, events)
         try:
-            cand = read_side(candidate, config, nsys)
+            cand = read_side(candidate, config, nsys, events)
         except NsysscopeError:
             base.result()  # the baseline's error, if it has one, comes first
             raise

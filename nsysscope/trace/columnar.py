@@ -37,12 +37,15 @@ _EXTENSION = "sqlite_scanner.duckdb_extension"
 
 
 class ColumnReader:
-    """Runs the loader's SQL over one export; :meth:`read` returns one array per column."""
+    """Runs the loader's SQL over one export; :meth:`read` returns one array per column.
 
-    def __init__(self, db: Path, fallback: sqlite3.Connection) -> None:
+    ``duck``: a DuckDB connection to run it on instead of one of its own (the time windows'
+    copy of the export, :mod:`.windows`, whose owner closes it)."""
+
+    def __init__(self, db: Path, fallback: sqlite3.Connection, duck: Any = None) -> None:
         self.db, self.fallback = Path(db), fallback
-        self._duck: Any = None
-        self._tried = False
+        self._duck: Any = duck
+        self._tried = self._shared = duck is not None
         #: queries DuckDB refused, answered by sqlite3 instead
         self.fallbacks = 0
 
@@ -72,19 +75,21 @@ class ColumnReader:
                 for v, k in zip(cols, kinds, strict=True)]
 
     def close(self) -> None:
-        if self._duck is not None:
+        if self._duck is not None and not self._shared:
             self._duck.close()
-            self._duck = None
+        self._duck = None
 
     def _connection(self) -> Any:
         """DuckDB with the export attached read-only as the default schema, or None."""
         if not self._tried:
             self._tried = True
-            self._duck = _attach(self.db)
+            self._duck = attach(self.db)
         return self._duck
 
 
-def _attach(db: Path) -> Any:
+def attach(db: Path) -> Any:
+    """A DuckDB connection with the export ``db`` attached read-only as ``trace`` (and in
+    use), or None where DuckDB or its SQLite extension is not installed."""
     try:
         import duckdb
         import duckdb_extension_sqlite

@@ -9,6 +9,8 @@ correlation ids, ``proc`` for the process key (:func:`~nsysscope.trace.apis.proc
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,14 +101,9 @@ def load(path: str | Path, nsys: str | None = None,
     conn = connect_readonly(db)
     s: Schema | None = None
     try:
-        s = Schema(conn, Path(path))
-        return _load(s, Path(path), db, span)
-    except sqlite3.DatabaseError as e:
-        raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
-    except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
-        # where nsys writes integers (tests/test_fuzz.py)
-        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
-                              f"({type(e).__name__}: {str(e)[:120]})") from None
+        with damage_reported(path):
+            s = Schema(conn, Path(path))
+            return read_trace(s, Path(path), db, span)
     finally:
         if s is not None:
             s.close()
@@ -114,7 +111,23 @@ def load(path: str | Path, nsys: str | None = None,
             conn.close()
 
 
-def _load(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
+@contextmanager
+def damage_reported(path: str | Path) -> Iterator[None]:
+    """Damage found while reading the export ``path``, said in one line
+    (:class:`NotAnNsysExport`)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
+        # where nsys writes integers (tests/test_fuzz.py)
+        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
+                              f"({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
+    """The :class:`Trace` of ``span`` of the export ``db`` (``path``: as the user named it),
+    read through ``s``."""
     with progress(f"reading {path.name}", total=6) as bar:
         api = tables.api_table(s, span)
         # the GPU work and records of the calls read

@@ -81,8 +81,9 @@ def truncation(db: Path) -> str | None:
 class Schema:
     """Tables, columns, enums and version of one export."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self.conn, self.path = conn, path
+    def __init__(self, conn: sqlite3.Connection, path: Path, duck: Any = None) -> None:
+        """``duck``: the DuckDB connection :meth:`read` runs on (default: its own)."""
+        self.conn, self.path, self._duck = conn, path, duck
         cut = truncation(self._file())
         if cut:
             raise NotAnNsysExport(f"{path}: truncated export ({cut}); copy or export it again")
@@ -99,7 +100,7 @@ class Schema:
 
     @cached_property
     def _reader(self) -> ColumnReader:
-        return ColumnReader(self._file(), self.conn)
+        return ColumnReader(self._file(), self.conn, self._duck)
 
     def read(self, sql: str, kinds: str, params: tuple = ()) -> list[Any]:
         """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical),

@@ -48,9 +48,27 @@ _ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
 
 
 def resolve(path: str | os.PathLike, nsys: str | None = None) -> Path:
-    """A path to an SQLite export holding the trace ``path`` refers to."""
+    """A path to an SQLite export holding the trace ``path`` refers to. Asked again for the
+    same unchanged file in one process (a look at its size, then the read: see
+    :func:`.windows.in_windows`), the same export, without exporting, decompressing or
+    saying anything again."""
     p = Path(path)
     head = _read_head(p)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, nsys, str(cache_dir()),
+           cache_disabled())
+    known = _RESOLVED.get(key)
+    if known is not None and known.exists():
+        return known
+    _RESOLVED[key] = db = _resolve(p, head, nsys)
+    return db
+
+
+#: what :func:`resolve` found for a file, by path, size, modification time, nsys and cache
+_RESOLVED: dict[tuple[str, int, int, str | None, str, bool], Path] = {}
+
+
+def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
     name = p.name.lower()
     if head.startswith(SQLITE_MAGIC):
         return p

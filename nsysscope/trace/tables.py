@@ -17,11 +17,7 @@ def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols + ["proc"]}
                             | {"status": pd.Series(dtype="int32"), "name": pd.Series(dtype=str)})
-    # every CUDA API name in the string table (the names present in the calls are found
-    # later, from the rows read: asking SQLite for them first would scan the table twice)
-    names = {i: api_base_name(v) for i, v in s.conn.execute(
-        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")}
-    wanted = {i: n for i, n in names.items() if wanted_api(n)}
+    wanted = wanted_api_ids(s)
     ids = ",".join(str(i) for i in wanted) or "NULL"
     has_ret = "returnValue" in s.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
     ret = "IFNULL(returnValue, 0)" if has_ret else "0"
@@ -47,6 +43,15 @@ def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     df["name"] = pd.Categorical.from_codes(remap[name_codes],
                                            categories=[categories[i] for i in present])
     return df
+
+
+def wanted_api_ids(s: Schema) -> dict[int, str]:
+    """The string ids of the CUDA API calls nsysscope reads, and their base names: every such
+    name in the string table (the names present in the calls are found later, from the rows
+    read: asking SQLite for them first would scan the table twice)."""
+    names = {i: api_base_name(v) for i, v in s.conn.execute(
+        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")}
+    return {i: n for i, n in names.items() if wanted_api(n)}
 
 
 def syncs_table(s: Schema, of_calls: str = "") -> pd.DataFrame:

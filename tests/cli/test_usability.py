@@ -98,7 +98,7 @@ def test_per_launch_to_a_missing_folder_is_exit_2(sample_path, tmp_path, monkeyp
 
     def no_analysis(*a, **k):  # the path is checked before any analysis
         raise AssertionError("analysed before checking the output path")
-    monkeypatch.setattr(report, "analyze", no_analysis)
+    monkeypatch.setattr(report, "analyze_file", no_analysis)
     line = one_error_line(run("report", sample_path("case1"), "--per-launch",
                               tmp_path / "missing" / "x.csv"), 2)
     assert line.endswith(f"--per-launch {tmp_path / 'missing' / 'x.csv'}: cannot write: no such "
@@ -127,7 +127,7 @@ def test_parquet_without_pyarrow_fails_first_naming_the_extra(sample_path, tmp_p
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("pyarrow", "fastparquet")
                         else real(name, *a))
-    monkeypatch.setattr(report, "analyze", lambda *a, **k: pytest.fail("analysed first"))
+    monkeypatch.setattr(report, "analyze_file", lambda *a, **k: pytest.fail("analysed first"))
     line = one_error_line(run("report", sample_path("case1"), "--per-launch",
                               tmp_path / "x.parquet"), 2)
     assert "writing parquet needs pyarrow: pip install 'nsysscope[parquet]'" in line

@@ -69,7 +69,7 @@ def test_a_text_column_is_the_same_categorical_from_either_engine(case1_copy, mo
         return pd.DataFrame({"start": start, "text": text}, index=rowid).sort_index()
 
     fast = read()
-    monkeypatch.setattr(columnar, "_attach", lambda db: None)
+    monkeypatch.setattr(columnar, "attach", lambda db: None)
     slow = read()
     pd.testing.assert_frame_equal(fast, slow)
     with sqlite3.connect(case1_copy) as c:

@@ -117,7 +117,7 @@ def test_duckdb_and_sqlite3_read_the_same_tables(replica, monkeypatch):
         tables.api_table(s), tables.nvtx_table(s), GpuWork(s)
         assert s.read("SELECT 1", "i")[0].tolist() == [1]
         assert s.fallbacks == 0
-    monkeypatch.setattr(columnar, "_attach", lambda db: None)
+    monkeypatch.setattr(columnar, "attach", lambda db: None)
     slow = load(dst)
     for name in ("api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx", "threads",
                  "processes", "collectives"):

@@ -1,0 +1,159 @@
+"""A long trace analysed one time window at a time (:mod:`nsysscope.trace.windows`), and
+:func:`analyze_file`, which decides whether a trace is read whole or in windows.
+
+Each window's :class:`~nsysscope.analysis.LaunchRows` are kept for what the window owns (the
+launches whose call starts in it, the blocks, busy time, copies and NVTX steps that start in
+it), put together, and finished as the whole trace's rows would be: warm-up, steady state,
+source lines, step costs and the summary see every launch at once. Memory holds one window's
+events and every window's per-launch rows, not the whole trace's events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.load import Trace, load
+from ..trace.time_range import TimeRange
+from ..trace.windows import Window, in_windows
+from ..util.memory import return_freed_memory
+from . import Analysis, LaunchRows, analyze, finish, launch_rows
+from .config import AnalysisConfig
+from .nvtx import NvtxIndex, names_step
+from .pairs import PairIndex
+
+
+def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str | None = None,
+                 time_range: TimeRange | None = None, events: bool = True) -> Analysis:
+    """Load and analyse the trace at ``path`` (or ``time_range`` of it). A long one is read in
+    windows, in bounded memory, unless ``events`` are asked for: the figures of an HTML page
+    and a Perfetto timeline draw the trace's events from ``Analysis.trace``, which a windowed
+    analysis does not keep."""
+    windows = None if events or (time_range and not time_range.whole) else \
+        in_windows(path, nsys=nsys)
+    if windows is None:
+        return analyze(load(path, nsys=nsys, time_range=time_range), cfg)
+    cfg = cfg or AnalysisConfig()
+    with windows:  # the copy of the export is gone before the summary is made
+        outline, rows = windowed_rows(windows.traces(), cfg)
+    return finish(outline, rows, cfg)
+
+
+def analyze_windows(windows: Iterable[tuple[Trace, Window]],
+                    cfg: AnalysisConfig | None = None) -> Analysis:
+    """The :class:`Analysis` of a trace read in ``windows`` (in time order). Its ``trace``
+    holds what the summary reads (the first window's identity and processes, the NVTX
+    steps), not the events; its text columns are categoricals."""
+    cfg = cfg or AnalysisConfig()
+    return finish(*windowed_rows(windows, cfg), cfg)
+
+
+def windowed_rows(windows: Iterable[tuple[Trace, Window]],
+                  cfg: AnalysisConfig) -> tuple[Trace, LaunchRows]:
+    """The rows of the whole trace read in ``windows``, and the trace without its events
+    but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads)."""
+    return_freed_memory()
+    owned: list[_Owned] = []
+    steps: list[pd.DataFrame] = []
+    outline: Trace | None = None
+    for trace, window in windows:
+        outline = outline or _outline(trace)
+        owned.append(_Owned.of(launch_rows(trace, cfg), window))
+        nv = trace.nvtx
+        steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
+        del trace, nv  # the next window's events take their place
+    if outline is None:
+        raise ValueError("no window to analyse")
+    nvtx = pd.concat(steps, ignore_index=True)
+    nvtx["text"] = nvtx["text"].astype(str).astype("category")
+    return dataclasses.replace(outline, nvtx=nvtx), _joined(owned, NvtxIndex.of(nvtx))
+
+
+def _outline(trace: Trace) -> Trace:
+    """``trace`` without its events: its identity (as of the whole trace), threads and
+    processes."""
+    return dataclasses.replace(
+        trace, meta=dataclasses.replace(trace.meta, time_range_ns=None),
+        **{t: getattr(trace, t).iloc[:0] for t in (
+            "api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx", "collectives")})
+
+
+Columns = dict[str, Any]
+
+
+@dataclass
+class _Owned:
+    """What one window owns (the module's doc), as columns that own their memory: the
+    windows' rows are joined a column at a time, each window's freed as it is copied."""
+
+    launches: Columns
+    blocks: Columns
+    busy: Columns
+    latent: pd.DataFrame
+
+    @classmethod
+    def of(cls, rows: LaunchRows, w: Window) -> _Owned:
+        busy = rows.busy
+        if w.start_ns is not None:
+            busy = busy.assign(start_ns=busy["start_ns"].clip(lower=w.start_ns))
+        if w.end_ns is not None:
+            busy = busy.assign(end_ns=busy["end_ns"].clip(upper=w.end_ns))
+        return cls(
+            launches=_columns(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())]),
+            blocks=_columns(rows.blocks[w.owns(rows.blocks["start_ns"].to_numpy())]),
+            # ~7 busy intervals per launch: their process and device, a few values, as codes
+            busy=_columns(busy[busy["end_ns"] > busy["start_ns"]].astype(
+                {"proc": "category", "device": "category"})),
+            latent=rows.latent[w.owns(rows.latent["start_ns"].to_numpy())])
+
+
+def _columns(df: pd.DataFrame) -> Columns:
+    """``df``'s columns, copied out of its blocks, text as categoricals: a few names (API
+    chains, NVTX paths, threads) repeat over every launch, and a Python string per row and
+    column would make the windows' rows together as big as the events they replace."""
+    out: Columns = {}
+    for c in df.columns:
+        v = df[c]
+        text = v.dtype == object or pd.api.types.is_string_dtype(v)
+        out[c] = pd.Categorical(v) if text or isinstance(v.dtype, pd.CategoricalDtype) \
+            else v.to_numpy().copy()
+    return out
+
+
+def _join(parts: list[Columns]) -> pd.DataFrame:
+    """The parts' columns one after the other, a column at a time (each part's copy of it
+    dropped as it is joined); categoricals over their categories in all parts."""
+    out: Columns = {}
+    for c in list(parts[0]):
+        values = [p.pop(c) for p in parts]
+        if isinstance(values[0], pd.Categorical):
+            cats = pd.Index(sorted(set().union(*(v.categories for v in values)), key=str))
+            out[c] = pd.Categorical.from_codes(
+                np.concatenate([v.set_categories(cats).codes for v in values]), cats)
+        else:
+            out[c] = np.concatenate(values)
+    return pd.DataFrame(out, copy=False)
+
+
+def _joined(parts: list[_Owned], nvtx: NvtxIndex) -> LaunchRows:
+    """The windows' rows as one trace's: launches and blocks numbered again (a launch's
+    block found by its thread and start), copies in the whole trace's order."""
+    launches = _join([p.launches for p in parts])
+    blocks = _join([p.blocks for p in parts])
+    busy = _join([p.busy for p in parts])
+    launches["launch"] = np.arange(len(launches))
+    blocks["block"] = np.arange(len(blocks))
+    waited = launches["block"].to_numpy() >= 0
+    launches.loc[waited, "block"] = PairIndex.of(blocks["tid"], blocks["start_ns"]).first_row(
+        launches.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
+        launches.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
+    latent = pd.concat([p.latent for p in parts], ignore_index=True)
+    # as one read lists them: every upload, then every readback
+    latent = latent.iloc[np.argsort(latent["kind"].to_numpy() != "cpu_to_gpu", kind="stable")]
+    return LaunchRows(launches, blocks, busy, latent.reset_index(drop=True), nvtx)

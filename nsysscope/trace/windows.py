@@ -1,0 +1,234 @@
+"""A long trace read one time window at a time, so that its analysis holds one window's
+events at once, not all of them (:func:`nsysscope.analysis.windows.analyze_windows`).
+
+Windows are cut between graph launches, every :data:`WINDOW_LAUNCHES` of them. A window owns
+the launches whose call starts in it, and reads a little more on each side
+(:data:`MARGIN_LAUNCHES` launches of every process): a launch is judged from the events around
+it (its replay, the host block after it, the NVTX ranges around that), and these margins hold
+them, so the launches of consecutive windows put together are the whole trace's, to the
+nanosecond (``tests/analysis/test_windows.py``).
+
+DuckDB's SQLite scanner reads a whole table whatever a query filters, so N windows read from
+the export would scan it N times. Instead the columns the loader reads are copied once, in one
+pass per table and in the table's order, into Parquet files in a temporary folder, and each
+window runs the loader's own SQL (:func:`.load.read_trace`) on views of them: Parquet keeps
+the smallest and largest value of every column per group of rows, so DuckDB skips the groups
+that a window's time range (``start``, ``end``) or correlation ids cannot match. Exports keep
+their rows roughly in time order, so a window reads little more than its own rows.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..util.progress import progress
+from .apis import LAUNCH_APIS, process_of
+from .columnar import attach
+from .formats import json_kind
+from .load import Trace, damage_reported, read_trace
+from .schema import Schema, connect_readonly
+from .sources import resolve
+from .tables import wanted_api_ids
+from .time_range import TimeRange
+
+#: launches a window owns (one window's analysis holds ~6 KB per launch: bench/README.md)
+WINDOW_LAUNCHES = 50_000
+#: launches of every process a window reads before and after its own (the samples need 1
+#: before and 3 after: tests/analysis/test_windows.py)
+MARGIN_LAUNCHES = 8
+#: a trace with more CUDA calls than this is read in windows (~3 * 10^5 graph launches of a
+#: single-process engine; an export of fewer fits in ~2 GB read whole)
+WINDOWED_CALLS = 8_000_000
+
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+#: the event tables the loader reads with :meth:`.Schema.read`
+_COPIED = (_RUNTIME, "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+           "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+#: the columns of those the loader reads (a column missing here is found by the windows
+#: test: DuckDB refuses the query, and sqlite3 answers it, slowly, from the export)
+_COLUMNS = frozenset({
+    "start", "end", "globalTid", "globalPid", "correlationId", "nameId", "returnValue",
+    "eventType", "text", "textId", "streamId", "deviceId", "graphNodeId", "shortName",
+    "demangledName", "copyKind", "srcKind", "dstKind", "bytes", "eventSyncId"})
+
+
+@dataclass(frozen=True)
+class Window:
+    """Owns the launches whose call starts in ``[start_ns, end_ns)`` (None: open-ended);
+    reads ``read``."""
+
+    start_ns: int | None
+    end_ns: int | None
+    read: TimeRange
+
+    def owns(self, t: np.ndarray) -> np.ndarray:
+        """Whether each time ``t`` falls in this window's own span."""
+        inside = np.ones(len(t), dtype=bool)
+        if self.start_ns is not None:
+            inside &= t >= self.start_ns
+        if self.end_ns is not None:
+            inside &= t < self.end_ns
+        return inside
+
+
+def plan_windows(launches: pd.DataFrame, per_window: int = WINDOW_LAUNCHES,
+                 margin: int = MARGIN_LAUNCHES) -> list[Window]:
+    """The windows of a trace whose graph launches are ``launches`` (``proc, start_ns``):
+    every ``per_window`` launches, the last one at least half that."""
+    starts = np.sort(launches["start_ns"].to_numpy())
+    cuts = starts[np.arange(per_window, len(starts) - per_window // 2, per_window)]
+    edges = [None, *cuts.tolist(), None]
+    own = [np.sort(p.to_numpy()) for _, p in launches.groupby("proc")["start_ns"]]
+    return [Window(start, end, TimeRange(_before(own, start, margin), _after(own, end, margin)))
+            for start, end in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _before(own: list[np.ndarray], t: int | None, n: int) -> int | None:
+    """The start of the earliest of each process's ``n``-th launch before ``t`` (None: a
+    process has fewer, or ``t`` is open)."""
+    if t is None:
+        return None
+    firsts = []
+    for starts in own:
+        i = np.searchsorted(starts, t) - n
+        if i < 0:
+            return None
+        firsts.append(starts[i])
+    return int(min(firsts))
+
+
+def _after(own: list[np.ndarray], t: int | None, n: int) -> int | None:
+    """Just past the latest of each process's ``n``-th launch from ``t`` on (None: as
+    :func:`_before`)."""
+    if t is None:
+        return None
+    lasts = []
+    for starts in own:
+        i = np.searchsorted(starts, t) + n
+        if i >= len(starts):
+            return None
+        lasts.append(starts[i])
+    return int(max(lasts)) + 1
+
+
+class TraceWindows:
+    """An nsys export copied for reading in :class:`Window`\\ s (a context manager: the copy
+    is deleted on exit). :meth:`traces` yields each window's :class:`Trace`."""
+
+    def __init__(self, path: str | Path, db: Path, duck: Any,
+                 per_window: int = WINDOW_LAUNCHES, margin: int = MARGIN_LAUNCHES) -> None:
+        self.path, self.db, self._duck = Path(path), db, duck
+        self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
+        self._schema = Schema(connect_readonly(db), self.path, duck=duck)
+        try:
+            with damage_reported(path):
+                self._copy()
+                self.windows = plan_windows(self._launches(), per_window, margin)
+        except BaseException:
+            self.close()
+            raise
+
+    def traces(self) -> Iterator[tuple[Trace, Window]]:
+        """Each window's trace, read when asked for (one at a time in memory)."""
+        n = len(self.windows)
+        with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar:
+            for w in self.windows:
+                with damage_reported(self.path):
+                    trace = read_trace(self._schema, self.path, self.db, w.read)
+                yield trace, w
+                bar.advance()
+
+    @property
+    def fallbacks(self) -> int:
+        """Window queries DuckDB refused and sqlite3 answered from the export (0: the copy
+        holds every column the loader reads)."""
+        return self._schema.fallbacks
+
+    def close(self) -> None:
+        self._schema.close()
+        self._duck.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> TraceWindows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _copy(self) -> None:
+        """The columns the loader reads of each event table (of the CUDA calls, only the
+        calls it reads), to Parquet in the table's order; a view of each in its place."""
+        d = self._duck
+        d.execute("SET preserve_insertion_order = true")  # ties keep their table order
+        views = []
+        with progress(f"copying {self.path.name} to read it in windows",
+                      total=len(_COPIED)) as bar:
+            for table in _COPIED:
+                views += self._copy_table(table)
+                bar.advance()
+        d.execute("USE memory")
+        for view in views:
+            d.execute(view)
+        d.execute("SET search_path = 'memory.main,trace.main'")  # the rest: from the export
+
+    def _copy_table(self, table: str) -> list[str]:
+        """Copy ``table`` (:meth:`_copy`); the SQL of its view, if it has anything to copy."""
+        cols = sorted(self._schema.columns(table) & _COLUMNS)
+        if not cols:
+            return []
+        where = ""
+        if table == _RUNTIME:
+            where = f" WHERE nameId IN ({','.join(map(str, wanted_api_ids(self._schema)))})"
+        out = _sql_text(self._dir / f"{table}.parquet")
+        listed = ", ".join(f'"{c}"' for c in cols)
+        self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
+                           f"{where}) TO '{out}' (FORMAT parquet, COMPRESSION zstd)")
+        return [f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}')"]
+
+    def _launches(self) -> pd.DataFrame:
+        """``proc, start_ns`` of every graph launch."""
+        ids = [i for i, n in wanted_api_ids(self._schema).items() if n in LAUNCH_APIS]
+        start, tid = self._schema.read(
+            f"SELECT start, IFNULL(globalTid, -1) FROM {_RUNTIME} "
+            f"WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})", "ii")
+        return pd.DataFrame({"proc": process_of(tid), "start_ns": start})
+
+
+def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None = None,
+               calls: int | None = None) -> TraceWindows | None:
+    """``path`` ready to read in windows of ``per_window`` launches (default
+    :data:`WINDOW_LAUNCHES`) when it holds more than ``calls`` CUDA calls (default
+    :data:`WINDOWED_CALLS`), else None: read it whole with :func:`.load.load`, which also
+    says what is wrong with a file that cannot be read (nothing is reported here)."""
+    calls = WINDOWED_CALLS if calls is None else calls
+    if json_kind(path) is not None:
+        return None
+    try:
+        db = resolve(path, nsys=nsys)
+        conn = connect_readonly(db)
+        try:
+            rows = conn.execute(f"SELECT MAX(rowid) FROM {_RUNTIME}").fetchone()[0]
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError):
+        return None
+    if not rows or rows <= calls:
+        return None
+    duck = attach(db)
+    if duck is None:
+        return None
+    return TraceWindows(path, db, duck, per_window or WINDOW_LAUNCHES)
+
+
+def _sql_text(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -1,0 +1,121 @@
+"""A long trace analysed in time windows (``nsysscope.trace.windows``,
+``nsysscope.analysis.windows``) gives the whole trace's analysis, to the nanosecond: checked on
+the real H200 samples cut into windows of 40 launches (5 to 10 per sample, so every kind of
+event lies on some window's edge)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from nsysscope.analysis.windows import analyze_file, analyze_windows
+from nsysscope.cli import cli
+from nsysscope.trace import windows as trace_windows
+from nsysscope.trace.windows import in_windows, plan_windows
+
+#: small enough that every sample has several windows, each edge next to a few launches
+SMALL = 40
+
+
+def comparable(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as Python objects with None for missing (a windowed analysis holds text
+    as categoricals, the whole one as strings; the values are what is compared)."""
+    df = df.reset_index(drop=True).copy()
+    for c in df.columns:
+        if df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype) or \
+                pd.api.types.is_string_dtype(df[c]):
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
+
+
+def windowed(path, per_window=SMALL):
+    tw = in_windows(path, per_window=per_window, calls=0)
+    assert tw is not None
+    with tw:
+        a = analyze_windows(tw.traces())
+        assert tw.fallbacks == 0  # DuckDB answered every window from the copy
+        return a, len(tw.windows)
+
+
+@pytest.mark.parametrize("name", ["case1", "case2", "both", "case1_py", "twoproc", "tp2_case1",
+                                  "outcopy_case1_every8", "poll_case1", "poll_async_case1"])
+def test_windows_give_the_whole_traces_analysis(sample_path, analysed, name):
+    """Every launch and block, and the summary with its per-launch distributions, sites,
+    latent patterns, processes and source lines. Cases: both stall kinds, Python samples,
+    two processes, tensor-parallel collectives, side-stream copies, polling hosts."""
+    whole = analysed(name)
+    part, n = windowed(sample_path(name))
+    assert n >= 2
+    pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(comparable(part.blocks), comparable(whole.blocks),
+                                  check_dtype=False)
+    assert json.loads(part.summary.to_json(with_distributions=True)) == \
+        json.loads(whole.summary.to_json(with_distributions=True))
+
+
+def test_windows_own_every_launch_once_and_read_around_it(analysed):
+    launches = analysed("twoproc").launches.rename(columns={"api_start_ns": "start_ns"})
+    plan = plan_windows(launches[["proc", "start_ns"]], per_window=SMALL, margin=8)
+    t = launches["start_ns"].to_numpy()
+    owners = np.sum([w.owns(t) for w in plan], axis=0)
+    assert (owners == 1).all()
+    # every window but the last owns SMALL launches; the last at least half as many
+    sizes = [int(w.owns(t).sum()) for w in plan]
+    assert sizes[:-1] == [SMALL] * (len(plan) - 1) and SMALL // 2 <= sizes[-1] < 2 * SMALL
+    for w in plan[1:-1]:  # 8 launches of each process on either side are read too (or all
+        # of them, reading from the trace's start or to its end)
+        lo, hi = w.read.start_ns or -np.inf, w.read.end_ns or np.inf
+        for _, own in launches.groupby("proc"):
+            s = own["start_ns"].to_numpy()
+            assert ((s >= lo) & (s < w.start_ns)).sum() >= min(8, (s < w.start_ns).sum())
+            assert ((s >= w.end_ns) & (s < hi)).sum() >= min(8, (s >= w.end_ns).sum())
+            assert ((s >= lo) & (s < w.start_ns)).sum() >= 8 or lo == -np.inf
+
+
+def test_a_small_trace_is_read_whole(sample_path):
+    assert in_windows(sample_path("case1")) is None  # 300 launches: far below the bound
+
+
+def test_without_duckdb_a_trace_is_read_whole(sample_path, monkeypatch):
+    monkeypatch.setattr(trace_windows, "attach", lambda db: None)
+    assert in_windows(sample_path("case1"), calls=0) is None
+
+
+def test_the_copy_is_removed_and_the_trace_left_alone(sample_path):
+    path = sample_path("case1")
+    before = (path.stat().st_size, path.stat().st_mtime_ns)
+    tmp = set(os.listdir(tempfile.gettempdir()))
+    windowed(path)
+    assert not {p for p in set(os.listdir(tempfile.gettempdir())) - tmp
+                if p.startswith("nsysscope-windows-")}
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == before
+
+
+def test_report_reads_a_long_trace_in_windows(sample_path, monkeypatch):
+    """The CLI's choice: text and JSON in windows past the bound, the same bytes as whole;
+    HTML (its figures draw the events) whole."""
+    path = str(sample_path("case2"))
+    whole = CliRunner().invoke(cli, ["report", path, "--format", "json"]).output
+    calls = []
+    monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
+    monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", SMALL)
+    monkeypatch.setattr(trace_windows.TraceWindows, "traces",
+                        _counting(trace_windows.TraceWindows.traces, calls))
+    r = CliRunner().invoke(cli, ["report", path, "--format", "json"])
+    assert r.exit_code == 0 and calls and r.output == whole
+    calls.clear()
+    assert analyze_file(path, events=True).trace.api.shape[0] > 0 and not calls
+
+
+def _counting(traces, calls):
+    def wrapped(self):
+        calls.append(len(self.windows))
+        return traces(self)
+    return wrapped
