@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..trace.load import Trace, load
 from ..trace.time_range import TimeRange
-from ..trace.windows import Window, in_windows
+from ..trace.windows import TraceWindows, Window, in_windows
 from ..util.memory import return_freed_memory
 from . import Analysis, LaunchRows, analyze, finish, launch_rows
 from .config import AnalysisConfig
@@ -39,19 +39,18 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
         in_windows(path, nsys=nsys)
     if windows is None:
         return analyze(load(path, nsys=nsys, time_range=time_range), cfg)
+    return analyze_windows(windows, cfg)
+
+
+def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
+    """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
+    copy of the export is gone before the summary is made). Its ``trace`` holds what the
+    summary reads (the first window's identity and processes, the NVTX steps), not the
+    events; its text columns are categoricals."""
     cfg = cfg or AnalysisConfig()
-    with windows:  # the copy of the export is gone before the summary is made
+    with windows:
         outline, rows = windowed_rows(windows.traces(), cfg)
     return finish(outline, rows, cfg)
-
-
-def analyze_windows(windows: Iterable[tuple[Trace, Window]],
-                    cfg: AnalysisConfig | None = None) -> Analysis:
-    """The :class:`Analysis` of a trace read in ``windows`` (in time order). Its ``trace``
-    holds what the summary reads (the first window's identity and processes, the NVTX
-    steps), not the events; its text columns are categoricals."""
-    cfg = cfg or AnalysisConfig()
-    return finish(*windowed_rows(windows, cfg), cfg)
 
 
 def windowed_rows(windows: Iterable[tuple[Trace, Window]],

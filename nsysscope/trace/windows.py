@@ -10,11 +10,12 @@ nanosecond (``tests/analysis/test_windows.py``).
 
 DuckDB's SQLite scanner reads a whole table whatever a query filters, so N windows read from
 the export would scan it N times. Instead the columns the loader reads are copied once, in one
-pass per table and in the table's order, into Parquet files in a temporary folder, and each
-window runs the loader's own SQL (:func:`.load.read_trace`) on views of them: Parquet keeps
-the smallest and largest value of every column per group of rows, so DuckDB skips the groups
-that a window's time range (``start``, ``end``) or correlation ids cannot match. Exports keep
-their rows roughly in time order, so a window reads little more than its own rows.
+pass per table (on every core, each writing the stretch of the table it read), into Parquet
+files in a temporary folder, and each window runs the loader's own SQL
+(:func:`.load.read_trace`) on views of them, in the table's order: Parquet keeps the smallest
+and largest value of every column per group of rows, so DuckDB skips the groups that a
+window's time range (``start``, ``end``) or correlation ids cannot match. Exports keep their
+rows roughly in time order, so a window reads little more than its own rows.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..util.progress import progress
+from ..util.progress import note, progress
 from .apis import LAUNCH_APIS, process_of
 from .columnar import attach
 from .formats import json_kind
@@ -128,9 +129,10 @@ class TraceWindows:
     def __init__(self, path: str | Path, db: Path, duck: Any,
                  per_window: int = WINDOW_LAUNCHES, margin: int = MARGIN_LAUNCHES) -> None:
         self.path, self.db, self._duck = Path(path), db, duck
-        self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
+        self._dir: Path | None = None
         self._schema = Schema(connect_readonly(db), self.path, duck=duck)
         try:
+            self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
             with damage_reported(path):
                 self._copy()
                 self.windows = plan_windows(self._launches(), per_window, margin)
@@ -157,7 +159,8 @@ class TraceWindows:
     def close(self) -> None:
         self._schema.close()
         self._duck.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> TraceWindows:
         return self
@@ -169,13 +172,14 @@ class TraceWindows:
         """The columns the loader reads of each event table (of the CUDA calls, only the
         calls it reads), to Parquet in the table's order; a view of each in its place."""
         d = self._duck
-        d.execute("SET preserve_insertion_order = true")  # ties keep their table order
+        d.execute("SET preserve_insertion_order = false")  # each core writes as it reads
         views = []
         with progress(f"copying {self.path.name} to read it in windows",
                       total=len(_COPIED)) as bar:
             for table in _COPIED:
                 views += self._copy_table(table)
                 bar.advance()
+        d.execute("SET preserve_insertion_order = true")
         d.execute("USE memory")
         for view in views:
             d.execute(view)
@@ -193,7 +197,9 @@ class TraceWindows:
         listed = ", ".join(f'"{c}"' for c in cols)
         self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
                            f"{where}) TO '{out}' (FORMAT parquet, COMPRESSION zstd)")
-        return [f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}')"]
+        # in the table's order again (ties keep it): each window sorts only what it reads
+        return [f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}') "
+                "ORDER BY rowid"]
 
     def _launches(self) -> pd.DataFrame:
         """``proc, start_ns`` of every graph launch."""
@@ -227,7 +233,14 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
     duck = attach(db)
     if duck is None:
         return None
-    return TraceWindows(path, db, duck, per_window or WINDOW_LAUNCHES)
+    import duckdb
+
+    try:
+        return TraceWindows(path, db, duck, per_window or WINDOW_LAUNCHES)
+    except (duckdb.Error, OSError) as e:  # no room for the copy, say: read it whole
+        note(f"reading {Path(path).name} whole: its copy for reading in windows failed "
+             f"({str(e).splitlines()[0][:160]})")
+        return None
 
 
 def _sql_text(path: Path) -> str:

@@ -37,10 +37,9 @@ def comparable(df: pd.DataFrame) -> pd.DataFrame:
 def windowed(path, per_window=SMALL):
     tw = in_windows(path, per_window=per_window, calls=0)
     assert tw is not None
-    with tw:
-        a = analyze_windows(tw.traces())
-        assert tw.fallbacks == 0  # DuckDB answered every window from the copy
-        return a, len(tw.windows)
+    a = analyze_windows(tw)
+    assert tw.fallbacks == 0  # DuckDB answered every window from the copy
+    return a, len(tw.windows)
 
 
 @pytest.mark.parametrize("name", ["case1", "case2", "both", "case1_py", "twoproc", "tp2_case1",
@@ -86,6 +85,18 @@ def test_a_small_trace_is_read_whole(sample_path):
 def test_without_duckdb_a_trace_is_read_whole(sample_path, monkeypatch):
     monkeypatch.setattr(trace_windows, "attach", lambda db: None)
     assert in_windows(sample_path("case1"), calls=0) is None
+
+
+def test_no_room_for_the_copy_reads_the_trace_whole(sample_path, monkeypatch, capsys):
+    def no_room(self):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(trace_windows.TraceWindows, "_copy", no_room)
+    tmp = set(os.listdir(tempfile.gettempdir()))
+    assert in_windows(sample_path("case1"), calls=0) is None
+    assert "case1_300.sqlite.xz whole: its copy for reading in windows failed ([Errno 28] " \
+        "No space left on device)" in capsys.readouterr().err
+    assert not {p for p in set(os.listdir(tempfile.gettempdir())) - tmp
+                if p.startswith("nsysscope-windows-")}
 
 
 def test_the_copy_is_removed_and_the_trace_left_alone(sample_path):
