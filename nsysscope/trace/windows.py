@@ -95,31 +95,38 @@ def plan_windows(launches: pd.DataFrame, per_window: int = WINDOW_LAUNCHES,
 
 
 def _before(own: list[np.ndarray], t: int | None, n: int) -> int | None:
-    """The start of the earliest of each process's ``n``-th launch before ``t`` (None: a
-    process has fewer, or ``t`` is open)."""
+    """The earliest start of each process's ``n``-th launch before ``t`` (None: one has
+    fewer, or ``t`` is open). Only processes that launch on both sides of ``t`` count: one
+    that ended, or has not started, has nothing to do with the launches around ``t``, and
+    would make every window read back to its end."""
     if t is None:
         return None
     firsts = []
     for starts in own:
-        i = np.searchsorted(starts, t) - n
-        if i < 0:
+        before = int(np.searchsorted(starts, t))
+        if before in (0, len(starts)):
+            continue
+        if before < n:
             return None
-        firsts.append(starts[i])
-    return int(min(firsts))
+        firsts.append(starts[before - n])
+    return int(min(firsts)) if firsts else None
 
 
 def _after(own: list[np.ndarray], t: int | None, n: int) -> int | None:
-    """Just past the latest of each process's ``n``-th launch from ``t`` on (None: as
+    """Just past the latest start of each process's ``n``-th launch after the one at ``t``
+    (or after ``t``), of the processes that launch on both sides of ``t`` (None: as
     :func:`_before`)."""
     if t is None:
         return None
     lasts = []
     for starts in own:
-        i = np.searchsorted(starts, t) + n
-        if i >= len(starts):
+        first = int(np.searchsorted(starts, t))
+        if first in (0, len(starts)):
+            continue
+        if first + n >= len(starts):
             return None
-        lasts.append(starts[i])
-    return int(max(lasts)) + 1
+        lasts.append(starts[first + n])
+    return int(max(lasts)) + 1 if lasts else None
 
 
 class TraceWindows:

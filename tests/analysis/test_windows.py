@@ -68,14 +68,30 @@ def test_windows_own_every_launch_once_and_read_around_it(analysed):
     # every window but the last owns SMALL launches; the last at least half as many
     sizes = [int(w.owns(t).sum()) for w in plan]
     assert sizes[:-1] == [SMALL] * (len(plan) - 1) and SMALL // 2 <= sizes[-1] < 2 * SMALL
-    for w in plan[1:-1]:  # 8 launches of each process on either side are read too (or all
-        # of them, reading from the trace's start or to its end)
+    for w in plan[1:-1]:  # 8 launches of each process on either side are read too (all of
+        # them, reading from the trace's start or to its end, where it has fewer)
         lo, hi = w.read.start_ns or -np.inf, w.read.end_ns or np.inf
         for _, own in launches.groupby("proc"):
             s = own["start_ns"].to_numpy()
-            assert ((s >= lo) & (s < w.start_ns)).sum() >= min(8, (s < w.start_ns).sum())
-            assert ((s >= w.end_ns) & (s < hi)).sum() >= min(8, (s >= w.end_ns).sum())
-            assert ((s >= lo) & (s < w.start_ns)).sum() >= 8 or lo == -np.inf
+            for edge in (w.start_ns, w.end_ns):
+                before, after = s[s < edge], s[s >= edge]
+                if len(before) and len(after):  # a process running across the edge
+                    assert ((before >= lo) & (before < hi)).sum() >= min(8, len(before))
+                    assert ((after >= lo) & (after < hi)).sum() >= min(9, len(after))
+
+
+def test_a_process_that_ended_does_not_stretch_the_later_windows():
+    """Two engines; one stops after 100 launches: the windows after it read 8 launches of the
+    other around their own, not the rest of the trace."""
+    long = pd.DataFrame({"proc": 1, "start_ns": np.arange(1000) * 10})
+    short = pd.DataFrame({"proc": 2, "start_ns": np.arange(100) * 10 + 5})
+    plan = plan_windows(pd.concat([long, short]), per_window=100, margin=8)
+    later = [w for w in plan if w.start_ns is not None and w.start_ns > 1100]
+    assert len(later) >= 5
+    for w in later[:-1]:
+        assert w.read.end_ns == w.end_ns + 80 + 1 and w.read.start_ns == w.start_ns - 80
+    # while both run, both count: the first window reads 8 launches of each past its end
+    assert plan[0].read.end_ns == plan[0].end_ns + 80 + 5 + 1
 
 
 def test_a_small_trace_is_read_whole(sample_path):
