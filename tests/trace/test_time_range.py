@@ -119,3 +119,12 @@ def test_several_traces_take_no_range(sample_path):
     r = CliRunner().invoke(cli, ["report", str(sample_path("case1")), str(sample_path("case2")),
                                  "--from", "5"])
     assert r.exit_code == 2 and "--from/--to takes a single trace" in r.output
+
+
+def test_a_torch_profiler_trace_takes_no_range():
+    from pathlib import Path
+    kineto = Path(__file__).resolve().parents[2] / "sample_traces" / "kineto" / \
+        "h200_kineto_case1_60.pt.trace.json.gz"
+    r = CliRunner().invoke(cli, ["report", str(kineto), "--from", "1"])
+    assert r.exit_code == 2 and "a time range is read from nsys exports only" in r.output
+    assert len(r.output.strip().splitlines()) == 1
