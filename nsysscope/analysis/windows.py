@@ -119,7 +119,8 @@ def _columns(df: pd.DataFrame) -> Columns:
     out: Columns = {}
     for c in df.columns:
         v = df[c]
-        text = v.dtype == object or pd.api.types.is_string_dtype(v)
+        text = pd.api.types.infer_dtype(v, skipna=True) == "string"  # not a column of
+        # numbers held as objects (the NVTX step number)
         out[c] = pd.Categorical(v) if text or isinstance(v.dtype, pd.CategoricalDtype) \
             else v.to_numpy().copy()
     return out

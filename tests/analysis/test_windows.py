@@ -146,3 +146,19 @@ def _counting(traces, calls):
         calls.append(len(self.windows))
         return traces(self)
     return wrapped
+
+
+def test_the_per_launch_database_is_the_same(sample_path, analysed, tmp_path):
+    """What ``--per-launch FILE.db`` writes (values and column types): text held as
+    categoricals in windows, numbers held as objects (the NVTX step) kept numbers."""
+    import sqlite3
+
+    from nsysscope.export import write_db
+    write_db(tmp_path / "whole.db", analysed("case1_py"), trace="t")
+    write_db(tmp_path / "windows.db", windowed(sample_path("case1_py"))[0], trace="t")
+    whole, part = (sqlite3.connect(tmp_path / f) for f in ("whole.db", "windows.db"))
+    for table in ("launches", "blocks", "summary", "sites", "processes"):
+        assert list(part.execute(f"PRAGMA table_info({table})")) == \
+            list(whole.execute(f"PRAGMA table_info({table})"))
+        rows = part.execute(f"SELECT * FROM {table}").fetchall()
+        assert rows == whole.execute(f"SELECT * FROM {table}").fetchall() and rows
