@@ -90,43 +90,33 @@ def plan_windows(launches: pd.DataFrame, per_window: int = WINDOW_LAUNCHES,
     cuts = starts[np.arange(per_window, len(starts) - per_window // 2, per_window)]
     edges = [None, *cuts.tolist(), None]
     own = [np.sort(p.to_numpy()) for _, p in launches.groupby("proc")["start_ns"]]
-    return [Window(start, end, TimeRange(_before(own, start, margin), _after(own, end, margin)))
+    return [Window(start, end, TimeRange(_margin(own, start, margin, -1),
+                                         _margin(own, end, margin, +1)))
             for start, end in zip(edges[:-1], edges[1:], strict=True)]
 
 
-def _before(own: list[np.ndarray], t: int | None, n: int) -> int | None:
-    """The earliest start of each process's ``n``-th launch before ``t`` (None: one has
-    fewer, or ``t`` is open). Only processes that launch on both sides of ``t`` count: one
-    that ended, or has not started, has nothing to do with the launches around ``t``, and
-    would make every window read back to its end."""
+def _margin(own: list[np.ndarray], t: int | None, n: int, side: int) -> int | None:
+    """Where a window reads from (``side`` -1: the earliest start of each process's ``n``-th
+    launch before ``t``) or to (+1: just past the latest start of each process's ``n``-th
+    launch after the one at or after ``t``); None: one process has fewer, or ``t`` is open.
+
+    Only processes that launch on both sides of ``t`` count: one that ended, or has not
+    started, has nothing to do with the launches around ``t``, and would make every window
+    read back (or on) to its end."""
     if t is None:
         return None
-    firsts = []
+    found = []
     for starts in own:
-        before = int(np.searchsorted(starts, t))
-        if before in (0, len(starts)):
+        at = int(np.searchsorted(starts, t))
+        if at in (0, len(starts)):
             continue
-        if before < n:
+        i = at - n if side < 0 else at + n
+        if not 0 <= i < len(starts):
             return None
-        firsts.append(starts[before - n])
-    return int(min(firsts)) if firsts else None
-
-
-def _after(own: list[np.ndarray], t: int | None, n: int) -> int | None:
-    """Just past the latest start of each process's ``n``-th launch after the one at ``t``
-    (or after ``t``), of the processes that launch on both sides of ``t`` (None: as
-    :func:`_before`)."""
-    if t is None:
+        found.append(int(starts[i]))
+    if not found:
         return None
-    lasts = []
-    for starts in own:
-        first = int(np.searchsorted(starts, t))
-        if first in (0, len(starts)):
-            continue
-        if first + n >= len(starts):
-            return None
-        lasts.append(starts[first + n])
-    return int(max(lasts)) + 1 if lasts else None
+    return min(found) if side < 0 else max(found) + 1
 
 
 class TraceWindows:
