@@ -112,8 +112,8 @@ def attach(db: Path) -> Any:
         with tempfile.TemporaryDirectory(prefix="nsysscope-duckdb-") as tmp:
             link = Path(tmp) / _EXTENSION
             os.symlink(ext, link)
-            con.execute(f"LOAD '{_sql_text(link)}'")
-        con.execute(f"ATTACH '{_sql_text(db.resolve())}' AS trace (TYPE sqlite, READ_ONLY)")
+            con.execute(f"LOAD '{sql_text(link)}'")
+        con.execute(f"ATTACH '{sql_text(db.resolve())}' AS trace (TYPE sqlite, READ_ONLY)")
         con.execute("USE trace")
     except (duckdb.Error, OSError):  # OSError: no symbolic links on this file system
         con.close()
@@ -121,7 +121,8 @@ def attach(db: Path) -> Any:
     return con
 
 
-def _sql_text(path: Path) -> str:
+def sql_text(path: Path) -> str:
+    """``path`` as the text of an SQL string literal (quotes doubled)."""
     return str(path).replace("'", "''")
 
 

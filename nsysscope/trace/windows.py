@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..util.progress import note, progress
 from .apis import LAUNCH_APIS, process_of
-from .columnar import attach
+from .columnar import attach, sql_text
 from .formats import json_kind
 from .load import Trace, damage_reported, read_trace
 from .schema import Schema, connect_readonly
@@ -190,7 +190,7 @@ class TraceWindows:
         where = ""
         if table == _RUNTIME:
             where = f" WHERE nameId IN ({','.join(map(str, wanted_api_ids(self._schema)))})"
-        out = _sql_text(self._dir / f"{table}.parquet")
+        out = sql_text(self._dir / f"{table}.parquet")
         listed = ", ".join(f'"{c}"' for c in cols)
         self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
                            f"{where}) TO '{out}' (FORMAT parquet, COMPRESSION zstd)")
@@ -238,7 +238,3 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
         note(f"reading {Path(path).name} whole: its copy for reading in windows failed "
              f"({str(e).splitlines()[0][:160]})")
         return None
-
-
-def _sql_text(path: Path) -> str:
-    return str(path).replace("'", "''")
