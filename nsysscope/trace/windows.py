@@ -131,6 +131,7 @@ class TraceWindows:
         try:
             self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
             with damage_reported(path):
+                self._wanted = wanted_api_ids(self._schema)  # the CUDA calls the loader reads
                 self._copy()
                 self.windows = plan_windows(self._launches(), per_window, margin)
         except BaseException:
@@ -189,7 +190,7 @@ class TraceWindows:
             return []
         where = ""
         if table == _RUNTIME:
-            where = f" WHERE nameId IN ({','.join(map(str, wanted_api_ids(self._schema)))})"
+            where = f" WHERE nameId IN ({','.join(map(str, self._wanted))})"
         out = sql_text(self._dir / f"{table}.parquet")
         listed = ", ".join(f'"{c}"' for c in cols)
         self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
@@ -200,7 +201,7 @@ class TraceWindows:
 
     def _launches(self) -> pd.DataFrame:
         """``proc, start_ns`` of every graph launch."""
-        ids = [i for i, n in wanted_api_ids(self._schema).items() if n in LAUNCH_APIS]
+        ids = [i for i, n in self._wanted.items() if n in LAUNCH_APIS]
         start, tid = self._schema.read(
             f"SELECT start, IFNULL(globalTid, -1) FROM {_RUNTIME} "
             f"WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})", "ii")
