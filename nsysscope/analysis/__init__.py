@@ -88,8 +88,9 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig) -> LaunchRows:
     reach = coverage(exact, stream_waits(trace, records))
     launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, calls, cfg, **trace.enums)
-    # the columns' place in the table; :func:`finish` counts them again over every window
-    launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
+    # warm-up and steady state count launches over the whole trace, not one window: their
+    # columns take their place in the table here, and :func:`finish` fills them
+    launches["warmup"] = launches["steady"] = False
     launches = attach_waits(launches, collective_waits(trace.collectives))
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
@@ -101,7 +102,7 @@ def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
     """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
     ``trace`` (of all its windows together, where ``trace`` holds only what the summary
     reads: :func:`.windows.analyze_windows`)."""
-    launches = rows.launches
+    launches = rows.launches.copy(deep=False)  # the columns set below are new, not rows'
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
