@@ -115,9 +115,10 @@ def _fold_polls(api: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
         i = np.searchsorted(s, starts[rows], side="right") - 1
         inside[rows] = (i >= 0) & (starts[rows] <= e[np.maximum(i, 0)])
     first = api["block"].isin(polls["block"]).to_numpy()
-    api = api[~inside | first].copy()
+    keep = ~inside | first
+    api = api[keep].copy()
     info = polls.set_index("block")
-    loop = api["block"].isin(info.index)
+    loop = first[keep]
     ids = api.loc[loop, "block"]
     api.loc[loop, "end_ns"] = info.loc[ids, "end_ns"].to_numpy()
     api.loc[loop, "name"] = [f"{n.split(' ')[0]} x{k}" for n, k in
