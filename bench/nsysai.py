@@ -114,6 +114,7 @@ def diagnose(trace: Path, mode: str, workdir: Path, disposable: bool,
 
     ``disposable``: the trace is deleted afterwards, so the ``sqlite`` mode may index it in
     place (no copy of a 22 GB file)."""
+    trace = trace.resolve()  # nsys-ai refuses a path through a symbolic link, at its very end
     base = workdir / "nsys-ai"
     shutil.rmtree(base, ignore_errors=True)
     (base / "offline-home").mkdir(parents=True)

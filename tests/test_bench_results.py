@@ -1,0 +1,70 @@
+"""The bench harness' reading of its own results (``bench/run``): the tables and targets in
+``bench/README.md`` are what it renders from the committed ``bench/results*.json``, and a run
+of nsys-ai stopped before its end (timed out, or killed for memory) counts as a lower bound.
+
+Nothing is timed here: the figures are the ones measured on the bench machine."""
+
+from __future__ import annotations
+
+import copy
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, str(BENCH))
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(BENCH / "run"))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _results(name: str) -> dict:
+    return json.loads((BENCH / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["results.json", "results_full_1e5.json"])
+def test_the_readme_shows_the_rows_the_harness_renders(harness, name):
+    readme = (BENCH / "README.md").read_text()
+    for row in _results(name)["rows"]:
+        assert harness.table_row(row) in readme
+
+
+def test_a_run_killed_for_memory_is_a_lower_bound_that_passes(harness):
+    res = _results("results_full_1e5.json")
+    row = res["rows"][0]
+    sqlite = row["nsys_ai"]["sqlite"]
+    # killed by the memory cgroup after 384.5 s at 18371 MiB; report took 6.5 s
+    assert harness.stopped(sqlite) == "killed at 19.26 GB"
+    assert harness.seconds(row, "nsys_ai.sqlite") is None  # not a time, a bound
+    got = {t: (ok, shown) for t, ok, shown in harness.targets(res)}
+    assert got["10^5 full: report >= 20x faster than nsys-ai diagnose (sqlite)"] == \
+        (True, ">= 59.15x (killed at 19.26 GB)")
+    # the DuckDB mode finished (401.03 s): a plain ratio
+    assert got["10^5 full: report >= 20x faster than nsys-ai diagnose (duckdb)"] == \
+        (True, "61.7x")
+    assert ">= 384 (killed at 19.26 GB)" in harness.table_row(row)
+
+
+def test_a_lower_bound_under_the_target_neither_passes_nor_fails(harness):
+    res = copy.deepcopy(_results("results_full_1e5.json"))
+    sqlite = res["rows"][0]["nsys_ai"]["sqlite"]
+    sqlite["seconds"] = 60.0  # stopped at 60 s: at least 9.2x, maybe more
+    got = {t: (ok, shown) for t, ok, shown in harness.targets(res)}
+    assert got["10^5 full: report >= 20x faster than nsys-ai diagnose (sqlite)"] == \
+        (None, ">= 9.23x (killed at 19.26 GB)")
+    sqlite.update(rc=1)  # an error, not a kill: no bound at all
+    assert harness.stopped(sqlite) is None
+    got = {t: ok for t, ok, _ in harness.targets(res)}
+    assert got["10^5 full: report >= 20x faster than nsys-ai diagnose (sqlite)"] is None
+
