@@ -10,9 +10,14 @@ and the readback), with the tolerances stated at each assertion."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nsysscope.analysis import AnalysisConfig, analyze
+from nsysscope.analysis.calls import ThreadCalls
+from nsysscope.analysis.polling import polling_blocks
+from nsysscope.trace.apis import QUERY_APIS
 
 STALL_KEYS = ("gpu_to_cpu", "cpu_to_gpu", "other_stall")
 
@@ -80,6 +85,30 @@ def test_the_nccl_watchdog_queries_change_nothing(analysed, name):
     off = analyze(a.trace, AnalysisConfig(poll_min_queries=10**9))
     cols = ["klass", "window_ns", "block_start_ns", "block_end_ns"]
     assert a.launches[cols].equals(off.launches[cols])
+
+
+@pytest.mark.parametrize("name", ["tp2_healthy", "tp2_case1_rank0"])
+def test_the_nccl_watchdog_threads_are_never_polling_loops(analysed, name):
+    """The watchdogs' queries come well under a microsecond apart, but almost all of them
+    find their work done, and a success ends a loop: with the return codes alone hardly any
+    run of three forms. Without return codes (an export that lacks them) every run of
+    queries would be a loop; the watchdog threads, which only query, are left out even so."""
+    trace = analysed(name).trace
+    api, names = trace.api, dict(zip(trace.threads["tid"], trace.threads["thread_name"],
+                                     strict=False))
+    queries = api["name"].isin(QUERY_APIS)
+    only_query = set(api.loc[queries, "tid"]) - set(api.loc[~queries, "tid"])
+    # the premise: one watchdog per rank, each with over a thousand queries in 100 steps
+    assert {names[t] for t in only_query} == {"pt_nccl_watchdg"} and len(only_query) == 2
+    assert all((api["tid"] == t).sum() > 1000 for t in only_query)
+    no_codes = dataclasses.replace(trace, api=api.assign(status=0))
+    loops = polling_blocks(no_codes, ThreadCalls.of(no_codes.api), AnalysisConfig())
+    assert len(loops) and not set(loops["tid"]) & only_query
+    # the engine threads' own loops are the same with or without the codes: every try of a
+    # loop but its last found the work unfinished
+    with_codes = polling_blocks(trace, ThreadCalls.of(api), AnalysisConfig())
+    assert loops[["tid", "start_ns", "end_ns", "polls"]].equals(
+        with_codes[["tid", "start_ns", "end_ns", "polls"]])
 
 
 def test_side_stream_output_copy_healthy(analysed):
