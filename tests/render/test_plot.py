@@ -8,7 +8,6 @@ each lane row to its y position.
 from __future__ import annotations
 
 import io
-import time
 
 import matplotlib
 import numpy as np
@@ -219,14 +218,11 @@ def test_timeline_of_a_long_trace_draws_only_the_window(analysed):
     a = analysed("healthy_long")
     p = TracePlots(a)
     p.timeline(which="typical")  # builds the sorted caches
-    start = time.perf_counter()
     fig = p.timeline(which="worst")
-    elapsed = time.perf_counter() - start
     ax = fig.axes[0]
     n_bars = sum(len(c.get_paths()) for c in ax.collections)
     assert n_bars < 400, f"{n_bars} bars drawn for a few steps"
     assert len(ax.texts) < 200
-    assert elapsed < 5.0
     # the 5000-launch series is thinned to the point budget and keeps a binned envelope
     s = p.series(max_points=1000)
     scatters = [c for c in s.axes[0].collections if isinstance(c, PathCollection)]
