@@ -10,7 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
-FIXTURES = ROOT.parent / "shared" / "fixtures"
 
 SAMPLE = {
     "healthy": "h200_healthy_300.sqlite.xz",
@@ -82,13 +81,3 @@ def engine_metrics():
     """What the engine measured on the GPU while each sample was captured."""
     data = json.loads((SAMPLES / "engine_metrics.json").read_text())["traces"]
     return lambda name: data[SAMPLE[name]]
-
-
-@pytest.fixture(scope="session")
-def fixture_path():
-    def path(name: str) -> Path:
-        p = FIXTURES / name
-        if not p.exists():
-            pytest.skip(f"shared fixture {p} not present")
-        return p
-    return path

@@ -32,6 +32,7 @@ import pytest
 import synth  # tests/ is on sys.path (pytest rootdir-relative import)
 
 ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
+DATA = Path(__file__).resolve().parents[1] / "data"
 CASE1_STEADY = 293  # steady launches of the case1 sample (300 launches, 6 warm-up, 1 last)
 NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
           "--inh-caps", "-dac_override,-dac_read_search", "--"]
@@ -120,7 +121,7 @@ def _no_dac_works() -> str | None:
     return None if ok else "running as root and setpriv cannot drop CAP_DAC_OVERRIDE here"
 
 
-def build_cases(d: Path, case1: Path, fixture: Callable[[str], Path | None]) -> dict[str, Case]:
+def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     rng = random.Random(7)
 
@@ -217,16 +218,15 @@ def build_cases(d: Path, case1: Path, fixture: Callable[[str], Path | None]) -> 
                                        check=lambda s: s["classes"]["gpu_to_cpu"] == CASE1_STEADY))
 
     # -- traces --
-    cpu = fixture("nsys2023.4_cpu_only_osrt.sqlite")
-    if cpu:
-        add("cpu_only_export", Case(cpu, 3, f"{cpu}: no CUDA data in this trace (was it captured "
-                                            "with -t cuda, and does the program use the GPU?)"))
-    partial = fixture("nsys2023.4_cuda13_partial.sqlite")
-    if partial:
-        add("profiler_lost_gpu_data", Case(partial, 7, (
-            f"{partial}: CUDA tracing stops 3.16 s into the capture, yet 599 of 599 NVTX ranges "
-            "follow with no CUDA activity: the profiler (nsys 2023.4.4.54) lost the GPU data. "
-            "Profile again with an nsys that supports this CUDA version.")))
+    # real nsys 2023.4 exports (tests/data/README.md)
+    cpu = DATA / "nsys2023.4_cpu_only_osrt.sqlite.xz"
+    add("cpu_only_export", Case(cpu, 3, f"{cpu}: no CUDA data in this trace (was it captured "
+                                        "with -t cuda, and does the program use the GPU?)"))
+    partial = DATA / "nsys2023.4_cuda13_partial.sqlite.xz"
+    add("profiler_lost_gpu_data", Case(partial, 7, (
+        f"{partial}: CUDA tracing stops 3.16 s into the capture, yet 599 of 599 NVTX ranges "
+        "follow with no CUDA activity: the profiler (nsys 2023.4.4.54) lost the GPU data. "
+        "Profile again with an nsys that supports this CUDA version.")))
     s = synth.Synth()
     pr = s.process(4242)
     pr.at(1_000_000_000)
@@ -332,10 +332,8 @@ CASES = [
 def matrix(tmp_path_factory, case1_sqlite):
     """Every case built, then run at once: ``{name: (case, before, proc, after)}``."""
     d = tmp_path_factory.mktemp("bad-input")
-    fixtures = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-    cases = build_cases(d, case1_sqlite,
-                        lambda n: (fixtures / n) if (fixtures / n).exists() else None)
-    assert set(cases) <= set(CASES)
+    cases = build_cases(d, case1_sqlite)
+    assert set(cases) == set(CASES)
     cwd = tmp_path_factory.mktemp("cwd")
 
     def run(name: str):
@@ -355,8 +353,6 @@ def matrix(tmp_path_factory, case1_sqlite):
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input(matrix, name):
-    if name not in matrix:
-        pytest.skip("the shared fixture for this case is not present")
     case, before, proc, after = matrix[name]
     if case.skip:
         pytest.skip(case.skip)
