@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import LAUNCH_CLASSES
+from ..model import LAUNCH_CLASSES, LaunchClass
 from ..trace.load import Trace
 from .config import AnalysisConfig
 
@@ -27,16 +27,22 @@ COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "stea
            "collective_wait_ns",
            "waited_for"]
 
+#: classes never in the steady state: nothing follows the last launch on a stream, and a
+#: launch without GPU work in the trace has no replay to judge
+NOT_JUDGED = [LaunchClass.LAST.value, LaunchClass.NO_GPU_WORK.value]
+
 
 def warmup_and_steady(launches: pd.DataFrame, cfg: AnalysisConfig) -> tuple[pd.Series, pd.Series]:
-    """Per launch: whether it is warm-up, and whether it is steady state (neither warm-up
-    nor the last launch on its stream). Warm-up is counted in each process's own launches:
-    ranks start at different times."""
+    """Per launch: whether it is warm-up, and whether it is steady state: neither warm-up,
+    nor the last launch on its stream, nor one whose GPU work is missing from the trace
+    (profiler buffer loss: nothing to judge it by, and counting it would thin the stall
+    share). Warm-up is counted in each process's own launches: ranks start at different
+    times."""
     nth = launches.groupby("proc", sort=False).cumcount()
     n = launches.groupby("proc", sort=False)["launch"].transform("size")
     limit = n.map({k: cfg.warmup_for(int(k)) for k in n.unique()})  # once per process size
     warmup = nth < limit
-    return warmup, ~warmup & (launches["klass"] != "last")
+    return warmup, ~warmup & ~launches["klass"].isin(NOT_JUDGED)
 
 
 def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> pd.DataFrame:

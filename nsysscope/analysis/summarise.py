@@ -1,10 +1,11 @@
 """Build the :class:`~nsysscope.model.Summary` of analysed launches, once.
 
-The summary describes the launches marked ``steady`` (warm-up and each stream's last launch
-left out). A trace with several processes (tensor-parallel ranks, several engines) gets one
-:class:`~nsysscope.model.ProcessSummary` per process that launched graphs; the top-level
-numbers are their totals: counts summed, percentiles pooled over every steady launch, GPU busy
-as total busy time over total span, launch rates added (see :mod:`.processes`).
+The summary describes the launches marked ``steady`` (warm-up, each stream's last launch and
+launches without GPU work in the trace left out). A trace with several processes
+(tensor-parallel ranks, several engines) gets one :class:`~nsysscope.model.ProcessSummary`
+per process that launched graphs; the top-level numbers are their totals: counts summed,
+percentiles pooled over every steady launch, GPU busy as total busy time over total span,
+launch rates added (see :mod:`.processes`).
 """
 
 from __future__ import annotations
