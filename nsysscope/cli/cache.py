@@ -25,7 +25,9 @@ def info_command() -> int:
     items = cache.entries(folder)
     total = sum(c.size for c in items)
     cap = cache.max_bytes()
-    click.echo(f"folder:  {folder}{'' if folder.is_dir() else '  (not created yet)'}")
+    state = "" if folder.is_dir() else "  (not a folder)" if folder.exists() else \
+        "  (not created yet)"
+    click.echo(f"folder:  {folder}{state}")
     click.echo(f"files:   {len(items)}")
     click.echo(f"size:    {cache.human(total)}")
     click.echo(f"limit:   {cache.human(cap) if cap is not None else 'none'}  "
@@ -39,7 +41,7 @@ def info_command() -> int:
 
 @cache_group.command("clear")
 def clear_command() -> int:
-    """Remove every file in the cache folder."""
+    """Remove the cache's files from its folder (files it did not make stay)."""
     n, size = cache.clear()
     click.echo(f"removed {n} file{'s' if n != 1 else ''} ({cache.human(size)}) from "
                f"{cache.cache_dir()}")

@@ -11,7 +11,9 @@ empties it, and ``--no-cache`` (or :func:`disable_cache`) sends one run's files 
 folder removed when it exits.
 
 Exports written beside a report (``NAME.nsysscope-cache.sqlite``) are the report's, not the
-cache folder's: they are neither counted nor evicted.
+cache folder's: they are neither counted nor evicted. Nor is any file of the folder that the
+cache did not name (``NAME-<16 hex digits>.sqlite``): a folder the user points
+``$NSYSSCOPE_CACHE`` at may hold their own traces.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g"
           "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
 
 _temporary: Path | None = None
+
+#: the names the cache gives its files: the trace's stem and a fingerprint of the source
+ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}\.sqlite")
 
 
 def cache_dir() -> Path:
@@ -83,8 +88,8 @@ class CacheEntry:
 
 
 def entries(folder: Path | None = None) -> list[CacheEntry]:
-    """The cache's files, least recently used first (temporary files of runs in progress are
-    left out)."""
+    """The cache's files (named as it names them: :data:`ENTRY_NAME`), least recently used
+    first (temporary files of runs in progress are left out)."""
     folder = folder or cache_dir()
     out = []
     try:
@@ -92,7 +97,7 @@ def entries(folder: Path | None = None) -> list[CacheEntry]:
     except OSError:
         return []
     for e in names:
-        if e.name.startswith(".") or not e.name.endswith(".sqlite"):
+        if e.name.startswith(".") or not ENTRY_NAME.fullmatch(e.name):
             continue
         try:
             st = e.stat(follow_symlinks=False)
@@ -148,6 +153,8 @@ def clear() -> tuple[int, int]:
         n, size = n + 1, size + c.size
     now = time.time()
     for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+        if not ENTRY_NAME.fullmatch(tmp.name[1:].rsplit(".", 2)[0]):  # .NAME.XXXXXX.tmp
+            continue
         try:
             if now - tmp.stat().st_mtime > 24 * 3600:  # a run in progress keeps its own
                 tmp.unlink()

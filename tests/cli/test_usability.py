@@ -256,6 +256,11 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSSCOPE_CACHE", str(folder))
     r = run("cache", "info")
     assert r.exit_code == 0 and "files:   0" in r.output and "limit:   2.0 GB" in r.output
+    # a file of the user's in the folder: neither counted, evicted nor cleared, though it
+    # is an SQLite file over the cap on its own
+    folder.mkdir()
+    theirs = folder / "my_export.sqlite"
+    theirs.write_bytes(b"SQLite format 3\x00" + bytes(11 << 20))
     # one decompressed sample is ~7.5 MB: a 10 MB cap keeps one
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "10M")
     for name in ("healthy", "case1"):
@@ -267,6 +272,7 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     r = run("cache", "clear")
     assert r.exit_code == 0 and r.output.startswith("removed 1 file (")
     assert cache.entries(folder) == []
+    assert theirs.stat().st_size == 16 + (11 << 20)
     # --no-cache leaves the cache folder alone (a subprocess: the switch lasts a process)
     p = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", "--no-cache",
                         str(sample_path("healthy")), "-o", str(tmp_path / "h.json")],
@@ -338,7 +344,7 @@ def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
     files = []
     for i, name in enumerate(("a", "b", "c")):
-        f = tmp_path / f"{name}.sqlite"
+        f = tmp_path / f"{name}-{i:016x}.sqlite"  # named as the cache names its files
         f.write_bytes(b"x" * 1024)
         os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
         files.append(f)
@@ -346,5 +352,5 @@ def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
     cache.touch(files[0])  # a cache hit: "a" is now the most recently used ...
     assert files[0].stat().st_mtime_ns == mtime  # ... and its content time is kept
     removed = cache.evict(keep=files[2], limit=2048)
-    assert [c.path.name for c in removed] == ["b.sqlite"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "c.sqlite"]
+    assert [c.path.name for c in removed] == [files[1].name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [files[0].name, files[2].name]
