@@ -27,7 +27,7 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     streams (graph replays, copies), flow arrows from each launch to its replay and to the
     host call that waited on it, and nsysscope's findings (the class per launch, the overlap
     window, GPU idle gaps named by cause) as tracks of their own."""
-    check_writable(perfetto, "--perfetto")
+    check_writable(perfetto, "--perfetto", [trace])
     use_cache(no_cache)
     a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
     n = write_perfetto_file(perfetto, a, all_kernels)

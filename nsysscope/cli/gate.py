@@ -82,7 +82,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 
     A trace with no steady launch (all warm-up) is refused with exit 8 and nothing is
     written."""
-    check_writable(output)
+    check_writable(output, inputs=[trace])
     use_cache(no_cache)
     s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events=False).summary
     require_steady(s, warmup)
@@ -139,7 +139,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     for opt, f, path in extra:
         output_format("gate", f, path, option=opt)
     for opt, path in (("-o", output), *((o, p) for o, _, p in extra)):
-        check_writable(path, opt)
+        check_writable(path, opt, [baseline, candidate])
     use_cache(no_cache)
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
     thresholds, source = load_thresholds(config_file, overrides)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
 from ..model import Summary
 from ..trace.cache import disable_cache
+from ..trace.sources import file_kind
 from ..trace.time_range import TimeRange
 from ..util.text import DEFAULT_WIDTH, terminal_width
 
@@ -104,14 +105,19 @@ def _ext_of(kind: str, fmt: str) -> str:
     return next((e for e, f in EXTENSION_FORMATS[kind].items() if f == fmt), ".txt")
 
 
-def check_writable(path: str | None, option: str = "-o") -> None:
+def check_writable(path: str | None, option: str = "-o", inputs: Iterable[str | Path] = (),
+                   database: bool = False) -> None:
     """Refuse, before any analysis, an output path whose folder is missing or not writable,
-    or that names a folder."""
+    that names a folder, or that would write over a trace: one of the command's ``inputs``,
+    an nsys report, or an SQLite file (``database``: an SQLite file that is not an nsys export
+    may be written into, as ``--per-launch`` adds to its database)."""
     if not path:
         return
     p = Path(path)
     if p.is_dir():
         raise UnreadableInput(f"{option} {path}: is a directory; name a file")
+    if p.exists():
+        _refuse_a_trace(p, option, inputs, database)
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
         raise UnreadableInput(f"{option} {path}: cannot write: no such folder {folder}")
@@ -120,9 +126,25 @@ def check_writable(path: str | None, option: str = "-o") -> None:
         raise UnreadableInput(f"{option} {path}: cannot write: permission denied")
 
 
-def check_per_launch(path: str | None) -> None:
-    """``--per-launch``: a .csv, .parquet or .db name in a writable folder, and for parquet
-    an engine to write it, checked before the analysis."""
+def _refuse_a_trace(p: Path, option: str, inputs: Iterable[str | Path], database: bool) -> None:
+    for given in inputs:
+        try:
+            same = os.path.samefile(p, given)
+        except OSError:  # an input that is not a file (a folder, a glob): not this one
+            same = False
+        if same:
+            raise UnreadableInput(f"{option} {p}: is the input {given}; nsysscope never writes "
+                                  "over its input: name another file")
+    kind = file_kind(p)
+    if kind is not None and not (database and kind == "an SQLite file"):
+        raise UnreadableInput(f"{option} {p}: is {kind}; nsysscope never writes over a trace: "
+                              "name another file")
+
+
+def check_per_launch(path: str | None, inputs: Iterable[str | Path] = ()) -> None:
+    """``--per-launch``: a .csv, .parquet or .db name in a writable folder, not a trace (one of
+    ``inputs``, or an nsys export), and for parquet an engine to write it, checked before the
+    analysis."""
     if not path:
         return
     low = path.lower()
@@ -132,7 +154,7 @@ def check_per_launch(path: str | None) -> None:
                                             for m in ("pyarrow", "fastparquet")):
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
                               "pip install 'nsysscope[parquet]', or name a .csv file")
-    check_writable(path, "--per-launch")
+    check_writable(path, "--per-launch", inputs, database=low.endswith((".db", ".sqlite")))
 
 
 def text_width(output: str | None) -> int:

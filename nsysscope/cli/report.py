@@ -82,7 +82,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     missing or too old, 7 the profiler lost the data, 8 nothing steady to judge (see
     'nsysscope --help')."""
     fmt = output_format("report", fmt, output)
-    check_writable(output)
+    for option, path in (("-o", output), ("--perfetto", perfetto)):
+        check_writable(path, option, traces)
     use_cache(no_cache)
     cfg = config_from(warmup, launch_bound_us)
     span = time_range(start, end)
@@ -96,6 +97,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
+        check_per_launch(per_launch, paths)
         if fmt not in render.BATCH_FORMATS:
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
@@ -109,7 +111,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                 if v]
         note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
              "one trace is analysed here, in this process")
-    check_per_launch(per_launch)
+    check_per_launch(per_launch, traces)
     a = analyze_file(traces[0], cfg, nsys, span, events=fmt == "html" or bool(perfetto))
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):

@@ -93,6 +93,43 @@ def test_warmup_past_the_launches_is_nothing_steady(sample_path, tmp_path):
 
 # -- outputs: checked before analysing, failures are one line ----------------------------------
 
+@pytest.mark.parametrize("args", [
+    ("report", "{a}", "-o", "{a}"), ("report", "{a}", "-o", "{b}"),
+    ("report", "{a}", "--perfetto", "{a}"), ("report", "{a}", "--per-launch", "{a}"),
+    ("report", "{a}", "--per-launch", "{b}"), ("summarize", "{a}", "-o", "{a}"),
+    ("export", "{a}", "--perfetto", "{b}"), ("gate", "{a}", "{b}", "--json", "{b}"),
+    ("gate", "{a}", "{b}", "-o", "{a}"), ("report", "{a}", "-o", "{rep}"),
+])
+def test_outputs_never_write_over_a_trace(sample_path, tmp_path, args):
+    """An output named as an input, or as any nsys export or report, is refused before the
+    analysis, and the file is left as it was (before: overwritten with the report; an export
+    named by --per-launch got nsysscope's tables added, then the write failed)."""
+    from nsysscope.trace import resolve
+    from nsysscope.trace.sources import REPORT_MAGIC
+    a, b, rep = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "old.nsys-rep"
+    for p in (a, b):
+        shutil.copyfile(resolve(sample_path("case1")), p)
+    rep.write_bytes(REPORT_MAGIC + bytes(100))
+    before = {p: p.read_bytes() for p in (a, b, rep)}
+    names = {"a": a, "b": b, "rep": rep}
+    line = one_error_line(run(*(x.format(**names) for x in args)), 2)
+    target = Path(args[-1].format(**names))
+    assert line.startswith(f"nsysscope: error: {args[-2]} {target}: is ")
+    assert line.endswith(": name another file")
+    assert all(p.read_bytes() == content for p, content in before.items())
+
+
+def test_per_launch_adds_to_its_own_database(sample_path, tmp_path):
+    """An SQLite file that is not an nsys export, the per-launch database of an earlier run,
+    is still written into."""
+    db = tmp_path / "launches.db"
+    for _ in range(2):
+        assert run("report", sample_path("case1"), "--per-launch", db).exit_code == 0
+    import sqlite3
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT COUNT(*) FROM launches").fetchone()[0] == 300
+
+
 def test_per_launch_to_a_missing_folder_is_exit_2(sample_path, tmp_path, monkeypatch):
     import nsysscope.cli.report as report
 
