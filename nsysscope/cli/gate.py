@@ -142,7 +142,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
         check_writable(path, opt, [baseline, candidate])
     use_cache(no_cache)
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
-    thresholds, source = load_thresholds(config_file, overrides)
+    options = {name: opt for opt, name, *_ in _THRESHOLD_OPTIONS}
+    thresholds, source = load_thresholds(config_file, overrides, options=options)
     cfg = config_from(warmup, launch_bound_us)
     base, cand = read_sides(baseline, candidate, cfg, nsys, events=fmt == "html")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)

@@ -8,6 +8,7 @@ line, not a whole analysis.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -41,7 +42,8 @@ def analysis_options(f: F) -> F:
                      help="Launches to treat as warm-up, 0 or more (default: max(5, 2%)); "
                           "none left to judge exits 8.")(f)
     f = click.option("--launch-bound-us", type=click.FloatRange(min=0, min_open=True),
-                     default=AnalysisConfig.launch_bound_gap_us, show_default=True, metavar="US",
+                     callback=_finite, default=AnalysisConfig.launch_bound_gap_us,
+                     show_default=True, metavar="US",
                      help="GPU idle gap (microseconds, > 0) above which a launch with no "
                           "stall counts as launch-bound.")(f)
     f = click.option("--nsys", metavar="PATH", default=None,
@@ -50,6 +52,14 @@ def analysis_options(f: F) -> F:
                      help="Decompress .xz/.gz and export .nsys-rep into a temporary folder "
                           "removed on exit, instead of the cache ('nsysscope cache info').")(f)
     return f
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A number option's value, refused when NaN or infinite (NaN passes FloatRange, and a NaN
+    threshold silently matches nothing)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def config_from(warmup: int | None, launch_bound_us: float) -> AnalysisConfig:

@@ -9,6 +9,7 @@ why").
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -60,8 +61,11 @@ class GateThresholds:
     def from_dict(cls, d: dict[str, Any], origin: str = "thresholds") -> GateThresholds:
         return cls().updated(d, origin)
 
-    def updated(self, d: dict[str, Any], origin: str = "thresholds") -> GateThresholds:
-        """A copy with ``d``'s values (validated); None values are ignored."""
+    def updated(self, d: dict[str, Any], origin: str = "thresholds",
+                options: dict[str, str] | None = None) -> GateThresholds:
+        """A copy with ``d``'s values (validated); None values are ignored. ``origin``: where
+        they come from, for the error message; ``options``: instead, the command-line option
+        that gave each (by field name)."""
         known = {f.name: f for f in fields(self)}
         changes: dict[str, Any] = {}
         for key, value in d.items():
@@ -73,26 +77,40 @@ class GateThresholds:
             if value is None:
                 continue
             want = int if known[name].type in (int, "int") else float
+            # NaN passes every range check below, and would switch its check off
             if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    (want is int and not float(value).is_integer()):
-                kind = "an integer" if want is int else "a number"
-                raise UnreadableInput(f"{origin}: '{key}' must be {kind}, not {value!r}")
+                    not math.isfinite(value) or (want is int and not float(value).is_integer()):
+                kind = "an integer" if want is int else "a finite number"
+                raise UnreadableInput(_bad(origin, options, name,
+                                           f"must be {kind}, not {value!r}"))
             changes[name] = want(value)
         t = replace(self, **changes)
-        t._validate(origin)
+        t._validate(origin, options)
         return t
 
-    def _validate(self, origin: str) -> None:
+    def _validate(self, origin: str, options: dict[str, str] | None) -> None:
         for f in fields(self):
-            if getattr(self, f.name) < 0:
-                name = f.name.replace("_", "-")
-                raise UnreadableInput(f"{origin}: '{name}' must not be negative")
-        if not 0 < self.alpha < 1:
-            raise UnreadableInput(f"{origin}: 'alpha' must lie strictly between 0 and 1")
-        if not 0.5 <= self.pause_quantile <= 1:
-            raise UnreadableInput(f"{origin}: 'pause-quantile' must lie in [0.5, 1]")
-        if self.min_samples < 2:
-            raise UnreadableInput(f"{origin}: 'min-samples' must be at least 2")
+            ok, rule = _RANGES.get(f.name, _NOT_NEGATIVE)
+            value = getattr(self, f.name)
+            if not ok(value):
+                raise UnreadableInput(_bad(origin, options, f.name, f"{rule} (not {value:g})"))
+
+
+_NOT_NEGATIVE = (lambda v: v >= 0, "must not be negative")
+#: thresholds with a range of their own (the others must not be negative)
+_RANGES = {
+    "alpha": (lambda v: 0 < v < 1, "must lie strictly between 0 and 1"),
+    "pause_quantile": (lambda v: 0.5 <= v <= 1, "must lie in [0.5, 1]"),
+    "min_samples": (lambda v: v >= 2, "must be at least 2"),
+}
+
+
+def _bad(origin: str, options: dict[str, str] | None, name: str, what: str) -> str:
+    """The error for threshold ``name``: as the option that gave it (``--pause-quantile``),
+    else as ``origin``'s key."""
+    if options and name in options:
+        return f"{options[name]}: {what}"
+    return f"{origin}: '{name.replace('_', '-')}' {what}"
 
 
 def find_pyproject(start: str | Path | None = None) -> Path | None:
@@ -124,9 +142,11 @@ def table_from(path: str | Path) -> dict[str, Any]:
 
 
 def load_thresholds(config: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                    start: str | Path | None = None) -> tuple[GateThresholds, Path | None]:
+                    start: str | Path | None = None,
+                    options: dict[str, str] | None = None) -> tuple[GateThresholds, Path | None]:
     """Defaults, then the pyproject table (``config`` or the one found from ``start``), then
-    ``overrides`` (None values ignored). Returns the thresholds and the file whose
+    ``overrides`` (None values ignored; ``options``: the command-line option of each, by
+    field name, for error messages). Returns the thresholds and the file whose
     ``[tool.nsysscope.gate]`` table set any of them (None when no table did)."""
     path = Path(config) if config else find_pyproject(start)
     t = GateThresholds()
@@ -136,5 +156,5 @@ def load_thresholds(config: str | Path | None = None, overrides: dict[str, Any] 
         if table:
             t, used = t.updated(table, f"{path} [tool.nsysscope.gate]"), path
     if overrides:
-        t = t.updated(overrides, "option")
+        t = t.updated(overrides, "option", options)
     return t, used

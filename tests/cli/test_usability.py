@@ -50,6 +50,8 @@ def _empty_cwd(tmp_path, monkeypatch):
     (["report", "--warmup", "-3", "x"], "-3 is not in the range x>=0"),
     (["report", "--launch-bound-us", "-5", "x"], "-5.0 is not in the range x>0"),
     (["report", "--launch-bound-us", "0", "x"], "0.0 is not in the range x>0"),
+    # NaN passes the range check: no gap was launch-bound, and the JSON held a bare NaN
+    (["report", "--launch-bound-us", "nan", "x"], "nan is not a finite number"),
     (["report", "--format", "pdf", "x"], "'pdf' is not one of"),
     (["gate", "a.json"], "Missing argument 'CANDIDATE'"),
     (["summarize", "--warmup", "-1", "x"], "-1 is not in the range x>=0"),

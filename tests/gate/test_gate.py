@@ -311,6 +311,10 @@ def test_explicit_config_file_and_defaults(tmp_path):
     ("[tool.nsysscope.gate]\nalpha = 2\n", "'alpha' must lie strictly between 0 and 1"),
     ("[tool.nsysscope.gate]\nstall-min-launches = 2.5\n", "must be an integer"),
     ("[tool.nsysscope.gate\n", "not valid TOML"),
+    # NaN passes every range check: it switched its check off (healthy -> case1 passed)
+    ("[tool.nsysscope.gate]\nstall-pp = nan\n", "'stall-pp' must be a finite number, not nan"),
+    ("[tool.nsysscope.gate]\npause-quantile = 0.2\n",
+     "'pause-quantile' must lie in [0.5, 1] (not 0.2)"),
 ])
 def test_bad_pyproject_is_a_usage_error(toml, words, tmp_path, summary_file):
     (tmp_path / "pyproject.toml").write_text(toml)
@@ -361,9 +365,20 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     r = gate(tmp_path / "missing.sqlite", summary_file("healthy"))
     assert r.exit_code == 2 and "no such file" in r.stderr
     assert gate(summary_file("healthy")).exit_code == 2  # usage: one side missing
-    r = gate(summary_file("healthy"), summary_file("case1"), "--rate-pct", "-3")
-    assert r.exit_code == 2 and "must not be negative" in r.stderr
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("args,line", [
+    (("--rate-pct", "-3"), "--rate-pct: must not be negative (not -3)"),
+    (("--stall-pp", "nan"), "--stall-pp: must be a finite number, not nan"),
+    (("--gap-us", "inf"), "--gap-us: must be a finite number, not inf"),
+    (("--fail-on-slowdown", "-1"), "--fail-on-slowdown: must not be negative (not -1)"),
+    (("--alpha", "2"), "--alpha: must lie strictly between 0 and 1 (not 2)"),
+    (("--pause-quantile", "-1"), "--pause-quantile: must lie in [0.5, 1] (not -1)"),
+])
+def test_a_bad_threshold_option_is_named(summary_file, args, line):
+    r = gate(summary_file("healthy"), summary_file("case1"), *args)
+    assert r.exit_code == 2 and r.stderr.strip() == f"nsysscope: error: {line}"
 
 
 def test_report_json_is_a_gate_side(sample_path, summary_file, tmp_path):
