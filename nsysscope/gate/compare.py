@@ -16,6 +16,7 @@ from ..analysis import Analysis, AnalysisConfig, summarize
 from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
+from ..model.schema import WrongKind
 from ..trace.formats import is_kineto
 from .checks import check_comparable, run_checks
 from .findings import finding, verdict
@@ -163,6 +164,8 @@ def read_summary(path: str | Path) -> Summary:
         return Summary.from_dict(d)
     except NsysscopeError as e:  # a newer schema
         raise type(e)(f"{p}: {e}") from None
+    except WrongKind as e:
+        raise UnreadableInput(f"{p}: {e}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise UnreadableInput(f"{p}: not an nsysscope summary ({e})") from None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
@@ -24,15 +26,23 @@ def major_of(schema: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+class WrongKind(ValueError):
+    """JSON that is not the kind of result asked for (its message says what it is)."""
+
+
 def check_schema(d: Mapping[str, Any], current: str, what: str) -> str:
     """The schema string of ``d``, checked against ``current`` (``nsysscope.summary/1``).
 
-    Raises ValueError when ``d`` is not this kind of result, :class:`NewerSchema` when its
-    major version is newer than ``current``'s."""
+    Raises :class:`WrongKind` when ``d`` is not this kind of result, :class:`NewerSchema` when
+    its major version is newer than ``current``'s."""
     kind = current.split("/", 1)[0] + "/"
     schema = d.get("schema")
+    if isinstance(schema, str) and schema.startswith("nsysscope.") and \
+            not schema.startswith(kind):
+        raise WrongKind(f"not an nsysscope {what}, but another result of nsysscope's "
+                        f"(schema {schema})")
     if not isinstance(schema, str) or not schema.startswith(kind):
-        raise ValueError(f"not an nsysscope {what} (missing 'schema')")
+        raise WrongKind(f"not an nsysscope {what} (no 'schema': \"{current}\")")
     mine, theirs = major_of(current), major_of(schema)
     if theirs is not None and mine is not None and theirs > mine:
         raise NewerSchema(f"{what} schema {schema} is newer than this nsysscope reads "
@@ -76,11 +86,64 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """Raises ValueError when a field's value is not of its type (a file edited by hand
+        or damaged: caught here, not as a crash deep in a comparison)."""
         known, extra = split_known(cls, d)
+        hints = _hints(cls)
+        for name, value in known.items():
+            if name not in cls.nested and not _conforms(value, hints[name]):
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                raise ValueError(f"'{name}' is {shown}, not {_describe(hints[name])}")
         for name, read in cls.nested.items():
             if name in known:
                 known[name] = read(known[name])
         return cls(**known, extra=extra)  # type: ignore[call-arg]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """``cls``'s field types, resolved once per class."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's type: numbers, text, flags, lists of them and
+    None where the type allows it (a record or mapping is checked by its own reader)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return isinstance(value, (list, tuple)) and \
+            (len(args) != 1 or all(_conforms(v, args[0]) for v in value))
+    return True
+
+
+def _describe(hint: Any) -> str:
+    """A field's type in words, for the error: ``a number or null``, ``a list (each item
+    text)``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(hint))
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return f"a list (each item {_describe(args[0])})" if len(args) == 1 else "a list"
+    return {type(None): "null", bool: "true or false", int: "an integer", float: "a number",
+            str: "text"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:

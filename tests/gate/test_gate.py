@@ -368,6 +368,37 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("edit,words", [
+    # before: internal errors (exit 70) deep in the comparison, or read as is
+    (lambda d: d["distributions"].update(gpu_idle_us="x"),
+     "('gpu_idle_us' is 'x', not a list (each item a number or null))"),
+    (lambda d: d["distributions"].update(window_us=["a", "b"]),
+     "('window_us' is ['a', 'b'], not a list (each item a number or null))"),
+    (lambda d: d.update(launches_per_s="fast"),
+     "('launches_per_s' is 'fast', not a number or null)"),
+    (lambda d: d.update(launches="abc"), "('launches' is 'abc', not an integer)"),
+    (lambda d: d["processes"][0].update(steady_launches=True),
+     "('steady_launches' is True, not an integer)"),
+])
+def test_a_summary_with_a_value_of_the_wrong_type_is_exit_2(summary_file, tmp_path, edit, words):
+    d = json.loads(summary_file("healthy").read_text())
+    edit(d)
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(d))
+    r = gate(bad, summary_file("case1"))
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"nsysscope: error: {bad}: not an nsysscope summary {words}"
+
+
+def test_a_gate_result_is_not_a_gate_side(summary_file, tmp_path):
+    out = tmp_path / "gate.json"
+    assert gate(summary_file("healthy"), summary_file("case1"), "--json", out).exit_code == 1
+    r = gate(out, summary_file("case1"))
+    assert r.exit_code == 2 and r.stderr.strip() == (
+        f"nsysscope: error: {out}: not an nsysscope summary, but another result of "
+        "nsysscope's (schema nsysscope.gate/1)")
+
+
 @pytest.mark.parametrize("args,line", [
     (("--rate-pct", "-3"), "--rate-pct: must not be negative (not -3)"),
     (("--stall-pp", "nan"), "--stall-pp: must be a finite number, not nan"),
