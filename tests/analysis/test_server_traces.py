@@ -159,3 +159,17 @@ def test_polling_case1_is_found(analysed, name):
     assert site.mean_polls > 100
     # the window is the host's sample-phase work before the readback: well under a step
     assert s.window_us.p50 < 500
+
+
+@pytest.mark.parametrize("name", ["twoproc", "tp2_case1", "tp2_healthy"])
+def test_steps_per_s_adds_the_processes_as_launches_per_s_does(analysed, name):
+    """The engine runs one graph launch per NVTX step, so the two rates agree; both add the
+    processes' own rates (before, the steps of every process were pooled over one span:
+    294/s on twoproc, whose engines do 306 and 195). Within 1 %: a rate counted from ~100-200
+    steps over the span between the first and last differs by about one step from the
+    launches' count over their replays' span."""
+    s = analysed(name).summary
+    assert len(s.processes) == 2
+    assert s.launches_per_s == pytest.approx(sum(p.launches_per_s for p in s.processes),
+                                             abs=0.02)
+    assert s.steps_per_s == pytest.approx(s.launches_per_s, rel=0.01)
