@@ -164,13 +164,22 @@ class Robust:
     longest_us: float
 
 
+def process_rate(s: Summary) -> float | None:
+    """The launch rate of one process, the mean over the processes that have one: what the
+    per-launch values (pooled over every process) measure, and a tensor-parallel engine's
+    step rate. The summary's ``launches_per_s`` adds the processes' rates instead."""
+    rates = [p.launches_per_s for p in s.processes if p.launches_per_s]
+    return sum(rates) / len(rates) if len(rates) > 1 else s.launches_per_s
+
+
 def robust(s: Summary, t: GateThresholds) -> Robust:
     idle = values(s.distributions.gpu_idle_us if s.distributions else None)
     excess, cap = pause_excess_us(idle, t.pause_quantile)
     longest = float(idle.max()) if len(idle) else 0.0
-    if not s.launches_per_s:
+    rate = process_rate(s)
+    if not rate:
         return Robust(None, None if s.gpu_busy is None else 1 - s.gpu_busy, 0.0, cap, longest)
-    period = 1e6 / s.launches_per_s
+    period = 1e6 / rate
     excess = min(excess, 0.5 * period)  # never let the correction dominate
     robust_period = period - excess
     rate = 1e6 / robust_period
@@ -258,9 +267,12 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
     checks.append(fraction_check(base, cand, rb, rc, t))
     work_b, work_c = values(db.gpu_work_us), values(dc.gpu_work_us)
     period_b, period_c = _periods(db), _periods(dc)
+    several = len(base.processes) > 1 or len(cand.processes) > 1
     checks.append(speed_check("launch_rate", "launch rate (steps/s)", "/s", rb.rate, rc.rate,
                               period_b, period_c, -1, t,
-                              "graph launches per second, host pauses excluded"))
+                              "graph launches per second" + (" of one process (the mean)"
+                                                             if several else "") +
+                              ", host pauses excluded"))
     checks.append(speed_check("gpu_work_p50", "GPU work per launch p50", "us",
                               float(np.median(work_b)) if len(work_b) else None,
                               float(np.median(work_c)) if len(work_c) else None,
@@ -271,11 +283,12 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
                   for c in checks]
     notes = []
     for name, s, r in (("baseline", base, rb), ("candidate", cand, rc)):
-        if s.launches_per_s and r.excess_us / (1e6 / s.launches_per_s) > 0.005:
+        rate = process_rate(s)
+        if rate and r.excess_us / (1e6 / rate) > 0.005:
             notes.append(
                 f"{name}: host pauses (GPU idle gaps above the p{100 * t.pause_quantile:g} of "
                 f"{us(r.cap_us)}, longest {us(r.longest_us)}) cost "
-                f"{100 * r.excess_us / (1e6 / s.launches_per_s):.1f}% of the span; excluded "
+                f"{100 * r.excess_us / (1e6 / rate):.1f}% of the span; excluded "
                 "from the launch rate and idle fraction")
     for name, d in (("baseline", db), ("candidate", dc)):
         if d.sampled_from > len(d.klass):
