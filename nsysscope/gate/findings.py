@@ -15,7 +15,20 @@ from .thresholds import GateThresholds
 
 
 def _site_key(s: StallSite) -> tuple[str, str, str, str]:
+    """What makes two sites the same place in the code: not the process (pids change between
+    runs, and every rank runs the same code)."""
     return (s.klass, s.phase or "", s.op or "", s.api_chain or "")
+
+
+def _by_site(sites: Sequence[StallSite]) -> dict[tuple[str, str, str, str],
+                                                    tuple[StallSite, int]]:
+    """Per site key, its first site (the most GPU time lost) and the count over every
+    process that has it."""
+    out: dict[tuple[str, str, str, str], tuple[StallSite, int]] = {}
+    for s in sites:
+        first, n = out.get(_site_key(s), (s, 0))
+        out[_site_key(s)] = (first, n + s.count)
+    return out
 
 
 def _source(s: StallSite) -> str | None:
@@ -41,15 +54,15 @@ def changed_sites(base: Summary, cand: Summary, klass: str | None, min_change: f
     The biggest one, and the others that changed by at least ``min_change`` launches."""
     side, other = (cand, base) if grown else (base, cand)
     scale = side.steady_launches / other.steady_launches
-    counts = {_site_key(s): s.count for s in other.sites}
+    counts = {key: n for key, (_, n) in _by_site(other.sites).items()}
     out: list[SiteChange] = []
-    for s in side.sites:  # already most GPU time lost first
+    for key, (s, n) in _by_site(side.sites).items():  # most GPU time lost first
         if klass and s.klass != klass:
             continue
-        o = counts.get(_site_key(s), 0)
-        change = s.count - o * scale
+        o = counts.get(key, 0)
+        change = n - o * scale
         if change > 0 and (not out or change >= min_change):
-            out.append(_site_change(s, o, s.count) if grown else _site_change(s, s.count, o))
+            out.append(_site_change(s, o, n) if grown else _site_change(s, n, o))
     return out[:top]
 
 

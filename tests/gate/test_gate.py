@@ -102,6 +102,16 @@ def test_a_tp2_engine_is_gated_by_its_ranks_rate(analysed):
     assert "of one process (the mean)" in c.detail
 
 
+def test_a_site_is_counted_over_every_rank(analysed):
+    """One rank reads back in the baseline, both ranks in the candidate: the same line, so the
+    same site, 94 -> 188 launches (before, each rank's 94 was set against the baseline's 94
+    and the regression named no site)."""
+    r = compare(analysed("tp2_case1_rank0").summary, analysed("tp2_case1").summary)
+    stalls = next(f for f in r.regressions if f.check == "stalls.gpu_to_cpu")
+    assert [(s.baseline_count, s.candidate_count) for s in stalls.sites] == [(94, 188)]
+    assert stalls.sites[0].api_chain == "cudaMemcpyAsync DtoH 1 B \u2192 cudaStreamSynchronize"
+
+
 def test_healthy_to_case1_numbers(analysed):
     r = compare(analysed("healthy").summary, analysed("case1").summary)
     c = by_name(r)
