@@ -1,7 +1,8 @@
 """Which NVTX ranges enclose a moment on a thread: the loop phase, the step, the aten op.
 
-NVTX push/pop ranges nest, so on one thread the ranges at one nesting depth never overlap.
-Each depth is searched with one ``searchsorted``; the stack of names at a moment, outermost
+NVTX push/pop ranges nest, so on one thread the ranges at one nesting depth never overlap
+(start/end ranges, which need not nest, are given depths where they do not either). Each
+depth is searched with one ``searchsorted``; the stack of names at a moment, outermost
 first, is the range path.
 
 The path is read three ways: ``step`` is the number of a range named like ``step 12``;
@@ -29,7 +30,19 @@ STEP_PATTERN = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d
 
 
 def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
-    """Depth of each range among the ranges of its thread (0 = outermost)."""
+    """Depth of each range among the ranges of its thread (0 = outermost), such that ranges
+    at one depth of a thread never overlap.
+
+    Push/pop ranges nest: a range's depth is the number of ranges open when it starts. Ranges
+    of ``nvtxRangeStart/End`` need not nest; where two overlap at one depth, the later one
+    moves below (:func:`_unnested`)."""
+    depth = _pushed_depth(nvtx)
+    order = _by_depth(nvtx, depth)
+    return _unnested(nvtx, depth) if _overlaps(nvtx, depth, order) else depth
+
+
+def _pushed_depth(nvtx: pd.DataFrame) -> np.ndarray:
+    """Each range's depth were the ranges push/pop ranges: those open at its start."""
     depth = np.zeros(len(nvtx), dtype=np.int64)
     for _, idx in nvtx.groupby("tid").indices.items():
         starts = nvtx["start_ns"].to_numpy()[idx]
@@ -45,8 +58,42 @@ def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
         ends_sorted = np.sort(e, kind="stable")
         started = np.arange(1, len(s) + 1)
         ended = np.searchsorted(ends_sorted, s, side="right")
-        depth[idx[order]] = started - ended - 1
+        # minus itself, unless it ended already: a zero-length range (a mark) at its parent's
+        # start is inside the parent, not beside it at the parent's depth
+        depth[idx[order]] = started - ended - 1 + (e <= s)
     return np.maximum(depth, 0)
+
+
+def _by_depth(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
+    """The ranges' order by thread, depth and start."""
+    return np.lexsort((nvtx["start_ns"].to_numpy(), depth, nvtx["tid"].to_numpy()))
+
+
+def _overlaps(nvtx: pd.DataFrame, depth: np.ndarray, order: np.ndarray) -> bool:
+    """Whether two ranges of a thread overlap at one depth (in ``order``, :func:`_by_depth`,
+    any such pair shows as two neighbours that overlap)."""
+    tid, d = nvtx["tid"].to_numpy()[order], depth[order]
+    start, end = nvtx["start_ns"].to_numpy()[order], nvtx["end_ns"].to_numpy()[order]
+    same = (tid[1:] == tid[:-1]) & (d[1:] == d[:-1])
+    return bool((same & (start[1:] < end[:-1])).any())
+
+
+def _unnested(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
+    """``depth`` with each range that overlaps an earlier one at its depth moved to a new
+    depth below all others, until none overlaps (each round settles the earliest ranges)."""
+    depth = depth.copy()
+    tid_all, start_all = nvtx["tid"].to_numpy(), nvtx["start_ns"].to_numpy()
+    end_all = nvtx["end_ns"].to_numpy()
+    while True:
+        order = _by_depth(nvtx, depth)
+        tid, d = tid_all[order], depth[order]
+        start, end = start_all[order], end_all[order]
+        group = np.cumsum(np.r_[True, (tid[1:] != tid[:-1]) | (d[1:] != d[:-1])])
+        reach = pd.Series(end).groupby(group).cummax().to_numpy()  # latest end so far
+        clash = np.r_[False, (group[1:] == group[:-1]) & (start[1:] < reach[:-1])]
+        if not clash.any():
+            return depth
+        depth[order[clash]] = depth.max() + 1
 
 
 def step_numbers(text: pd.Series) -> pd.Series:
@@ -192,7 +239,7 @@ def _by_thread(nvtx: pd.DataFrame, depth: np.ndarray,
     """Each thread's ranges per depth, by start (ties in table order)."""
     tid = nvtx["tid"].to_numpy()
     start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
-    order = np.lexsort((start, depth, tid))
+    order = _by_depth(nvtx, depth)
     tid, depth = tid[order], depth[order]
     cut = np.flatnonzero((np.diff(tid) != 0) | (np.diff(depth) != 0)) + 1
     out: dict[int, dict[int, _Ranges]] = {}
