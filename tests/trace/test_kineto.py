@@ -429,6 +429,25 @@ def test_driver_calls_inside_runtime_calls_are_not_counted_twice(tmp_path):
     assert len(extra) == 60 and s.launches == 60 and s.classes["gpu_to_cpu"] == 54
 
 
+def test_a_driver_call_is_nested_only_inside_a_runtime_call_of_its_thread():
+    """Which driver calls are a runtime call's own work (vectorised: it searched per call)."""
+    from nsysscope.trace.kineto.build import _nested_driver_calls
+    # runtime [0, 100] and [200, 300] on thread 1; driver calls after them
+    start = np.array([0, 200, 10, 10, 10, 0, 150, 200])
+    end = np.array([100, 300, 90, 120, 90, 100, 160, 300])
+    tid = np.array([1, 1, 1, 1, 2, 1, 1, 1])
+    driver = np.array([False, False, True, True, True, True, True, True])
+    assert _nested_driver_calls(start, end, tid, driver).tolist() == [
+        False, False,
+        True,  # inside [0, 100]
+        False,  # outlasts it
+        False,  # another thread
+        True,  # the same span as its runtime call
+        False,  # between two runtime calls
+        True,  # the same start as [200, 300]
+    ]
+
+
 # -- without Python stacks: the profiler's own overhead mostly gone -----------------------------
 
 def _nostack(mode: str):

@@ -159,14 +159,15 @@ def _nested_driver_calls(start: np.ndarray, end: np.ndarray, tid: np.ndarray,
     out = np.zeros(len(start), dtype=bool)
     if not driver.any() or driver.all():
         return out
-    rt = np.flatnonzero(~driver)
-    key = np.lexsort((start[rt], tid[rt]))
-    rt_tid, rt_start, rt_end = tid[rt][key], start[rt][key], end[rt][key]
-    for i in np.flatnonzero(driver):
-        lo = np.searchsorted(rt_tid, tid[i], side="left")
-        hi = np.searchsorted(rt_tid, tid[i], side="right")
-        j = lo + np.searchsorted(rt_start[lo:hi], start[i], side="right") - 1
-        out[i] = j >= lo and rt_end[j] >= end[i]
+    # every call by thread and start, a runtime call before a driver call that starts with it:
+    # the runtime call around a driver call is the last runtime call before it on its thread
+    order = np.lexsort((driver, start, tid))
+    runtime = ~driver[order]
+    last = np.maximum.accumulate(np.where(runtime, np.arange(len(order)), -1))
+    at = np.flatnonzero(~runtime)
+    at = at[last[at] >= 0]
+    call, around = order[at], order[last[at]]
+    out[call] = (tid[around] == tid[call]) & (end[around] >= end[call])
     return out
 
 
