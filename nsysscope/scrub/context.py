@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UnreadableInput
+from ..trace.schema import truncation
 from ..trace.sources import (
     GZIP_MAGIC,
     REPORT_MAGIC,
@@ -38,6 +39,7 @@ from .policy import (
     KEEP_PATH_PREFIXES,
     PATH_PATTERN,
     USER_PLACEHOLDER,
+    NotAnExport,
     ScrubError,
     _word,
 )
@@ -82,6 +84,9 @@ def _connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
         raise ScrubError(f"{path}: not an SQLite file (nsysscope scrubs .sqlite, .sqlite.xz, "
                          ".sqlite.gz and .nsys-rep; an nsys export is made with "
                          "'nsys export --type sqlite REPORT.nsys-rep')")
+    cut = truncation(db_path)
+    if cut:
+        raise NotAnExport(f"{path}: truncated export ({cut}); copy or export it again")
     conn = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True)
     _check_nsys(conn, path)
     return conn
@@ -96,11 +101,11 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
         tables = set(_tables(conn))
     except sqlite3.DatabaseError as e:
         conn.close()
-        raise ScrubError(f"{path}: not a readable SQLite file ({e})") from None
+        raise NotAnExport(f"{path}: truncated or corrupt export ({e})") from None
     missing = {"META_DATA_EXPORT", "StringIds"} - tables
     if missing:
         conn.close()
-        raise ScrubError(f"{path}: SQLite, but not an nsys export "
+        raise NotAnExport(f"{path}: SQLite, but not an nsys export "
                          f"(no {', '.join(sorted(missing))} table)")
 
 

@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
-from ..errors import NsysscopeError
+from ..errors import NotAnNsysExport, NsysscopeError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -93,6 +93,13 @@ class ScrubError(NsysscopeError):
     """The input cannot be scrubbed: missing, not SQLite, or not an nsys export."""
 
     exit_code = 2
+
+
+class NotAnExport(ScrubError, NotAnNsysExport):
+    """SQLite, but not an nsys export, or a truncated or corrupt one: exit 5, as for every
+    command that reads an export."""
+
+    exit_code = NotAnNsysExport.exit_code
 
 
 @dataclass(frozen=True)

@@ -314,16 +314,19 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
 def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -> Path:
     if in_place:
         if dst is not None and Path(dst).resolve() != src.resolve():
-            raise ScrubError(f"{dst}: in_place scrubs {src} itself; give no other destination")
+            raise ScrubError(f"{dst}: --in-place (in_place=True) scrubs {src} itself; give no "
+                             "other destination")
         if src.is_file() and not _is_sqlite(src):
-            raise ScrubError(f"{src}: in_place rewrites an uncompressed .sqlite export; "
+            raise ScrubError(f"{src}: --in-place (in_place=True) rewrites an uncompressed "
+                             ".sqlite export only; "
                              "give a destination instead")
         return src
     if dst is None:
-        raise ScrubError("scrub needs a destination (or in_place=True)")
+        raise ScrubError("scrub needs a destination, or --in-place (in_place=True)")
     dst = Path(dst)
     if dst.exists() and dst.resolve() == src.resolve():
-        raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
+        raise ScrubError(f"{dst}: the destination is the source; --in-place (in_place=True) "
+                         "rewrites it")
     if dst.exists() and not force:
         raise ScrubError(f"{dst}: already exists; pass --force (force=True) to overwrite it")
     if not dst.parent.is_dir():

@@ -362,7 +362,7 @@ def test_drop_nvtx_text(raw_like, tmp_path):
         assert b.execute(q).fetchone()[0] == 0
 
 
-def test_bad_input_raises_and_leaves_no_dst(tmp_path):
+def test_bad_input_raises_and_leaves_no_dst(tmp_path, raw_like):
     dst = tmp_path / "out.sqlite"
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(os.urandom(4096))
@@ -373,16 +373,22 @@ def test_bad_input_raises_and_leaves_no_dst(tmp_path):
     foreign = tmp_path / "foreign.sqlite"
     with sqlite3.connect(foreign) as c:
         c.execute("CREATE TABLE t (x)")
-    for bad, msg in [(junk, "not an SQLite file"), (empty, "not an SQLite file"),
-                     (text, "not an SQLite file"), (foreign, "not an nsys export"),
-                     (tmp_path / "missing.sqlite", "no such file"), (tmp_path, "not a file")]:
+    cut = tmp_path / "cut.sqlite"  # an interrupted copy of a real export
+    cut.write_bytes(raw_like.read_bytes()[:200_000])
+    # exit codes as for every command: 2 unreadable, 5 SQLite that is not a whole export
+    for bad, msg, code in [(junk, "not an SQLite file", 2), (empty, "not an SQLite file", 2),
+                           (text, "not an SQLite file", 2), (foreign, "not an nsys export", 5),
+                           (cut, "truncated export", 5),
+                           (tmp_path / "missing.sqlite", "no such file", 2),
+                           (tmp_path, "not a file", 2)]:
         with pytest.raises(ScrubError, match=msg) as e:
             scrub(bad, dst)
-        assert "\n" not in str(e.value)
+        assert "\n" not in str(e.value) and e.value.exit_code == code
         with pytest.raises(ScrubError):
             find_leaks(bad)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "foreign.sqlite",
-                                                         "junk.sqlite", "notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.sqlite", "empty.sqlite",
+                                                         "foreign.sqlite", "junk.sqlite",
+                                                         "notes.txt", "raw.sqlite"]
 
 
 def test_failure_midway_keeps_existing_dst(raw_like, tmp_path, monkeypatch):
