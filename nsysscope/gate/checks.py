@@ -43,17 +43,21 @@ def values(xs: list[float | None] | None) -> np.ndarray:
     return v[np.isfinite(v)]
 
 
-def check_comparable(base: Summary, cand: Summary) -> list[str]:
+def check_comparable(base: Summary, cand: Summary,
+                     labels: tuple[str | None, str | None] = (None, None)) -> list[str]:
     """Raise :class:`NotComparable`, :class:`NothingSteady` (a side with no steady launch) or
-    :class:`UnreadableInput`; return notes on minor differences (nsys version, settings)."""
-    for name, s in (("baseline", base), ("candidate", cand)):
+    :class:`UnreadableInput`; return notes on minor differences (nsys version, settings).
+    ``labels``: what the user named each side (a summary file), said in the errors instead of
+    the trace the summary was made from."""
+    for name, s, label in (("baseline", base, labels[0]), ("candidate", cand, labels[1])):
+        where = label or s.trace.path
         if s.distributions is None:
             raise UnreadableInput(
-                f"{name} {s.trace.path}: the summary has no per-launch distributions; write it "
+                f"{name} {where}: the summary has no per-launch distributions; write it "
                 "with 'nsysscope summarize TRACE -o FILE.json' (or 'report --format json' of "
                 "this version; an older report's JSON has none)")
         if not s.steady_launches or not len(s.distributions.klass):
-            raise NothingSteady(f"{name} {s.trace.path} has no steady-state launches, nothing "
+            raise NothingSteady(f"{name} {where} has no steady-state launches, nothing "
                                 f"steady to judge ({s.launches} graph launches, "
                                 f"{s.warmup_launches} warm-up)")
     gb, gc = set(base.trace.gpus), set(cand.trace.gpus)

@@ -46,7 +46,7 @@ def compare(baseline: Any, candidate: Any,
     else:
         t = thresholds
     base, cand = baseline, candidate
-    notes = check_comparable(base, cand)
+    notes = check_comparable(base, cand, (baseline_label, candidate_label))
     checks, more = run_checks(base, cand, t)
     notes += more
     sides = {c.name: (base, cand) for c in checks}

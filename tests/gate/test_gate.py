@@ -369,7 +369,9 @@ def test_no_steady_launches_is_nothing_to_judge(summary_file, tmp_path):
     empty.write_text(json.dumps(d))
     r = gate(empty, summary_file("healthy"))
     assert r.exit_code == 8
-    assert "has no steady-state launches" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # the file the user named, not the trace the summary was made from
+    assert r.stderr.startswith(f"nsysscope: error: baseline {empty} has no steady-state "
+                               "launches") and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
@@ -379,6 +381,7 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     old_report.write_text(json.dumps(d))
     r = gate(old_report, summary_file("healthy"))
     assert r.exit_code == 2 and "nsysscope summarize" in r.stderr
+    assert r.stderr.startswith(f"nsysscope: error: baseline {old_report}: the summary has no ")
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
     r = gate(junk, summary_file("healthy"))
