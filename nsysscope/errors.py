@@ -83,6 +83,15 @@ class NewerSchema(UnreadableInput):
     exit_code = 2
 
 
+class SomeTracesFailed(NsysscopeError):
+    """Several traces were analysed and some could not be: their rows say why; the exit code
+    is the first failed trace's."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 #: the internal-error exit code (a bug in nsysscope, never a bad input)
 INTERNAL_ERROR = 70
 

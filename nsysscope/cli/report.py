@@ -10,7 +10,7 @@ import click
 from .. import render
 from ..analysis.windows import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
-from ..errors import UnreadableInput
+from ..errors import SomeTracesFailed, UnreadableInput
 from ..export import is_db_name, per_launch_table, write_db
 from ..util.progress import note
 from .export import write_perfetto_file
@@ -105,7 +105,12 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings,
                           per_launch_db=per_launch)
         write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
-        return batch.exit_code
+        failed = [t for t in batch.traces if not t.ok]
+        if failed:
+            raise SomeTracesFailed(
+                f"{len(failed)} of {len(batch.traces)} traces could not be analysed (see their "
+                f"rows); the first: {failed[0].error}", batch.exit_code)
+        return 0
     if scheduler or jobs or timings:
         used = [o for o, v in (("--scheduler", scheduler), ("-j", jobs), ("--timings", timings))
                 if v]

@@ -59,6 +59,10 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
     out = res.output
     assert "rank1.sqlite.xz" in out and "rank 1 (rank1.sqlite.xz) stalls most" in out
     assert "error:" in out and "3 of 4 traces" in out
+    # and one line on stderr says so (before: exit 2 and nothing there)
+    assert res.stderr == (f"nsysscope: error: 1 of 4 traces could not be analysed (see their "
+                          f"rows); the first: {bad}: not an SQLite file (nsysscope reads "
+                          ".sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep)\n")
     res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
