@@ -103,9 +103,10 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
                       f"(GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)")
-    return True, (f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU; "
+    queued = n - stalled - lb  # a launch-bound gap: the next launch came after the GPU idled
+    return True, (f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU; "
                   f"GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else
-                  f"overlap healthy: {n - stalled}/{n} steady launches queued ahead of the GPU")
+                  f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU")
 
 
 def _broken(stalls: dict[str, int], sites: list[StallSite], n: int,
@@ -148,7 +149,8 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     if lb / n > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
         return "launch_bound", f"launch-bound on {lb}/{n} launches"
     busy = f"; GPU busy {p.gpu_busy:.1%}" if p.gpu_busy is not None else ""
-    return "healthy", f"healthy: {n - stalled}/{n} steady launches queued ahead of the GPU{busy}"
+    return "healthy", (f"healthy: {n - stalled - lb}/{n} steady launches queued ahead of the "
+                       f"GPU{busy}")
 
 
 def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
@@ -170,6 +172,6 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
         return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
                       f"(pid {', '.join(str(p.pid) for p in lb)})")
     busy = f"; GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else ""
-    queued = s.steady_launches - sum(s.stalls.values())
+    queued = s.steady_launches - sum(s.stalls.values()) - s.classes.get("launch_bound", 0)
     return True, (f"overlap healthy in all {n} processes: {queued}/{s.steady_launches} steady "
                   f"launches queued ahead of the GPU{busy}")

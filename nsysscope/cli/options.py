@@ -20,7 +20,7 @@ from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
 from ..model import Summary
 from ..trace.cache import disable_cache
-from ..trace.sources import file_kind
+from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
 from ..util.text import DEFAULT_WIDTH, terminal_width
 
@@ -88,8 +88,8 @@ def require_steady(s: Summary, warmup: int | None) -> None:
     raise NothingSteady(
         f"{s.trace.path}: nothing steady to judge: {how} leaves no steady launch "
         f"({s.launches} graph launch{'es' if s.launches != 1 else ''}, "
-        f"{s.warmup_launches} warm-up, the last one never counts); lower --warmup "
-        "or capture more steps")
+        f"{s.warmup_launches} of them warm-up; the last on each stream is never judged); "
+        "lower --warmup or capture more steps")
 
 
 def output_format(kind: str, fmt: str | None, output: str | None, option: str = "-o") -> str:

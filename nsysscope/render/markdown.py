@@ -8,12 +8,14 @@ from ..model import StallSite
 from ..util.units import plural, us
 from .base import as_summary, cell
 from .text import (
+    LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
     gain,
     header,
     latent_line,
+    latent_reason,
     metrics_rows,
     process_rows,
     split_sites,
@@ -66,8 +68,8 @@ def render(result: Any) -> str:
         out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | `{cell(x.nvtx_path or '-')}` |"
                 for x in late]
     if s.latent:
-        out += ["", "**Also seen, not (yet) costing you** (fix the stalls above and these are "
-                "next)", ""] + [f"- {cell(latent_line(x))}" for x in s.latent]
+        out += ["", f"**{LATENT_HEADING}** ({latent_reason(s)})", ""] + \
+            [f"- {cell(latent_line(x))}" for x in s.latent]
     if s.notes:
         out += ["", "**Notes**", ""] + [f"- {n}" for n in s.notes]
     return "\n".join(out) + "\n"

@@ -44,9 +44,12 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
     rate = f"{s.launches_per_s:.1f}" if s.launches_per_s is not None else "n/a"
     if s.steps_per_s is not None:
         rate += f"  (NVTX steps/s {s.steps_per_s:.1f})"
+    # the last launch on each stream, and any whose GPU work is missing from the trace
+    unjudged = s.launches - s.warmup_launches - s.steady_launches
     return [
         ("graph launches",
-         f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches})"),
+         f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches}"
+         + (f", not judged {unjudged})" if unjudged else ")")),
         ("stalls gpu_to_cpu (case 1)", str(s.stalls.get(LaunchClass.GPU_TO_CPU, 0))),
         ("stalls cpu_to_gpu (case 2)", str(s.stalls.get(LaunchClass.CPU_TO_GPU, 0))),
         ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
@@ -92,6 +95,15 @@ def chain(site: StallSite) -> str:
     many tries each took)."""
     polls = f"polled x{site.mean_polls:,.0f} per wait, " if site.mean_polls else ""
     return f"{site.api_chain} ({polls}mean block {us(site.mean_block_us)})"
+
+
+LATENT_HEADING = "Also seen, not (yet) costing you"
+
+
+def latent_reason(s: Summary) -> str:
+    """Why the latent sites (:class:`LatentSite`) of ``s`` cost nothing yet."""
+    return "fix the stalls above and these are next" if sum(s.stalls.values()) else \
+        "the host is behind the GPU anyway; once it keeps ahead, these would stall it"
 
 
 def latent_line(x: LatentSite) -> str:
@@ -182,8 +194,7 @@ def render(result: Any, width: int | None = None) -> str:
     if late:
         out += _late_lines(late, w)
     if s.latent:
-        out += ["", *wrap("Also seen, not (yet) costing you (fix the stalls above and these are "
-                          "next)", w, "", "")]
+        out += ["", *wrap(f"{LATENT_HEADING} ({latent_reason(s)})", w, "", "")]
         for x in s.latent:
             out += wrap(latent_line(x), w, "  - ", "    ")
     if s.notes:

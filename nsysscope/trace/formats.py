@@ -1,16 +1,19 @@
-"""What kind of JSON a file holds, from its content: a torch.profiler (Kineto) trace, an
-nsysscope summary, or other JSON (plain, gzip or xz; never judged by its name)."""
+"""What a file is, from its content: the kind of JSON it holds (a torch.profiler (Kineto)
+trace, an nsysscope summary, or other JSON; plain, gzip or xz; never judged by its name), and
+whether it is a trace nsysscope must never write over."""
 
 from __future__ import annotations
 
 import gzip
 import lzma
 import os
+import sqlite3
 import zlib
 from pathlib import Path
 
 from ..errors import UnreadableInput
-from .sources import GZIP_MAGIC, XZ_MAGIC, _read_head
+from .schema import connect_readonly
+from .sources import GZIP_MAGIC, REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, _read_head
 
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
@@ -52,3 +55,28 @@ def is_kineto(path: str | os.PathLike) -> bool:
         return json_kind(path) == "kineto"
     except (UnreadableInput, OSError):
         return False
+
+
+def file_kind(p: Path) -> str | None:
+    """What ``p`` is, when it is something nsysscope never writes over: ``"an nsys export"``
+    (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"`` or ``"an Nsight Systems
+    report"``; None for anything else, or a file that cannot be read."""
+    try:
+        with p.open("rb") as f:
+            head = f.read(len(REPORT_MAGIC))
+    except OSError:
+        return None
+    if head.startswith(REPORT_MAGIC):
+        return "an Nsight Systems report"
+    if not head.startswith(SQLITE_MAGIC):
+        return None
+    try:
+        conn = connect_readonly(p)
+        try:
+            export = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
+                                  "'META_DATA_EXPORT'").fetchone() is not None
+        finally:
+            conn.close()
+    except (sqlite3.Error, UnreadableInput):
+        export = False
+    return "an nsys export" if export else "an SQLite file"

@@ -90,34 +90,6 @@ def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
     raise UnreadableInput(f"{p}: not an SQLite file ({_ACCEPTS})")
 
 
-def file_kind(p: Path) -> str | None:
-    """What ``p`` is, when it is something nsysscope never writes over: ``"an nsys export"``
-    (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"`` or ``"an Nsight Systems
-    report"``; None for anything else, or a file that cannot be read."""
-    try:
-        with p.open("rb") as f:
-            head = f.read(len(REPORT_MAGIC))
-    except OSError:
-        return None
-    if head.startswith(REPORT_MAGIC):
-        return "an Nsight Systems report"
-    if not head.startswith(SQLITE_MAGIC):
-        return None
-    import sqlite3
-
-    from .schema import connect_readonly
-    try:
-        conn = connect_readonly(p)
-        try:
-            export = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
-                                  "'META_DATA_EXPORT'").fetchone() is not None
-        finally:
-            conn.close()
-    except (sqlite3.Error, UnreadableInput):
-        export = False
-    return "an nsys export" if export else "an SQLite file"
-
-
 def _read_head(p: Path, n: int = 64) -> bytes:
     """The first bytes of ``p``, after checking it is a readable, non-empty regular file.
 

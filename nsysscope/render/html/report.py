@@ -11,12 +11,14 @@ from ...util.units import us
 from ..base import as_summary
 from ..palette import class_color
 from ..text import (
+    LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
     gain,
     header,
     latent_line,
+    latent_reason,
     metrics_rows,
     process_rows,
     verdict,
@@ -110,8 +112,9 @@ def report_page(result: Any, timestamp: datetime | str | None = None,
                   "the per-launch distributions but no timeline.</p>", "<h2>Distributions</h2>",
                   _distributions(lambda: _plots().distributions_figure(s, name=file))]
     if s.latent:
-        parts.append("<h2>Also seen, not (yet) costing you</h2>")
-        parts.append('<p class="note">Fix the stalls above and these are next.</p>')
+        parts.append(f"<h2>{LATENT_HEADING}</h2>")
+        reason = latent_reason(s)
+        parts.append(f'<p class="note">{escape(reason[0].upper() + reason[1:])}.</p>')
         parts.append(notes([latent_line(x) for x in s.latent]))
     parts.append("<h2>Notes</h2>")
     parts.append(notes(s.notes))
