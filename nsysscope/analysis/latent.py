@@ -99,7 +99,9 @@ def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
 
 
 def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:
-    """Whether the thread's next traced CUDA call after each copy is a synchronisation."""
+    """Whether the thread's next CUDA call after each copy is a synchronisation, among the
+    calls the loader reads (launches, syncs, records, stream waits, queries, copies: a
+    ``cudaLaunchKernel`` in between is not seen)."""
     sync = calls.table["name"].isin(SYNC_APIS).to_numpy(dtype=bool)
     # per call (and row -1: no such call): the next call is on the same thread and syncs
     next_is_sync = np.r_[sync[1:] & calls.follows_on_thread[1:], False, False]

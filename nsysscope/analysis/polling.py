@@ -2,13 +2,14 @@
 
 nsys records each try as a short, non-blocking ``cudaEventQuery``/``cudaStreamQuery`` (or
 driver ``cuEventQuery``/``cuStreamQuery``) call. On one thread, queries that follow each other
-with no other traced CUDA call in between and no more than ``poll_gap_us`` apart form one
-block, from the first query's start to the last one's end (the try that found the work
-done). Where the export has the calls' return codes, a try that succeeded ends its loop
-(the others return ``cudaErrorNotReady``), so two loops back to back stay two blocks. A tight
-loop leaves a few microseconds between tries; an asyncio loop that yields
-between tries, tens. A run needs ``poll_min_queries`` tries: one query that finds the work
-done is no wait at all.
+with no other CUDA call in between (of those the loader reads: launches, syncs, records, stream
+waits, queries and copies; an eager kernel launch between two tries is not seen) and no more
+than ``poll_gap_us`` apart form one block, from the first query's start to the last one's end
+(the try that found the work done). Where the export has the calls' return codes, a try that
+succeeded ends its loop (the others return ``cudaErrorNotReady``), so two loops back to back
+stay two blocks. A tight loop leaves a few microseconds between tries; an asyncio loop that
+yields between tries, tens. A run needs ``poll_min_queries`` tries: one query that finds the
+work done is no wait at all.
 
 Not every query loop is the engine waiting. NCCL's watchdog thread in every
 ``torch.distributed`` process queries its own events hundreds of times; a thread that only
