@@ -142,6 +142,8 @@ def _grouped(duck: Any, sql: str, kinds: str, params: tuple) -> list[Any]:
                                    f"GROUP BY {key}", params)
     sizes = np.fromiter((len(g) for g in groups[0]), np.int64, len(values)) if groups else \
         np.zeros(len(values), np.int64)
+    if any(np.ma.is_masked(part) for g in groups for part in g):  # a NULL in a list, as _int
+        raise TypeError("NULL where an integer is expected")
     ints = iter([_int(np.concatenate(g)) if len(g) else np.empty(0, np.int64)
                  for g in groups])
     text = _categorical(np.repeat(np.arange(len(values)), sizes), values)
@@ -149,6 +151,11 @@ def _grouped(duck: Any, sql: str, kinds: str, params: tuple) -> list[Any]:
 
 
 def _int(values: Any) -> np.ndarray:
+    """Integers as int64. A NULL (DuckDB masks it) where the query expects an integer is a
+    damaged row: TypeError, so that sqlite3 reads the query again and reports the damage as it
+    does (``np.asarray`` would make the NULL a 0, and the analysis would run on it)."""
+    if np.ma.is_masked(values):
+        raise TypeError("NULL where an integer is expected")
     return np.asarray(values, dtype=np.int64)
 
 
