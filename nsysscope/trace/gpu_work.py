@@ -16,6 +16,7 @@ import pandas as pd
 from .apis import LAUNCH_APIS, process_of_pid
 from .arrays import INT, frame
 from .schema import Schema
+from .time_range import EVERY_CALL, CallRows
 
 GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
 EAGER_COLUMNS = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",
@@ -38,10 +39,10 @@ class GpuWork:
 
     Each table is one query. A graph replay's rows (``graphNodeId`` set) group by process and
     correlation id; an eager op's row is a group of its own, keyed by its negated rowid, so it
-    comes back as is (its rowid orders ties). ``of_calls``: an SQL condition on
-    ``correlationId`` keeping the work of the calls read (:meth:`.TimeRange.of_calls`)."""
+    comes back as is (its rowid orders ties). ``of_calls``: the work of the calls read
+    (:meth:`.TimeRange.of_calls`)."""
 
-    def __init__(self, s: Schema, of_calls: str = "") -> None:
+    def __init__(self, s: Schema, of_calls: CallRows = EVERY_CALL) -> None:
         graph: list[list[np.ndarray]] = []
         eager: list[list[np.ndarray]] = []
         self.has_node_tables = False
@@ -90,19 +91,20 @@ class GpuWork:
 
 
 def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
-                of_calls: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                of_calls: CallRows) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """One table's graph groups (proc, corr, start, end, stream, device, count) and eager rows
     (start, end, stream, device, corr, proc, copy_kind, src_kind, dst_kind, bytes, rowid)."""
     copy = _COPY_SQL[table]
     # the process of each row: correlation ids restart in every process
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
+    calls = of_calls.sql("globalPid" in tcols)
     if has_node:
         sql = ("SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END g, "
                f"{pid} p, MIN(CASE WHEN graphNodeId IS NULL THEN 1 ELSE 0 END), MIN(start), "
                'MAX("end"), MIN(streamId), MIN(deviceId), IFNULL(MIN(correlationId), -1), '
                "COUNT(*)" + "".join(f", MIN({c})" for c in copy) +
                f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL)"
-               f"{of_calls} GROUP BY g, p")
+               f"{calls} GROUP BY g, p")
         key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(sql, "i" * 13)
         e = eager.astype(bool)
         g = ~e
@@ -111,14 +113,14 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
         return graph, [start[e], end[e], stream[e], device[e], corr[e], proc[e]] + \
             [col[e] for col in cp] + [-key[e]]
     sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
-           + ", ".join(copy) + f", rowid FROM {table} WHERE TRUE{of_calls}")
+           + ", ".join(copy) + f", rowid FROM {table} WHERE TRUE{calls}")
     cols = s.read(sql, "i" * 11)
     cols[5] = process_of_pid(cols[5])
     return [np.empty(0, np.int64)] * 7, cols
 
 
 def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
-               of_calls: str = "") -> tuple[pd.DataFrame, str]:
+               of_calls: CallRows = EVERY_CALL) -> tuple[pd.DataFrame, str]:
     """Per graph launch: the span of its GPU work, from node rows or graph-trace rows
     (``of_calls``: as :class:`GpuWork`'s)."""
     mode = "none"
@@ -129,10 +131,11 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
         df = pd.DataFrame({c: pd.Series(dtype=INT) for c in GRAPH_WORK_COLUMNS})
     table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
     if s.has(table):
-        pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
+        has_pid = "globalPid" in s.columns(table)
+        pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
         g = frame(GRAPH_WORK_COLUMNS, s.read(
             f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1 '
-            f"FROM {table} WHERE TRUE{of_calls}", "iiiiiii"))
+            f"FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiii"))
         g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]

@@ -131,7 +131,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
     with progress(f"reading {path.name}", total=6) as bar:
         api = tables.api_table(s, span)
         # the GPU work and records of the calls read
-        of_calls = span.of_calls(api["corr_id"].to_numpy())
+        of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
         bar.advance(label=f"reading {path.name}: syncs and NVTX")
         syncs = tables.syncs_table(s, of_calls)
         event_records = tables.event_records_table(s, of_calls)

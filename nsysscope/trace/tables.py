@@ -9,7 +9,7 @@ import pandas as pd
 from .apis import process_of, process_of_pid, wanted_api
 from .arrays import INT, frame, query
 from .schema import Schema, api_base_name
-from .time_range import WHOLE, TimeRange
+from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 
 
 def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
@@ -54,8 +54,8 @@ def wanted_api_ids(s: Schema) -> dict[int, str]:
     return {i: n for i, n in names.items() if wanted_api(n)}
 
 
-def syncs_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
-    """``of_calls``: an SQL condition on ``correlationId`` (:meth:`TimeRange.of_calls`)."""
+def syncs_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFrame:
+    """``of_calls``: the rows of the calls read (:meth:`TimeRange.of_calls`)."""
     cols = ["proc", "corr_id", "event_sync_id", "stream"]
     tcols = s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     if not tcols:
@@ -63,20 +63,22 @@ def syncs_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
     esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
-                            f"FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE TRUE{of_calls}",
+                            "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE TRUE"
+                            f"{of_calls.sql('globalPid' in tcols)}",
                             "iiii"))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
-def event_records_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
+def event_records_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFrame:
     cols = ["proc", "corr_id", "event_sync_id", "stream"]
     table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
     if not s.has(table):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
-    pid = "IFNULL(globalPid, -1)" if "globalPid" in s.columns(table) else "-1"
+    has_pid = "globalPid" in s.columns(table)
+    pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
-                            f"IFNULL(eventSyncId, -1), streamId FROM {table} WHERE TRUE{of_calls}",
-                            "iiii"))
+                            f"IFNULL(eventSyncId, -1), streamId FROM {table} "
+                            f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii"))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
@@ -121,7 +123,7 @@ def processes_table(s: Schema) -> pd.DataFrame:
 _COLLECTIVE_NAME = "nccl%"
 
 
-def collectives_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
+def collectives_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFrame:
     """Every NCCL kernel, in graphs or eager (of the calls read: ``of_calls``, as
     :func:`syncs_table`): ``proc, corr_id, start_ns, end_ns, stream, device, name``. Ranks of
     a tensor-parallel group meet in these kernels, so a rank whose host stalled makes its
@@ -141,7 +143,8 @@ def collectives_table(s: Schema, of_calls: str = "") -> pd.DataFrame:
     ids = ",".join(str(i) for i in names)
     proc, corr, start, end, stream, device, name_id = s.read(
         f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
-        f"{name_col} FROM {table} WHERE {name_col} IN ({ids}){of_calls}", "iiiiiii")
+        f"{name_col} FROM {table} WHERE {name_col} IN ({ids})"
+        f"{of_calls.sql('globalPid' in tcols)}", "iiiiiii")
     df = frame(cols, [process_of_pid(proc), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)

@@ -55,19 +55,53 @@ class TimeRange:
             sql.append(f' AND {alias}"end" > {self.start_ns}')
         return "".join(sql)
 
-    def of_calls(self, corr_ids: np.ndarray, column: str = "correlationId") -> str:
-        """An SQL condition (`` AND ...``) keeping the rows whose ``column`` lies within the
-        correlation ids of the calls read (``corr_ids``); empty for the whole trace.
-
-        Correlation ids count up in each process, so the rows between the smallest and the
-        largest are those of the calls in the range (and, with several processes, some of
-        their neighbours', which the joins to the calls leave out)."""
+    def of_calls(self, corr_ids: np.ndarray, procs: np.ndarray) -> CallRows:
+        """The rows of the calls read (their correlation ids and processes); every row for
+        the whole trace."""
         if self.whole:
-            return ""
-        ids = corr_ids[corr_ids >= 0]
+            return EVERY_CALL
+        keep = corr_ids >= 0
+        ids, procs = corr_ids[keep], procs[keep]
         if not len(ids):
+            return CallRows(())
+        order = np.argsort(procs, kind="stable")
+        procs, ids = procs[order], ids[order]
+        first = np.flatnonzero(np.r_[True, procs[1:] != procs[:-1]])
+        return CallRows(tuple(zip(procs[first].tolist(), np.minimum.reduceat(ids, first).tolist(),
+                                  np.maximum.reduceat(ids, first).tolist(), strict=True)))
+
+
+@dataclass(frozen=True)
+class CallRows:
+    """The rows of a per-call table (GPU work, sync and event records) that belong to the
+    calls read: per process, the correlation ids between its calls' smallest and largest.
+
+    Correlation ids count up in each process, so those are the rows of its calls in the range
+    (and a few neighbours', which the joins to the calls leave out). One range over every
+    process's ids would take in long stretches of the others' rows: each process counts from
+    its own start."""
+
+    #: (process key, smallest id, largest id); None: every row (the whole trace)
+    ranges: tuple[tuple[int, int, int], ...] | None
+
+    def sql(self, has_pid: bool, column: str = "correlationId") -> str:
+        """An SQL condition (`` AND ...``) on a table with ``column`` (and ``globalPid``, if
+        ``has_pid``; without it, one range for every process); empty for every row."""
+        if self.ranges is None:
+            return ""
+        if not self.ranges:
             return " AND FALSE"  # no call read: none of their rows either
-        return f" AND {column} BETWEEN {int(ids.min())} AND {int(ids.max())}"
+        low, high = min(r[1] for r in self.ranges), max(r[2] for r in self.ranges)
+        sql = f" AND {column} BETWEEN {low} AND {high}"  # what storage statistics can skip
+        if has_pid and len(self.ranges) > 1:
+            sql += " AND (" + " OR ".join(
+                f"(globalPid >> 24 = {p} AND {column} BETWEEN {lo} AND {hi})"
+                for p, lo, hi in self.ranges) + ")"
+        return sql
+
+
+#: every row of a per-call table
+EVERY_CALL = CallRows(None)
 
 
 #: the whole trace

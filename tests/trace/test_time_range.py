@@ -91,6 +91,23 @@ def test_launches_inside_the_range_are_judged_as_in_the_whole_trace(sample_path,
     pd.testing.assert_frame_equal(inner[columns].reset_index(drop=True), same[columns])
 
 
+def test_each_process_reads_only_the_gpu_rows_of_its_own_calls(sample_path):
+    """Two engines in one export count correlation ids from their own starts: one range over
+    both took in stretches of each other's GPU rows (on this sample, 2123 eager GPU rows for
+    the 909 of the calls in the range), far outside the range. Per process, every GPU row read lies
+    within the correlation ids of that process's calls read."""
+    whole = load(sample_path("twoproc"))
+    span = middle(whole)
+    part = load(sample_path("twoproc"), time_range=span)
+    calls = part.api.groupby("proc")["corr_id"].agg(["min", "max"])
+    assert len(calls) == 2 and len(part.gpu_ops)
+    for proc, ops in part.gpu_ops.groupby("proc"):
+        assert ops["corr_id"].between(calls.loc[proc, "min"], calls.loc[proc, "max"]).all()
+    # and nothing the analysis needs is lost: the replay of every launch read is there
+    launches = part.api[part.api["name"] == "cudaGraphLaunch"]
+    assert len(part.graph_work) == len(launches)
+
+
 def test_report_reads_the_range_it_is_given(sample_path):
     path = str(sample_path("case1"))
     r = CliRunner().invoke(cli, ["report", path, "--from", "5", "--to", "6200ms", "--format",
