@@ -62,8 +62,12 @@ def test_the_case1_process_of_two_engines_projects_the_healthy_ones_rate(analyse
 @pytest.mark.parametrize("name", ["healthy", "healthy_long", "run1", "tp2_healthy", "poll_healthy",
                                   "outcopy_healthy"])
 def test_a_healthy_trace_projects_no_gain(analysed, name):
+    """No stall, nothing to fix: the projection keeps every measured rate (a tensor-parallel
+    group moves at its slowest rank's: tp2_healthy's ranks run 254.07 and 254.08/s, so its
+    projection is 0.01/s under the sum)."""
     s = analysed(name).summary
-    assert s.if_fixed.speedup <= 1.03
+    assert sum(s.stalls.values()) == 0 and s.if_fixed.speedup == 1.0
+    assert s.if_fixed.launches_per_s == pytest.approx(s.launches_per_s, abs=0.015)
 
 
 def test_fixing_rank0_also_frees_the_waiting_rank(analysed):

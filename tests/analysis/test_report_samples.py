@@ -110,9 +110,27 @@ def test_rates_and_busy_agree_with_the_engine(analysed, engine_metrics, name):
         assert s.gpu_busy == pytest.approx(m["gpu_busy"], abs=0.04)
 
 
-def test_window_is_launch_end_to_block_start(analysed):
+def test_window_is_launch_end_to_block_start(analysed, sample_path):
+    """Against the export's own rows: each steady case-1 launch's window runs from the end of
+    its cudaGraphLaunch call to the start of the first cudaStreamSynchronize its thread makes
+    after it (the engine's readback sync), which ends after the launch's GPU work."""
+    import sqlite3
+
+    from nsysscope.trace import resolve
+    with sqlite3.connect(resolve(sample_path("case1"))) as c:
+        rows = c.execute("SELECT s.value, r.start, r.\"end\", r.correlationId, r.globalTid "
+                         "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                         "WHERE s.value LIKE 'cudaGraphLaunch%' OR "
+                         "s.value LIKE 'cudaStreamSynchronize%' ORDER BY r.start").fetchall()
+    launch_end = {corr: end for name, _, end, corr, _ in rows if name.startswith("cudaGraph")}
+    syncs = sorted((start, end, tid) for name, start, end, _, tid in rows
+                   if name.startswith("cudaStreamSync"))
     L = analysed("case1").launches
-    w = L[L["waited"]]
-    assert ((w["block_start_ns"] - w["api_end_ns"]) == w["window_ns"]).all()
-    assert (w["block_start_ns"] < w["gpu_end_ns"]).all()  # it waited on that launch's work
-    assert (w["block_end_ns"] >= w["gpu_end_ns"]).all()
+    w = L[L["steady"]]
+    assert len(w) == 293 and w["waited"].all()
+    for corr, tid, window, gpu_end in zip(w["corr_id"], w["tid"], w["window_ns"],
+                                          w["gpu_end_ns"], strict=True):
+        end = launch_end[corr]
+        start, sync_end = next((s, e) for s, e, t in syncs if s >= end and t == tid)
+        assert window == start - end
+        assert start < gpu_end <= sync_end  # it waited on that launch's work

@@ -42,6 +42,14 @@ def test_notebook_runs_top_to_bottom(path):
         assert len(images) >= 6, "the timelines, distributions and comparison did not show"
         html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
         assert "nsysscope-summary" in html  # the rich summary of an opened trace
+        # what the notebook prints is what the samples are (sample_traces/README.md)
+        text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+        assert "case1    OVERLAP BROKEN: 293/293 steady launches stall (gpu_to_cpu at phase " \
+               "'sample')" in text
+        assert "case2    OVERLAP BROKEN: 291/293 steady launches stall (cpu_to_gpu at phase " \
+               "'launch')" in text
+        assert "healthy  overlap healthy: " in text
+        assert "gpu_to_cpu at phase 'sample': 0 -> 293 launches" in text  # the gate's site
 
 
 def test_stalls_match_the_summary(analysed, sample_path):

@@ -63,6 +63,33 @@ def test_usage_errors_are_one_line(args, words):
     assert words in line and "--help" in line
 
 
+def test_a_bug_is_one_line_and_exit_70_with_the_traceback_on_request(sample_path, monkeypatch):
+    import nsysscope.cli.report as report_module
+
+    def boom(*args, **kw):
+        raise RuntimeError("planted")
+    monkeypatch.setattr(report_module, "analyze_file", boom)
+    line = one_error_line(run("report", sample_path("case1")), 70)
+    assert line == ("nsysscope: error: internal error: RuntimeError: planted (set "
+                    "NSYSSCOPE_DEBUG=1 for the traceback)")
+    monkeypatch.setenv("NSYSSCOPE_DEBUG", "1")
+    r = run("report", sample_path("case1"))
+    assert isinstance(r.exception, RuntimeError) and str(r.exception) == "planted"
+
+
+def test_a_reader_that_stops_early_ends_the_report_quietly(sample_path):
+    """``nsysscope report ... | head``: the pipe closes while the report is written (the
+    long sample's JSON, 134 KB, is more than a pipe holds): exit 0, nothing on stderr."""
+    p = subprocess.Popen([sys.executable, "-m", "nsysscope", "report",
+                          str(sample_path("healthy_long")), "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    assert p.stdout.read(100).startswith(b"{")
+    p.stdout.close()
+    assert p.wait(timeout=300) == 0
+    assert p.stderr.read() == b""
+
+
 def test_bare_command_shows_help_with_every_exit_code():
     r = run()
     assert r.exit_code == 2 and "Commands:" in r.output

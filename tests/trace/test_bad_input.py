@@ -387,6 +387,8 @@ def test_exit_codes_are_distinct_per_kind_of_failure(matrix):
     assert {"truncated_export", "not_an_nsys_export", "unknown_schema_major"} <= by_code[5]
     assert {"missing", "empty", "random_bytes", "directory", "corrupt_xz",
             "corrupt_gz"} <= by_code[2]
+    assert {"cpu_only_export", "no_graph_launches"} <= by_code[3]
+    assert {"profiler_lost_gpu_data", "diagnostic_says_lost", "all_replays_missing"} <= by_code[7]
     assert 70 not in by_code, by_code.get(70)
 
 

@@ -485,6 +485,8 @@ def test_without_stacks_windows_and_gaps_lie_within_two_nsys_captures(mode):
         lo = min(getattr(a, field).p50, getattr(b, field).p50)
         hi = max(getattr(a, field).p50, getattr(b, field).p50)
         assert 0.9 * lo <= getattr(k, field).p50 <= 1.1 * hi, (field, lo, hi)
+    # the launch rates of the session's two captures differ by at most 2.8 % (case 1): 4 %
+    # holds that, and stays under the 5 % the gate reports a rate change beyond
     assert abs(k.launches_per_s - b.launches_per_s) / b.launches_per_s < 0.04
 
 
