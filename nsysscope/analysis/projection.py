@@ -118,7 +118,10 @@ def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
         peer = own["waited_for"].isin(fixed_procs).to_numpy() if fixed_procs else \
             np.zeros(len(own), dtype=bool)
         work = work - np.where(peer, own["collective_wait_ns"].to_numpy(dtype=np.float64), 0)
-        own_host = np.where(relieved, period - stall_block, host)
+        # the host's own work per step: a relieved stall's block goes; a stall not fixed keeps
+        # the whole step (its block is a cause); other waits follow the GPU, and go with it
+        stalled = own["stall"].to_numpy(dtype=bool)
+        own_host = np.where(relieved, period - stall_block, np.where(stalled, period, host))
         touched = relieved | peer
         rate = rates.get(int(proc), 0.0)
         if not touched.any():

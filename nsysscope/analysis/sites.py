@@ -1,5 +1,9 @@
 """Group steady-state stalls into sites: one row per thing an engineer has to fix.
 
+A site is a place in the code: the same stall on every tensor-parallel rank (the same phase,
+op, chain, thread name and line, in several processes) is one site, and fixing it relieves
+every rank at once; its ``thread`` and ``pid`` are those of its first launch.
+
 Sites come biggest first: by the launch rate fixing them would buy when a projection is given
 (:mod:`.projection`), else by the GPU idle time after their launches; launch-bound gaps (the
 host is slow, nothing to fix at one place) come after the stalls."""
@@ -13,47 +17,46 @@ import pandas as pd
 
 from ..model import FIXES, SourceLine, StallSite
 
-SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread"]
+SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread_name"]
 #: with Python samples (see :mod:`.source_lines`) the line is part of the site
 LINE_KEYS = ["src_file", "src_line", "src_function"]
 #: the other columns a site is made of
 _READ = ["launch", "proc", "stall", "nvtx_path", "block_start_ns", "block_end_ns", "gpu_idle_ns",
-         "block_polls"]
+         "block_polls", "thread"]
 
 
 def stall_sites(launches: pd.DataFrame, top: int = 10,
-                speedup: Callable[[pd.Index], float] | None = None) -> list[StallSite]:
+                speedup: Callable[[pd.Index], float] | None = None,
+                scope: pd.DataFrame | None = None) -> list[StallSite]:
     """Sites of the steady-state stalls and launch-bound gaps. ``speedup(rows)``: the
-    projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed."""
+    projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed;
+    the rows of a site are those of ``scope`` (default: ``launches``), so that one process's
+    site, fixed in the code every rank runs, is fixed in every process that has it."""
     lines = all(c in launches.columns for c in LINE_KEYS)
     keys = SITE_KEYS + (LINE_KEYS if lines else [])
-    read = keys + _READ + (["block", "src_samples", "src_block_samples", "src_text"] if lines
-                           else [])
-    rows = launches.loc[launches["steady"] & launches["klass"].isin(list(FIXES)), read]
-    if rows.empty:
+    keyed = _keyed(launches, keys, lines)
+    if keyed.empty:
         return []
-    keyed = rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys},
-                        block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
-                        lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
     g = keyed.groupby(keys, sort=False, observed=True).agg(
         count=("launch", "size"), lost_us=("lost_us", "sum"), mean_block_us=("block_us", "mean"),
         example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"),
-        proc=("proc", "first"), mean_polls=("block_polls", "mean"))
+        proc=("proc", "first"), thread=("thread", "first"), mean_polls=("block_polls", "mean"))
     if lines:
         # samples once per block: one block can be paired with more than one launch
         per_block = keyed.drop_duplicates(keys + ["block"]).groupby(keys, sort=False, observed=True)
         g = g.join(per_block.agg(samples=("src_samples", "sum"),
                                  in_blocks=("src_block_samples", "sum"),
                                  text=("src_text", "first")))
-    members = keyed.groupby(keys, sort=False, observed=True).indices
+    everywhere = keyed if scope is None else _keyed(scope, keys, lines)
+    members = everywhere.groupby(keys, sort=False, observed=True).indices
     g = g.reset_index()
-    g["speedup"] = [speedup(keyed.index[members[tuple(r[k] for k in keys)]])
+    g["speedup"] = [speedup(everywhere.index[members[tuple(r[k] for k in keys)]])
                     if speedup is not None and r["klass"] != "launch_bound" else None
                     for _, r in g.iterrows()]
     g["stall_first"] = g["klass"] != "launch_bound"
     g = g.sort_values(["stall_first", "speedup", "lost_us", "count"], ascending=False,
                       na_position="last").head(top)
-    n_stalls = int(rows["stall"].sum())
+    n_stalls = int(keyed["stall"].sum())
     return [StallSite(
         klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
         share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound" else 0.0,
@@ -65,6 +68,20 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
         mean_polls=round(float(r.mean_polls), 1),
         speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup))
         for r in g.itertuples()]
+
+
+def _keyed(launches: pd.DataFrame, keys: list[str], lines: bool) -> pd.DataFrame:
+    """The steady stalls and launch-bound gaps of ``launches``, with their site's ``keys``
+    (missing: "") and their block and lost time in microseconds."""
+    read = [k for k in keys if k != "thread_name"] + _READ + \
+        (["block", "src_samples", "src_block_samples", "src_text"] if lines else [])
+    rows = launches.loc[launches["steady"] & launches["klass"].isin(list(FIXES)), read]
+    # "python3 (937)": the name without the thread id, the same on every rank
+    rows = rows.assign(thread_name=rows["thread"].astype(str).str.replace(r" \(\d+\)$", "",
+                                                                         regex=True))
+    return rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys},
+                       block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
+                       lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
 
 
 def _source(r: Any) -> SourceLine | None:

@@ -111,7 +111,8 @@ def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
             launches_per_s=None if pd.isna(row.launches_per_s) else float(row.launches_per_s),
             collective_wait_us=Percentiles.of(waits),
             waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
-            waits_in=_most_waited_in(steady), sites=stall_sites(own, speedup=speedup),
+            waits_in=_most_waited_in(steady),
+            sites=stall_sites(own, speedup=speedup, scope=launches),
             if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
             # one process: its distributions are the summary's own, not kept twice
             distributions=_distributions(steady) if len(table) > 1 else None)

@@ -84,3 +84,27 @@ def test_sites_come_biggest_gain_first(analysed):
         gains = [x.speedup_if_fixed for x in analysed(name).summary.sites
                  if x.klass != "launch_bound"]
         assert gains == sorted(gains, reverse=True)
+
+
+def test_the_same_stall_on_every_rank_is_one_site_fixed_everywhere(analysed):
+    """tp2_case1: both ranks read back at the same line. That is one site, whose fix (in the
+    code both ranks run) buys what fixing every stall does; each rank's own list names it with
+    that gain too (before: two sites, each claiming ~1.3x on its own)."""
+    s = analysed("tp2_case1").summary
+    assert len(s.sites) == 1 and s.sites[0].count == s.stalls["gpu_to_cpu"] == 188
+    assert s.sites[0].speedup_if_fixed == s.if_fixed.speedup > 1.2
+    assert [p.sites[0].speedup_if_fixed for p in s.processes] == [s.if_fixed.speedup] * 2
+
+
+def test_fixing_one_of_two_stalled_ranks_buys_nothing(analysed):
+    """The ranks meet in every all-reduce: with rank 0's stalls fixed, rank 1 still stalls
+    every step, and the group moves at its pace (the model counted rank 1's own stall block
+    as host time it would save, and projected ~1.3x)."""
+    from nsysscope.analysis.projection import coupled_groups, project
+    a = analysed("tp2_case1")
+    L, rates = a.launches, {int(p): r for p, r in zip(
+        a.processes["proc"], a.processes["launches_per_s"], strict=True)}
+    first = L["proc"] == L["proc"].min()
+    one = project(L, rates, L["steady"] & L["stall"] & first, coupled_groups(L))
+    both = project(L, rates, L["steady"] & L["stall"], coupled_groups(L))
+    assert one.speedup == pytest.approx(1.0, abs=0.005) and both.speedup > 1.2
