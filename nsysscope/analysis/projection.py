@@ -17,7 +17,8 @@ step takes as long as the slower of the GPU (``gpu_work + q``) and the host's ow
 (``period - stall block``), and never longer than it did; and the run as a whole takes at
 least the GPU's work (the steps that followed a stall were short only because the host was
 catching up with an idle GPU). A rank that waited in collectives
-for the fixed process loses that wait from its GPU work. Launches not touched by the fix keep
+for the fixed process loses that wait from its GPU work; its own stalls, unless fixed too, keep
+their steps as they were. Launches not touched by the fix keep
 their period. Ranks of one tensor-parallel group move in lockstep, so a group's projected
 rate is its slowest rank's. The projected launch rate is the measured one scaled by the sum
 of the periods over the sum of the projected ones.
