@@ -128,3 +128,17 @@ def test_per_launch_database_from_workers_and_dask(ranks, tmp_path):
         assert a.execute("SELECT rank FROM meta ORDER BY rowid").fetchall() == [(0,), (1,), (2,)]
     assert len(rows) == 900 and rows[0][1].endswith("rank0.sqlite.xz")
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".parts")]  # cleaned up
+
+
+def test_a_file_of_several_processes_is_no_rank(sample_path, tmp_path):
+    """``h200_tp2_case1_rank0_pysample_100`` names rank 0, but holds both ranks: its row is
+    not labelled rank 0 (the name alone decided before). One process's file keeps the rank
+    its name gives."""
+    import shutil
+
+    from nsysscope.batch.run import analyze_one
+    r = analyze_one(str(sample_path("tp2_case1_rank0")))
+    assert len(r.summary.processes) == 2 and r.rank is None
+    one = tmp_path / "engine_rank3.sqlite.xz"
+    shutil.copyfile(sample_path("case1"), one)
+    assert analyze_one(str(one)).rank == 3
