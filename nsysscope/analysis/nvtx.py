@@ -16,6 +16,7 @@ ranges per thread and depth once; an analysis then asks it where many moments ar
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,11 +35,11 @@ def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
     at one depth of a thread never overlap.
 
     Push/pop ranges nest: a range's depth is the number of ranges open when it starts. Ranges
-    of ``nvtxRangeStart/End`` need not nest; where two overlap at one depth, the later one
-    moves below (:func:`_unnested`)."""
+    of ``nvtxRangeStart/End`` need not nest: the ones that overlap an earlier range at that
+    depth get lanes of their own below the thread's push/pop depths (:func:`_relaned`)."""
     depth = _pushed_depth(nvtx)
-    order = _by_depth(nvtx, depth)
-    return _unnested(nvtx, depth) if _overlaps(nvtx, depth, order) else depth
+    moved = _not_nesting(nvtx, depth)
+    return _relaned(nvtx, depth, moved) if moved.any() else depth
 
 
 def _pushed_depth(nvtx: pd.DataFrame) -> np.ndarray:
@@ -64,36 +65,55 @@ def _pushed_depth(nvtx: pd.DataFrame) -> np.ndarray:
     return np.maximum(depth, 0)
 
 
+def _not_nesting(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
+    """Per range, whether it overlaps an earlier range of its thread at its depth (none do
+    when every range nests, found with one sort and a comparison of neighbours)."""
+    tid_all, start_all = nvtx["tid"].to_numpy(), nvtx["start_ns"].to_numpy()
+    order = np.lexsort((start_all, depth, tid_all))
+    tid, d = tid_all[order], depth[order]
+    start, end = start_all[order], nvtx["end_ns"].to_numpy()[order]
+    same = (tid[1:] == tid[:-1]) & (d[1:] == d[:-1])
+    out = np.zeros(len(order), dtype=bool)
+    if not (same & (start[1:] < end[:-1])).any():  # an overlap shows in a pair of neighbours
+        return out
+    group = np.cumsum(np.r_[True, ~same])
+    reach = pd.Series(end).groupby(group).cummax().to_numpy()  # the latest end so far
+    out[order] = np.r_[False, same & (start[1:] < reach[:-1])]
+    return out
+
+
+def _relaned(nvtx: pd.DataFrame, depth: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """``depth`` with the ``moved`` ranges in lanes below each thread's other ranges: each
+    takes the lowest lane free at its start (the fewest lanes; the others keep theirs, and no
+    longer overlap at their depth once these are out). One step per moved range: only the
+    ranges that do not nest are walked, never the push/pop ones."""
+    tid, start = nvtx["tid"].to_numpy(), nvtx["start_ns"].to_numpy()
+    end = nvtx["end_ns"].to_numpy()
+    kept = pd.Series(np.where(moved, -1, depth)).groupby(tid).max()
+    rows = np.flatnonzero(moved)
+    rows = rows[np.lexsort((start[rows], tid[rows]))]
+    lanes = np.empty(len(rows), dtype=np.int64)
+    busy: list[tuple[int, int]] = []  # (end, lane) of the lanes in use: a heap
+    free: list[int] = []  # lanes free again: a heap
+    thread, used = None, 0
+    for k, (t, s, e) in enumerate(zip(tid[rows].tolist(), start[rows].tolist(),
+                                      end[rows].tolist(), strict=True)):
+        if t != thread:
+            thread, busy, free, used = t, [], [], 0
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        lane = heapq.heappop(free) if free else used
+        used = max(used, lane + 1)
+        heapq.heappush(busy, (e, lane))
+        lanes[k] = lane
+    out = depth.copy()
+    out[rows] = kept.reindex(tid[rows]).to_numpy() + 1 + lanes
+    return out
+
+
 def _by_depth(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
     """The ranges' order by thread, depth and start."""
     return np.lexsort((nvtx["start_ns"].to_numpy(), depth, nvtx["tid"].to_numpy()))
-
-
-def _overlaps(nvtx: pd.DataFrame, depth: np.ndarray, order: np.ndarray) -> bool:
-    """Whether two ranges of a thread overlap at one depth (in ``order``, :func:`_by_depth`,
-    any such pair shows as two neighbours that overlap)."""
-    tid, d = nvtx["tid"].to_numpy()[order], depth[order]
-    start, end = nvtx["start_ns"].to_numpy()[order], nvtx["end_ns"].to_numpy()[order]
-    same = (tid[1:] == tid[:-1]) & (d[1:] == d[:-1])
-    return bool((same & (start[1:] < end[:-1])).any())
-
-
-def _unnested(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
-    """``depth`` with each range that overlaps an earlier one at its depth moved to a new
-    depth below all others, until none overlaps (each round settles the earliest ranges)."""
-    depth = depth.copy()
-    tid_all, start_all = nvtx["tid"].to_numpy(), nvtx["start_ns"].to_numpy()
-    end_all = nvtx["end_ns"].to_numpy()
-    while True:
-        order = _by_depth(nvtx, depth)
-        tid, d = tid_all[order], depth[order]
-        start, end = start_all[order], end_all[order]
-        group = np.cumsum(np.r_[True, (tid[1:] != tid[:-1]) | (d[1:] != d[:-1])])
-        reach = pd.Series(end).groupby(group).cummax().to_numpy()  # latest end so far
-        clash = np.r_[False, (group[1:] == group[:-1]) & (start[1:] < reach[:-1])]
-        if not clash.any():
-            return depth
-        depth[order[clash]] = depth.max() + 1
 
 
 def step_numbers(text: pd.Series) -> pd.Series:
@@ -181,9 +201,10 @@ class NvtxIndex:
         return np.append(self.names, np.array([None]))
 
     def _stacks(self, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
-        """The name code of the range enclosing each (thread, time), one row per depth
-        (-1: no range at that depth)."""
+        """The name codes of the ranges enclosing each (thread, time), outermost first, one
+        row per depth (-1: none; after the ranges found)."""
         at = np.full((self.depths, len(times)), -1, dtype=np.int64)
+        began = np.full(at.shape, np.inf)
         order = np.argsort(tids, kind="stable")
         by_tid = tids[order]
         for tid, levels in self.threads.items():
@@ -196,7 +217,10 @@ class NvtxIndex:
                 i = np.searchsorted(r.starts, t, side="right") - 1
                 ok = (i >= 0) & (r.ends[np.maximum(i, 0)] > t)
                 at[d, q[ok]] = r.names[i[ok]]
-        return at
+                began[d, q[ok]] = r.starts[i[ok]]
+        # outer first: by start (depth order for ranges that nest; ranges that do not can
+        # sit at any depth), a tie in depth order
+        return np.take_along_axis(at, np.argsort(began, axis=0, kind="stable"), axis=0)
 
     def _paths(self, at: np.ndarray) -> np.ndarray:
         """``outer > inner`` per column of ``at``, each distinct path built once."""

@@ -29,8 +29,15 @@ def table(ranges: list[tuple[int, int, int]]) -> pd.DataFrame:
 
 
 def found(nv: pd.DataFrame, tid: int, times: np.ndarray) -> list[set[str]]:
+    """The ranges each moment's path names; checked to be outer first (by start)."""
     paths = NvtxIndex.of(nv).enclosing(np.full(len(times), tid), times)["nvtx_path"]
-    return [set(p.split(" > ")) if p else set() for p in paths]
+    start = dict(zip(nv["text"], nv["start_ns"], strict=True))
+    out = []
+    for p in paths:
+        names = p.split(" > ") if p else []
+        assert [start[n] for n in names] == sorted(start[n] for n in names), p
+        out.append(set(names))
+    return out
 
 
 def containing(nv: pd.DataFrame, tid: int, t: int) -> set[str]:
@@ -96,3 +103,26 @@ def test_start_end_ranges_that_overlap_are_both_found():
     at = NvtxIndex.of(nv).enclosing(np.array([1, 1]), np.array([60, 125]))
     assert at["nvtx_path"].tolist() == ["schedule > step 4", "step 4 > sample"]
     assert at["step"].tolist() == [4, 4]
+
+
+def test_a_range_that_does_not_nest_is_ordered_by_its_start():
+    """``decode`` overlaps the end of ``step 4``, and ``sample`` starts inside both: the path
+    is outer first and the phase the innermost (a moved range once came after ``sample``)."""
+    nv = pd.DataFrame({"start_ns": [0, 10, 100, 150], "end_ns": [60, 200, 300, 160],
+                       "tid": [1] * 4, "text": ["schedule", "step 4", "decode", "sample"]})
+    at = NvtxIndex.of(nv).enclosing(np.array([1]), np.array([155]))
+    assert at["nvtx_path"].tolist() == ["step 4 > decode > sample"]
+    assert at["phase"].tolist() == ["sample"] and at["step"].tolist() == [4]
+
+
+def test_a_long_chain_of_overlapping_ranges_takes_two_lanes():
+    """3000 start/end ranges, each overlapping the next, beside 30000 push/pop ranges on the
+    same thread: the chain needs two lanes, and only the chain's ranges move (moving every
+    clashing range one depth down per round took 3000 rounds and 3002 depths)."""
+    chain = [(i * 100, i * 100 + 150, 1) for i in range(3000)]
+    pushed = [(i * 10, i * 10 + 5, 1) for i in range(30_000)]
+    nv = table(chain + pushed)
+    depth = nesting_depth(nv)
+    # push/pop depths 0-2 (two chain ranges and a pushed one open at once), then two lanes
+    assert depth.max() == 4
+    assert found(nv, 1, np.array([12_345]))[0] == containing(nv, 1, 12_345)
