@@ -18,6 +18,7 @@ import click
 
 from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
+from ..export import is_db_name
 from ..model import Summary
 from ..trace.cache import disable_cache
 from ..trace.formats import file_kind
@@ -152,19 +153,19 @@ def _refuse_a_trace(p: Path, option: str, inputs: Iterable[str | Path], database
 
 
 def check_per_launch(path: str | None, inputs: Iterable[str | Path] = ()) -> None:
-    """``--per-launch``: a .csv, .parquet or .db name in a writable folder, not a trace (one of
-    ``inputs``, or an nsys export), and for parquet an engine to write it, checked before the
-    analysis."""
+    """``--per-launch``: a .csv, .parquet or database (.db, .sqlite, .sqlite3) name in a
+    writable folder, not a trace (one of ``inputs``, or an nsys export), and for parquet an
+    engine to write it, checked before the analysis."""
     if not path:
         return
     low = path.lower()
-    if not low.endswith((".csv", ".parquet", ".db", ".sqlite")):
+    if not (low.endswith((".csv", ".parquet")) or is_db_name(path)):
         raise UnreadableInput(f"--per-launch {path}: name a .csv, .parquet or .db file")
     if low.endswith(".parquet") and not any(importlib.util.find_spec(m) is not None
                                             for m in ("pyarrow", "fastparquet")):
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
                               "pip install 'nsysscope[parquet]', or name a .csv file")
-    check_writable(path, "--per-launch", inputs, database=low.endswith((".db", ".sqlite")))
+    check_writable(path, "--per-launch", inputs, database=is_db_name(path))
 
 
 def text_width(output: str | None) -> int:

@@ -97,6 +97,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
+        check_writable(output, "-o", paths)  # the traces the folder or glob names
         check_per_launch(per_launch, paths)
         if fmt not in render.BATCH_FORMATS:
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
@@ -120,7 +121,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     a = analyze_file(traces[0], cfg, nsys, span, events=fmt == "html" or bool(perfetto))
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):
-        write_db(per_launch, a, trace=traces[0], rank=rank_of(traces[0]))
+        rank = rank_of(traces[0]) if len(a.summary.processes) <= 1 else None  # not one rank
+        write_db(per_launch, a, trace=traces[0], rank=rank)
     elif per_launch:
         write_per_launch(a, per_launch)
     context: dict[str, str] = {}

@@ -142,3 +142,15 @@ def test_a_file_of_several_processes_is_no_rank(sample_path, tmp_path):
     one = tmp_path / "engine_rank3.sqlite.xz"
     shutil.copyfile(sample_path("case1"), one)
     assert analyze_one(str(one)).rank == 3
+
+
+def test_one_trace_of_several_processes_is_no_rank_in_the_database(sample_path, tmp_path):
+    """The single-trace ``--per-launch`` database says no rank for a file of two ranks."""
+    import sqlite3
+    db = tmp_path / "one.db"
+    r = CliRunner().invoke(cli, ["report", str(sample_path("tp2_case1_rank0")), "--per-launch",
+                                 str(db)])
+    assert r.exit_code == 0, r.output
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT rank FROM summary").fetchall() == [(None,)]
+        assert c.execute("SELECT rank FROM meta").fetchall() == [(None,)]

@@ -149,15 +149,32 @@ def test_outputs_never_write_over_a_trace(sample_path, tmp_path, args):
     assert all(p.read_bytes() == content for p, content in before.items())
 
 
+def test_an_output_named_as_a_trace_of_a_folder_is_refused(tmp_path):
+    """Several traces named by their folder: an output named as one of them (a torch.profiler
+    JSON, which is no SQLite file) is refused too, before any is read."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    kineto = folder / "h200_kineto_healthy_60.pt.trace.json.gz"
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "sample_traces" / "kineto" /
+                    kineto.name, kineto)
+    shutil.copyfile(kineto, folder / "other.pt.trace.json.gz")
+    before = kineto.read_bytes()
+    line = one_error_line(run("report", folder, "-j", "1", "-o", kineto), 2)
+    assert line.endswith(f"-o {kineto}: is the input {kineto}; nsysscope never writes over its "
+                         "input: name another file")
+    assert kineto.read_bytes() == before
+
+
 def test_per_launch_adds_to_its_own_database(sample_path, tmp_path):
     """An SQLite file that is not an nsys export, the per-launch database of an earlier run,
     is still written into."""
-    db = tmp_path / "launches.db"
-    for _ in range(2):
-        assert run("report", sample_path("case1"), "--per-launch", db).exit_code == 0
     import sqlite3
-    with sqlite3.connect(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM launches").fetchone()[0] == 300
+    for name in ("launches.db", "launches.sqlite3"):  # every database name --per-launch takes
+        db = tmp_path / name
+        for _ in range(2):
+            assert run("report", sample_path("case1"), "--per-launch", db).exit_code == 0
+        with sqlite3.connect(db) as c:
+            assert c.execute("SELECT COUNT(*) FROM launches").fetchone()[0] == 300
 
 
 def test_per_launch_to_a_missing_folder_is_exit_2(sample_path, tmp_path, monkeypatch):
