@@ -111,8 +111,8 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 
 def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a JSON value fits a field's type: numbers, text, flags, lists of them and
-    None where the type allows it (a record or mapping is checked by its own reader)."""
+    """Whether a JSON value fits a field's type: numbers, text, flags, lists and mappings of
+    them, and None where the type allows it (a record is checked by its own reader)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_conforms(value, a) for a in typing.get_args(hint))
@@ -130,6 +130,10 @@ def _conforms(value: Any, hint: Any) -> bool:
         args = [a for a in typing.get_args(hint) if a is not Ellipsis]
         return isinstance(value, (list, tuple)) and \
             (len(args) != 1 or all(_conforms(v, args[0]) for v in value))
+    if origin is dict:
+        key, item = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(
+            _conforms(k, key) and _conforms(v, item) for k, v in value.items())
     return True
 
 
@@ -142,6 +146,9 @@ def _describe(hint: Any) -> str:
     if origin in (list, tuple):
         args = [a for a in typing.get_args(hint) if a is not Ellipsis]
         return f"a list (each item {_describe(args[0])})" if len(args) == 1 else "a list"
+    if origin is dict:
+        item = typing.get_args(hint)[1] if typing.get_args(hint) else Any
+        return "an object" if item is Any else f"an object (each value {_describe(item)})"
     return {type(None): "null", bool: "true or false", int: "an integer", float: "a number",
             str: "text"}.get(hint, getattr(hint, "__name__", str(hint)))
 

@@ -431,6 +431,11 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     (lambda d: d.update(launches="abc"), "('launches' is 'abc', not an integer)"),
     (lambda d: d["processes"][0].update(steady_launches=True),
      "('steady_launches' is True, not an integer)"),
+    (lambda d: d.update(stalls="abc"), "('stalls' is 'abc', not an object (each value an "
+                                       "integer))"),
+    (lambda d: d["classes"].update(healthy="many"),
+     "('classes' is {'gpu_to_cpu': 0, 'cpu_to_gpu': 0, 'other_stall': 0, ..., not an "
+     "object (each value an integer))"),
 ])
 def test_a_summary_with_a_value_of_the_wrong_type_is_exit_2(summary_file, tmp_path, edit, words):
     d = json.loads(summary_file("healthy").read_text())
