@@ -135,10 +135,9 @@ def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
         total = max(float(np.nansum(new)), float(np.nansum(work + q)))
         out[int(proc)] = rate * min(float(np.nansum(period)) / total, np.inf) if total else rate
     for group in groups:  # lockstep: the group goes as fast as its slowest rank
-        slowest = min(out[p] for p in group if p in out)
-        for p in group:
-            if p in out:
-                out[p] = slowest
+        ranks = [p for p in group if p in out]  # (a part of a trace may hold none)
+        for p in ranks:
+            out[p] = min(out[q] for q in ranks)
     total = sum(out.values())
     measured = sum(rates.get(p, 0.0) for p in out)
     return Projection(out, round(total, 2), round(total / measured, 3) if measured else 1.0)

@@ -144,16 +144,17 @@ def _most_waited_in(steady: pd.DataFrame) -> str | None:
 
 def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
     """NVTX ``step N`` ranges per second: per process, its own threads' ranges over its
-    steady launches' span, added over the processes as their launch rates are (pooling every
-    process's ranges over one span counted neither: 294/s for engines doing 306 and 195)."""
+    steady launches' span (a process that launches no graphs, a scheduler say: over all of
+    theirs), added over the processes as their launch rates are (pooling every process's
+    ranges over one span counted neither: 294/s for engines doing 306 and 195)."""
     nv = trace.nvtx
     if nv.empty or steady.empty:
         return None
     steps = nv.loc[names_step(nv["text"]), ["start_ns", "tid"]]
     proc = process_of(steps["tid"].to_numpy())
     span = steady.groupby("proc")["api_start_ns"].agg(["min", "max"])
-    t0 = span["min"].reindex(proc).to_numpy(dtype=np.float64)  # NaN: no steady launch
-    t1 = span["max"].reindex(proc).to_numpy(dtype=np.float64)
+    t0 = span["min"].reindex(proc).fillna(span["min"].min()).to_numpy(dtype=np.float64)
+    t1 = span["max"].reindex(proc).fillna(span["max"].max()).to_numpy(dtype=np.float64)
     start = steps["start_ns"].to_numpy()
     inside = (start >= t0) & (start < t1)
     per = pd.Series(start[inside]).groupby(proc[inside]).agg(["size", "min", "max"])

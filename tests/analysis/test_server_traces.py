@@ -173,3 +173,14 @@ def test_steps_per_s_adds_the_processes_as_launches_per_s_does(analysed, name):
     assert s.launches_per_s == pytest.approx(sum(p.launches_per_s for p in s.processes),
                                              abs=0.02)
     assert s.steps_per_s == pytest.approx(s.launches_per_s, rel=0.01)
+
+
+def test_steps_from_a_process_that_launches_nothing_still_count(analysed):
+    """A scheduler process may emit the ``step N`` ranges while workers launch the graphs:
+    its steps count over the launching processes' steady span. Here case1's ranges are moved
+    to another process id (its launches stay): the step rate is the same."""
+    a = analysed("case1")
+    nv = a.trace.nvtx
+    scheduler = nv.assign(tid=nv["tid"] + (1 << 24))  # the same threads, one pid up
+    moved = analyze(dataclasses.replace(a.trace, nvtx=scheduler)).summary
+    assert moved.steps_per_s == a.summary.steps_per_s is not None
