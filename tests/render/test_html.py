@@ -1,7 +1,7 @@
 """The HTML report and gate page: self-contained, complete, and rendered by a real browser.
 
-The browser test runs Debian's headless ``chromium`` (``.ci/install-chromium.sh`` installs
-it); it is skipped only when no chromium is on the machine.
+The browser test runs Debian's headless ``chromium`` (``.ci/install-debian.sh chromium
+chromium`` installs it); it is skipped only when no chromium is on the machine.
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ def chromium() -> str | None:
 def browser(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     exe = chromium()
     if exe is None:
-        pytest.skip("chromium is not installed (.ci/install-chromium.sh installs it)")
+        pytest.skip("chromium is not installed (.ci/install-debian.sh chromium chromium "
+                    "installs it)")
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp / 'profile'}", *args]
