@@ -32,14 +32,23 @@ STEP_PATTERN = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d
 
 def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
     """Depth of each range among the ranges of its thread (0 = outermost), such that ranges
-    at one depth of a thread never overlap.
+    at one depth of a thread never overlap (:func:`_depths`)."""
+    return _depths(nvtx)[0]
+
+
+def _depths(nvtx: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each range's depth, and the ranges' order by thread, depth and start.
 
     Push/pop ranges nest: a range's depth is the number of ranges open when it starts. Ranges
     of ``nvtxRangeStart/End`` need not nest: the ones that overlap an earlier range at that
     depth get lanes of their own below the thread's push/pop depths (:func:`_relaned`)."""
     depth = _pushed_depth(nvtx)
-    moved = _not_nesting(nvtx, depth)
-    return _relaned(nvtx, depth, moved) if moved.any() else depth
+    order = _by_depth(nvtx, depth)
+    moved = _not_nesting(nvtx, depth, order)
+    if not moved.any():
+        return depth, order
+    depth = _relaned(nvtx, depth, moved)
+    return depth, _by_depth(nvtx, depth)
 
 
 def _pushed_depth(nvtx: pd.DataFrame) -> np.ndarray:
@@ -65,13 +74,11 @@ def _pushed_depth(nvtx: pd.DataFrame) -> np.ndarray:
     return np.maximum(depth, 0)
 
 
-def _not_nesting(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
+def _not_nesting(nvtx: pd.DataFrame, depth: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Per range, whether it overlaps an earlier range of its thread at its depth (none do
-    when every range nests, found with one sort and a comparison of neighbours)."""
-    tid_all, start_all = nvtx["tid"].to_numpy(), nvtx["start_ns"].to_numpy()
-    order = np.lexsort((start_all, depth, tid_all))
-    tid, d = tid_all[order], depth[order]
-    start, end = start_all[order], nvtx["end_ns"].to_numpy()[order]
+    when every range nests, seen by comparing neighbours in ``order``, :func:`_by_depth`)."""
+    tid, d = nvtx["tid"].to_numpy()[order], depth[order]
+    start, end = nvtx["start_ns"].to_numpy()[order], nvtx["end_ns"].to_numpy()[order]
     same = (tid[1:] == tid[:-1]) & (d[1:] == d[:-1])
     out = np.zeros(len(order), dtype=bool)
     if not (same & (start[1:] < end[:-1])).any():  # an overlap shows in a pair of neighbours
@@ -165,7 +172,7 @@ class NvtxIndex:
     @classmethod
     def of(cls, nvtx: pd.DataFrame) -> NvtxIndex:
         """The index of an NVTX table (``start_ns, end_ns, tid, text``)."""
-        depth = nesting_depth(nvtx)
+        depth, order = _depths(nvtx)
         raw, texts = pd.factorize(nvtx["text"])
         clean, names = pd.factorize(clean_names(pd.Series(texts, dtype=object)))
         name = np.append(clean, -1)[raw]  # a missing text (-1) keeps no name
@@ -173,7 +180,8 @@ class NvtxIndex:
         step = step_numbers(pd.Series(names, dtype=object)).astype("float").to_numpy()
         is_op = pd.Series(names, dtype=object).str.startswith("aten::").to_numpy(dtype=bool)
         is_phase = ~is_op & np.isnan(step)
-        return cls(depth, name, names, step, is_op, is_phase, _by_thread(nvtx, depth, name))
+        return cls(depth, name, names, step, is_op, is_phase,
+                   _by_thread(nvtx, depth, name, order))
 
     @property
     def depths(self) -> int:
@@ -258,12 +266,12 @@ class NvtxIndex:
         return out
 
 
-def _by_thread(nvtx: pd.DataFrame, depth: np.ndarray,
-               name: np.ndarray) -> dict[int, dict[int, _Ranges]]:
-    """Each thread's ranges per depth, by start (ties in table order)."""
+def _by_thread(nvtx: pd.DataFrame, depth: np.ndarray, name: np.ndarray,
+               order: np.ndarray) -> dict[int, dict[int, _Ranges]]:
+    """Each thread's ranges per depth, by start (ties in table order); ``order``: the ranges
+    by thread, depth and start (:func:`_by_depth`)."""
     tid = nvtx["tid"].to_numpy()
     start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
-    order = _by_depth(nvtx, depth)
     tid, depth = tid[order], depth[order]
     cut = np.flatnonzero((np.diff(tid) != 0) | (np.diff(depth) != 0)) + 1
     out: dict[int, dict[int, _Ranges]] = {}
