@@ -25,13 +25,21 @@ _READ = ["launch", "proc", "stall", "nvtx_path", "block_start_ns", "block_end_ns
          "block_polls", "thread"]
 
 
+def site_rows(launches: pd.DataFrame) -> pd.DataFrame:
+    """The steady stalls and launch-bound gaps of ``launches``, keyed by their site: what
+    :func:`stall_sites` groups (``scope``, read once for every process's sites)."""
+    lines = all(c in launches.columns for c in LINE_KEYS)
+    return _keyed(launches, SITE_KEYS + (LINE_KEYS if lines else []), lines)
+
+
 def stall_sites(launches: pd.DataFrame, top: int = 10,
                 speedup: Callable[[pd.Index], float] | None = None,
                 scope: pd.DataFrame | None = None) -> list[StallSite]:
     """Sites of the steady-state stalls and launch-bound gaps. ``speedup(rows)``: the
     projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed;
-    the rows of a site are those of ``scope`` (default: ``launches``), so that one process's
-    site, fixed in the code every rank runs, is fixed in every process that has it."""
+    the rows of a site are those of ``scope`` (:func:`site_rows`; default: ``launches``'s),
+    so that one process's site, fixed in the code every rank runs, is fixed in every process
+    that has it."""
     lines = all(c in launches.columns for c in LINE_KEYS)
     keys = SITE_KEYS + (LINE_KEYS if lines else [])
     keyed = _keyed(launches, keys, lines)
@@ -47,7 +55,7 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
         g = g.join(per_block.agg(samples=("src_samples", "sum"),
                                  in_blocks=("src_block_samples", "sum"),
                                  text=("src_text", "first")))
-    everywhere = keyed if scope is None else _keyed(scope, keys, lines)
+    everywhere = keyed if scope is None else scope
     members = everywhere.groupby(keys, sort=False, observed=True).indices
     g = g.reset_index()
     g["speedup"] = [speedup(everywhere.index[members[tuple(r[k] for k in keys)]])

@@ -35,7 +35,7 @@ from .launches import device_busy_intervals
 from .nvtx import names_step
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project
-from .sites import stall_sites
+from .sites import site_rows, stall_sites
 from .verdict import notes_for, process_verdict, verdict_line
 
 #: at most this many per-launch values are kept for the gate (an even sample beyond)
@@ -96,6 +96,7 @@ def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
 def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
                speedup: Callable[[pd.Index], float], fixed: Projection) -> list[ProcessSummary]:
     pid_of = dict(zip(table["proc"], table["pid"], strict=True))
+    everywhere = site_rows(launches)  # a site's fix relieves every process that has it
     out = []
     for row in table.sort_values("pid", kind="stable").itertuples():
         own = launches if len(table) == 1 else launches[launches["proc"] == row.proc]
@@ -112,7 +113,7 @@ def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
             collective_wait_us=Percentiles.of(waits),
             waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
             waits_in=_most_waited_in(steady),
-            sites=stall_sites(own, speedup=speedup, scope=launches),
+            sites=stall_sites(own, speedup=speedup, scope=everywhere),
             if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
             # one process: its distributions are the summary's own, not kept twice
             distributions=_distributions(steady) if len(table) > 1 else None)
