@@ -72,7 +72,9 @@ def _natural(paths: Iterable[Path]) -> list[Path]:
     return sorted(paths, key=key)
 
 
-def rank_of(path: str | Path) -> int | None:
-    """The rank a trace's file name names (``rank3``, ``gpu_3``, ``proc-3``...), if any."""
+def rank_of(path: str | Path, processes: int = 1) -> int | None:
+    """The rank a trace's file name names (``rank3``, ``gpu_3``, ``proc-3``...), if any, and
+    if the trace holds one process (``processes``, when known): a file of several is no one
+    rank's, whatever its name says."""
     matches = list(_RANK.finditer(Path(path).name))
-    return int(matches[-1].group(1)) if matches else None
+    return int(matches[-1].group(1)) if matches and processes <= 1 else None

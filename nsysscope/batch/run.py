@@ -43,8 +43,7 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
     result = TraceResult(path=str(path), rank=rank_of(path))
     try:
         a = analyze_file(path, config, nsys, events=False)
-        if len(a.summary.processes) > 1:  # a file of several processes is no one rank's
-            result.rank = None
+        result.rank = rank_of(path, len(a.summary.processes))
         if per_launch_part:
             write_db(per_launch_part, a, trace=label or str(path), rank=result.rank)
     except NsysscopeError as e:
@@ -185,8 +184,7 @@ def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = No
             for f in dask_completed(futures):
                 r = f.result()
                 r.path = str(paths[index[f.key]])
-                r.rank = rank_of(r.path) if r.summary is None or \
-                    len(r.summary.processes) <= 1 else None
+                r.rank = rank_of(r.path, len(r.summary.processes) if r.summary else 1)
                 results[index[f.key]] = r
                 bar.advance()
         return [results[i] for i in range(len(paths))]

@@ -121,8 +121,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     a = analyze_file(traces[0], cfg, nsys, span, events=fmt == "html" or bool(perfetto))
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):
-        rank = rank_of(traces[0]) if len(a.summary.processes) <= 1 else None  # not one rank
-        write_db(per_launch, a, trace=traces[0], rank=rank)
+        write_db(per_launch, a, trace=traces[0],
+                 rank=rank_of(traces[0], len(a.summary.processes)))
     elif per_launch:
         write_per_launch(a, per_launch)
     context: dict[str, str] = {}
