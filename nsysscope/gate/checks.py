@@ -226,9 +226,14 @@ def speed_check(name: str, label: str, unit: str, b: float | None, c: float | No
                      change_pct=None, threshold=rule, status=NA,
                      detail=detail + "; not measured on one side")
     change_pct = 100.0 * (c - b) / b
-    status, p = _ranked(worse * change_pct, t.rate_pct, x, y, +1, t)
-    if status == FAIL:
-        status = FAIL if slow and worse * change_pct > slow else CHANGED
+    worse_by = worse * change_pct
+    # tested against the smaller of the two thresholds, so that a --fail-on-slowdown below
+    # rate_pct fails what it names; each status then keeps to its own threshold
+    status, p = _ranked(worse_by, min(t.rate_pct, slow) if slow else t.rate_pct, x, y, +1, t)
+    if status == FAIL and not (slow and worse_by > slow):
+        status = CHANGED if worse_by > t.rate_pct else PASS
+    elif status == IMPROVED and -worse_by <= t.rate_pct:
+        status = PASS
     return Check(name=name, label=label, unit=unit, baseline=round(b, 2), candidate=round(c, 2),
                  change=round(c - b, 2), change_pct=round(change_pct, 2), threshold=rule,
                  status=status, p_value=p, detail=detail)

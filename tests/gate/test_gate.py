@@ -175,6 +175,19 @@ def test_healthy_to_case2_fails_on_cpu_to_gpu_at_the_launch(sample_path, analyse
     assert res.regressions[0].sites[0].phase == "launch"
 
 
+def test_fail_on_slowdown_below_the_reporting_threshold_fails_what_it_names(analysed):
+    # case 2 drops the rate ~4 % (above): inside the 5 % at which a rate change is reported,
+    # but beyond a --fail-on-slowdown of 3 %, which must fail it (it passed: the option was
+    # only tested above 5 %)
+    base, cand = analysed("healthy").summary, analysed("case2").summary
+    c = by_name(compare(base, cand, GateThresholds(fail_on_slowdown_pct=3)))["launch_rate"]
+    assert c.status == FAIL and c.threshold == "-3% fails" and -5 < c.change_pct < -3
+    # a larger threshold than the drop still passes it, and the 5 % reporting rule holds
+    for slow in (4.5, 10):
+        c = by_name(compare(base, cand, GateThresholds(fail_on_slowdown_pct=slow)))
+        assert c["launch_rate"].status == "pass"
+
+
 def test_case1_to_healthy_passes_and_reports_the_improvement(sample_path):
     r = gate(sample_path("case1"), sample_path("healthy"))
     assert r.exit_code == 0, r.output
