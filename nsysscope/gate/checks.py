@@ -301,7 +301,7 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
                 "from the launch rate and idle fraction")
     for name, d in (("baseline", db), ("candidate", dc)):
         if d.sampled_from > len(d.klass):
-            notes.append(f"{name}: distributions are an even sample of {len(d.klass)} of "
+            notes.append(f"{name}: distributions are a sample of {len(d.klass)} of "
                          f"{d.sampled_from} steady launches")
     return checks, [f"{scope}: {n}" for n in notes] if scope else notes
 
