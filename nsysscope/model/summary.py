@@ -20,6 +20,7 @@ that rule say less than they should and stay, because the JSON is a public contr
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
-from .schema import Record, check_schema, extra_field, optional, to_plain
+from .schema import Record, check_schema, extra_field, optional, shown, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -141,6 +142,18 @@ class Distributions(Record):
     gpu_work_us: list[float | None] = field(default_factory=list)
     extra: dict[str, Any] = extra_field()
 
+    def check_values(self) -> None:
+        n = len(self.klass)
+        lengths = {"window_us": len(self.window_us), "gpu_idle_us": len(self.gpu_idle_us)}
+        if self.gpu_work_us:
+            lengths["gpu_work_us"] = len(self.gpu_work_us)
+        for name, length in lengths.items():
+            if length != n:
+                raise ValueError(f"'{name}' has {length} values for {n} launches (klass)")
+        if n > self.sampled_from:
+            raise ValueError(f"'sampled_from' is {self.sampled_from}, fewer than the {n} "
+                             "launches it holds")
+
 
 @dataclass(frozen=True)
 class LatentSite(Record):
@@ -215,6 +228,9 @@ class ProcessSummary(Record):
               "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
               "distributions": optional(Distributions.from_dict)}
 
+    def check_values(self) -> None:
+        check_counts(self)
+
 
 @dataclass(frozen=True)
 class Summary(Record):
@@ -258,6 +274,10 @@ class Summary(Record):
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)
 
+    def check_values(self) -> None:
+        check_counts(self)
+        check_rate("steps_per_s", self.steps_per_s)
+
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self, with_distributions: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = to_plain(self)
@@ -276,3 +296,25 @@ class Summary(Record):
         :class:`~nsysscope.errors.NewerSchema` when a newer nsysscope wrote it."""
         check_schema(d, SCHEMA, "summary")
         return super().from_dict(d)
+
+
+def check_counts(r: Summary | ProcessSummary) -> None:
+    """The launch counts, class counts, busy fraction and rate of a summary or one process
+    lie where an analysis puts them (ValueError naming the field otherwise)."""
+    for name in ("launches", "steady_launches", "warmup_launches"):
+        if getattr(r, name) < 0:
+            raise ValueError(f"'{name}' is {getattr(r, name)}, below 0")
+    counts = {"no_wait": r.no_wait} | {f"stalls.{k}": v for k, v in r.stalls.items()} | \
+        {f"classes.{k}": v for k, v in r.classes.items()}
+    for name, value in counts.items():
+        if not 0 <= value <= r.steady_launches:
+            raise ValueError(f"'{name}' is {value}, not a count of the {r.steady_launches} "
+                             "steady launches")
+    if r.gpu_busy is not None and not 0 <= r.gpu_busy <= 1:  # NaN too
+        raise ValueError(f"'gpu_busy' is {shown(r.gpu_busy)}, not a fraction from 0 to 1")
+    check_rate("launches_per_s", r.launches_per_s)
+
+
+def check_rate(name: str, value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"'{name}' is {shown(value)}, not a rate (a finite number >= 0)")

@@ -410,7 +410,9 @@ def test_other_gpu_is_not_comparable(summary_file, tmp_path):
 
 def test_no_steady_launches_is_nothing_to_judge(summary_file, tmp_path):
     d = json.loads(summary_file("healthy").read_text())
-    d["steady_launches"] = 0
+    d["steady_launches"] = d["no_wait"] = 0
+    for counts in (d["classes"], d["stalls"]):
+        counts.update(dict.fromkeys(counts, 0))
     d["distributions"] = {"window_us": [], "gpu_idle_us": [], "klass": [], "sampled_from": 0}
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps(d))
@@ -459,8 +461,25 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     (lambda d: d["classes"].update(healthy="many"),
      "('classes' is {'gpu_to_cpu': 0, 'cpu_to_gpu': 0, 'other_stall': 0, 'lau..., not an "
      "object (each value an integer))"),  # a long value is cut at 60 characters
+    # the right types, but values no analysis writes: each was a crash (exit 70, a square
+    # root of a negative variance) or read as is (the GPU name split into letters)
+    (lambda d: d.update(steady_launches=-5), "('steady_launches' is -5, below 0)"),
+    (lambda d: d["classes"].update(gpu_to_cpu=600),
+     "('classes.gpu_to_cpu' is 600, not a count of the 293 steady launches)"),
+    (lambda d: d["classes"].update(launch_bound=-50),
+     "('classes.launch_bound' is -50, not a count of the 293 steady launches)"),
+    (lambda d: d["trace"].update(gpus="NVIDIA H200"),
+     "('gpus' is 'NVIDIA H200', not a list (each item text))"),
+    (lambda d: d.update(gpu_busy=float("nan")), "('gpu_busy' is nan, not a fraction from 0 to 1)"),
+    (lambda d: d.update(gpu_busy=5), "('gpu_busy' is 5, not a fraction from 0 to 1)"),
+    (lambda d: d.update(launches_per_s=-5),
+     "('launches_per_s' is -5, not a rate (a finite number >= 0))"),
+    (lambda d: d["processes"][0].update(launches_per_s=float("inf")),
+     "('launches_per_s' is inf, not a rate (a finite number >= 0))"),
+    (lambda d: d["distributions"].update(window_us=d["distributions"]["window_us"][:5]),
+     "('window_us' has 5 values for 293 launches (klass))"),
 ])
-def test_a_summary_with_a_value_of_the_wrong_type_is_exit_2(summary_file, tmp_path, edit, words):
+def test_a_summary_with_a_wrong_value_is_exit_2(summary_file, tmp_path, edit, words):
     d = json.loads(summary_file("healthy").read_text())
     edit(d)
     bad = tmp_path / "edited.json"
