@@ -135,9 +135,12 @@ def table_from(path: str | Path) -> dict[str, Any]:
         raise UnreadableInput(f"{p}: cannot read: {e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UnreadableInput(f"{p}: not valid TOML: {e}") from None
-    table = doc.get("tool", {}).get("nsysscope", {}).get("gate", {})
-    if not isinstance(table, dict):
-        raise UnreadableInput(f"{p}: [tool.nsysscope.gate] must be a table")
+    table: Any = doc
+    for depth, key in enumerate(("tool", "nsysscope", "gate"), start=1):
+        table = table.get(key, {})
+        if not isinstance(table, dict):  # ``tool = 3``, or ``nsysscope = 3`` under [tool]
+            name = ".".join(("tool", "nsysscope", "gate")[:depth])
+            raise UnreadableInput(f"{p}: [{name}] must be a table, not {table!r}")
     return table
 
 

@@ -383,6 +383,10 @@ def test_explicit_config_file_and_defaults(tmp_path):
     ("[tool.nsysscope.gate]\nalpha = 2\n", "'alpha' must lie strictly between 0 and 1"),
     ("[tool.nsysscope.gate]\nstall-min-launches = 2.5\n", "must be an integer"),
     ("[tool.nsysscope.gate\n", "not valid TOML"),
+    # a level above the gate's table that is not a table: an internal error (exit 70) before
+    ("[tool]\nnsysscope = 3\n", "[tool.nsysscope] must be a table, not 3"),
+    ("tool = 3\n", "[tool] must be a table, not 3"),
+    ("[tool.nsysscope]\ngate = 3\n", "[tool.nsysscope.gate] must be a table, not 3"),
     # NaN passes every range check: it switched its check off (healthy -> case1 passed)
     ("[tool.nsysscope.gate]\nstall-pp = nan\n", "'stall-pp' must be a finite number, not nan"),
     ("[tool.nsysscope.gate]\npause-quantile = 0.2\n",
