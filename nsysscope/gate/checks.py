@@ -168,19 +168,27 @@ class Robust:
     longest_us: float
 
 
-def process_rate(s: Summary) -> float | None:
+def process_rate(s: Summary, per_process: bool = True) -> float | None:
     """The launch rate of one process, the mean over the processes that have one: what the
     per-launch values (pooled over every process) measure, and a tensor-parallel engine's
-    step rate. The summary's ``launches_per_s`` adds the processes' rates instead."""
+    step rate. The summary's ``launches_per_s`` adds the processes' rates instead, and is
+    what ``per_process=False`` returns (:func:`per_process_rates`)."""
     rates = [p.launches_per_s for p in s.processes if p.launches_per_s]
-    return sum(rates) / len(rates) if len(rates) > 1 else s.launches_per_s
+    return sum(rates) / len(rates) if per_process and len(rates) > 1 else s.launches_per_s
 
 
-def robust(s: Summary, t: GateThresholds) -> Robust:
+def per_process_rates(base: Summary, cand: Summary) -> bool:
+    """Whether both sides say their processes' rates. A summary written before they were
+    kept (schema 1.0) has only the total: then both sides compare their totals, or one
+    side's mean would meet the other's sum (a TP=2 trace against itself read -50 %)."""
+    return bool(base.processes) and bool(cand.processes)
+
+
+def robust(s: Summary, t: GateThresholds, per_process: bool = True) -> Robust:
     idle = values(s.distributions.gpu_idle_us if s.distributions else None)
     excess, cap = pause_excess_us(idle, t.pause_quantile)
     longest = float(idle.max()) if len(idle) else 0.0
-    rate = process_rate(s)
+    rate = process_rate(s, per_process)
     if not rate:
         return Robust(None, None if s.gpu_busy is None else 1 - s.gpu_busy, 0.0, cap, longest)
     period = 1e6 / rate
@@ -272,11 +280,12 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
                                values(dc.window_us), -1, t.window_us, t.window_pct, t))
     checks.append(median_check("gpu_idle_p50", "GPU idle gap p50", values(db.gpu_idle_us),
                                values(dc.gpu_idle_us), +1, t.gap_us, t.gap_pct, t))
-    rb, rc = robust(base, t), robust(cand, t)
+    mean = per_process_rates(base, cand)
+    rb, rc = robust(base, t, mean), robust(cand, t, mean)
     checks.append(fraction_check(base, cand, rb, rc, t))
     work_b, work_c = values(db.gpu_work_us), values(dc.gpu_work_us)
     period_b, period_c = _periods(db), _periods(dc)
-    several = len(base.processes) > 1 or len(cand.processes) > 1
+    several = mean and (len(base.processes) > 1 or len(cand.processes) > 1)
     checks.append(speed_check("launch_rate", "launch rate (steps/s)", "/s", rb.rate, rc.rate,
                               period_b, period_c, -1, t,
                               "graph launches per second" + (" of one process (the mean)"
@@ -292,13 +301,17 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
                   for c in checks]
     notes = []
     for name, s, r in (("baseline", base, rb), ("candidate", cand, rc)):
-        rate = process_rate(s)
+        rate = process_rate(s, mean)
         if rate and r.excess_us / (1e6 / rate) > 0.005:
             notes.append(
                 f"{name}: host pauses (GPU idle gaps above the p{100 * t.pause_quantile:g} of "
                 f"{us(r.cap_us)}, longest {us(r.longest_us)}) cost "
                 f"{100 * r.excess_us / (1e6 / rate):.1f}% of the span; excluded "
                 "from the launch rate and idle fraction")
+    if not mean and max(len(base.processes), len(cand.processes)) > 1:
+        older = "baseline" if not base.processes else "candidate"
+        notes.append(f"launch rates compared as totals over the processes: the {older} "
+                     "summary has no per-process rates (an older nsysscope wrote it)")
     for name, d in (("baseline", db), ("candidate", dc)):
         if d.sampled_from > len(d.klass):
             notes.append(f"{name}: distributions are a sample of {len(d.klass)} of "

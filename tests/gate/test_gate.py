@@ -105,6 +105,25 @@ def test_a_tp2_engine_is_gated_by_its_ranks_rate(analysed):
     assert "of one process (the mean)" in c.detail
 
 
+def test_a_summary_without_per_process_rates_is_compared_by_totals(analysed):
+    """A 1.0 summary (before ``processes`` were kept) of a TP=2 trace holds only the summed
+    rate: set against the same trace's mean rank rate it read -50 % ('changed', or a
+    REGRESSION with --fail-on-slowdown). Both sides now compare their totals, and say so."""
+    tp2 = analysed("tp2_healthy").summary
+    d = tp2.to_dict(with_distributions=True)
+    for key in ("processes", "if_fixed", "latent"):
+        d.pop(key)
+    d["distributions"].pop("gpu_work_us")
+    d["schema"] = "nsysscope.summary/1.0"
+    old = nsysscope.Summary.from_dict(d)
+    r = compare(old, tp2, GateThresholds(fail_on_slowdown_pct=10))
+    c = by_name(r)["launch_rate"]
+    assert r.passed and c.status == "pass" and abs(c.change_pct) < 0.5
+    assert c.baseline == pytest.approx(tp2.launches_per_s, rel=0.01)  # ~508/s, both ranks
+    assert "launch rates compared as totals over the processes: the baseline summary has " \
+           "no per-process rates (an older nsysscope wrote it)" in r.notes
+
+
 def test_a_site_is_counted_over_every_rank(analysed):
     """One rank reads back in the baseline, both ranks in the candidate: the same line, so the
     same site, 94 -> 188 launches (before, each rank's 94 was set against the baseline's 94
