@@ -19,7 +19,7 @@ from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
 from ..model.schema import WrongKind
 from ..trace.formats import is_kineto
 from .checks import check_comparable, run_checks
-from .findings import finding, verdict
+from .findings import finding, latent_notes, new_latent, verdict
 from .thresholds import GateThresholds
 
 
@@ -48,7 +48,8 @@ def compare(baseline: Any, candidate: Any,
     base, cand = baseline, candidate
     notes = check_comparable(base, cand, (baseline_label, candidate_label))
     checks, more = run_checks(base, cand, t)
-    notes += more
+    latent = new_latent(base, cand)
+    notes += more + latent_notes(latent)
     sides = {c.name: (base, cand) for c in checks}
     pairs, more = process_pairs(base, cand)
     notes += more
@@ -60,7 +61,8 @@ def compare(baseline: Any, candidate: Any,
     regressions = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == FAIL)
     improvements = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == IMPROVED)
     passed = not regressions
-    return GateResult(passed=passed, verdict=verdict(passed, checks, regressions, improvements),
+    return GateResult(passed=passed, verdict=verdict(passed, checks, regressions, improvements,
+                                                      len(latent)),
                       baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
                       checks=tuple(checks), regressions=regressions, improvements=improvements,
                       notes=tuple(notes), thresholds=t.to_dict())

@@ -9,7 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import FAIL, FIXES, NA, Check, Finding, SiteChange, StallSite, Summary
+from ..model import (
+    FAIL,
+    FIXES,
+    NA,
+    Check,
+    Finding,
+    LatentSite,
+    SiteChange,
+    StallSite,
+    Summary,
+)
 from ..util.units import us
 from .thresholds import GateThresholds
 
@@ -96,17 +106,20 @@ def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Findin
 
 
 def verdict(passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],
-            improvements: Sequence[Finding]) -> str:
-    """The one line that says what the gate decided."""
+            improvements: Sequence[Finding], new_latent: int = 0) -> str:
+    """The one line that says what the gate decided (``new_latent``: how many patterns not
+    yet costing overlap the candidate added, :func:`new_latent`)."""
     tested = sum(c.status != NA for c in checks)
     by_name = {c.name: c for c in checks}
+    latent = (f"; {new_latent} new pattern{'s' if new_latent > 1 else ''} not yet costing "
+              "overlap (notes)") if new_latent else ""
     if passed:
         line = f"PASS: no overlap regression ({tested} checks)"
         if improvements:
             line += "; improved: " + "; ".join(_short(by_name[f.check], f) for f in improvements)
-        return line
+        return line + latent
     return (f"REGRESSION: {len(regressions)} of {tested} checks fail: "
-            + "; ".join(_short(by_name[f.check], f) for f in regressions))
+            + "; ".join(_short(by_name[f.check], f) for f in regressions)) + latent
 
 
 def _short(c: Check, f: Finding) -> str:
@@ -155,3 +168,27 @@ def arrange(findings: Sequence[Finding]) -> list[ListedFinding]:
             first_fix[f.fix] = i
         out.append(ListedFinding(i, f, new, repeats, fix_shown_in))
     return out
+
+
+
+def new_latent(base: Summary, cand: Summary) -> list[LatentSite]:
+    """The hot-path patterns (:class:`~nsysscope.model.LatentSite`) the candidate has and the
+    baseline has not: a pageable upload or a readback that costs nothing yet, because a stall
+    comes first or the host is behind anyway. No check fails on them (they cost nothing
+    measurable), but a gate that passed a new one silently would leave it as the surprise of
+    the next fix. The same place in the code on any process is one pattern."""
+    def key(x: LatentSite) -> tuple[str, str, str, str]:
+        return (x.kind, x.phase or "", x.op or "", x.api_chain)
+
+    known = {key(x) for x in base.latent}
+    return list({key(x): x for x in cand.latent if key(x) not in known}.values())
+
+
+def latent_notes(new: Sequence[LatentSite], top: int = 3) -> list[str]:
+    notes = [f"candidate: a new {x.kind} pattern, not (yet) costing overlap: {x.api_chain} in "
+             f"{x.where} on {x.steps}/{x.steady_steps} steady steps; it will stall once the "
+             "stalls before it are fixed" for x in new[:top]]
+    if len(new) > top:
+        notes.append(f"candidate: {len(new) - top} more new patterns not (yet) costing "
+                     "overlap ('nsysscope report' lists them)")
+    return notes

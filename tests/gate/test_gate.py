@@ -247,6 +247,23 @@ def test_short_and_long_healthy_captures_pass_both_ways(summary_file, analysed):
     assert abs(c["gpu_idle_fraction"].change) < 0.3
 
 
+def test_a_new_latent_upload_is_named_where_the_gate_passes(analysed):
+    """case1 -> both: the readback still stalls every step, and the candidate adds two
+    pageable uploads at the launch that cost nothing yet (the readback comes first). The gate
+    passed it as 'improved' without a word; the uploads are now in the verdict and notes."""
+    r = compare(analysed("case1").summary, analysed("both").summary)
+    assert r.passed and r.verdict.endswith("; 2 new patterns not yet costing overlap (notes)")
+    latent = [n for n in r.notes if "not (yet) costing overlap" in n]
+    assert latent == [
+        f"candidate: a new cpu_to_gpu pattern, not (yet) costing overlap: cudaMemcpyAsync HtoD "
+        f"{size} B (pageable) in phase 'launch' on 293/293 steady steps; it will stall once "
+        "the stalls before it are fixed" for size in (5120, 1024)]
+    # the other way, or against itself, nothing is new
+    for base, cand in (("both", "case1"), ("both", "both")):
+        assert "not yet costing" not in compare(analysed(base).summary,
+                                                analysed(cand).summary).verdict
+
+
 def test_both_case_fails_like_case1(analysed):
     r = compare(analysed("healthy").summary, analysed("both").summary)
     assert not r.passed and r.regressions[0].check == "stalls.gpu_to_cpu"
