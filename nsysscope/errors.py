@@ -108,8 +108,3 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (8, "nothing steady to judge: every launch is warm-up"),
     (INTERNAL_ERROR, "internal error (a bug; NSYSSCOPE_DEBUG=1 shows the traceback)"),
 )
-
-
-def exit_codes_text(codes: tuple[int, ...] | None = None) -> str:
-    """``0 ok ..., 1 ...``: the exit codes (all, or ``codes``) as one sentence for ``--help``."""
-    return "; ".join(f"{c} {text}" for c, text in EXIT_CODES if codes is None or c in codes)

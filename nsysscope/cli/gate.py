@@ -7,6 +7,7 @@ renderer (one run can write several: text to stdout or ``-o``, and ``--markdown`
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ import click
 
 from .. import render
 from ..analysis.windows import analyze_file
-from ..errors import exit_codes_text
+from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, load_thresholds, read_sides
 from .options import (
     analysis_options,
@@ -29,7 +30,7 @@ from .options import (
 )
 
 #: every code ``gate`` can exit with (the README's CI snippet lists the same)
-GATE_EXIT_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+GATE_EXIT_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 70)
 #: the report files one gate run can write besides its main output: option -> format
 EXTRA_OUTPUTS = (("--markdown", "markdown"), ("--junit", "junit"), ("--html", "html"),
                  ("--json", "json"))
@@ -158,5 +159,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     return result.exit_code
 
 
-gate_command.help = (gate_command.help or "") + "\n" + "\n".join(
-    f"  {line}" for line in exit_codes_text(GATE_EXIT_CODES).split("; "))
+# the docstring's own indentation taken out first, so that click wraps its paragraphs
+# (appended lines of another indentation kept it: "JSON from   'nsysscope summarize'")
+gate_command.help = inspect.cleandoc(gate_command.help or "") + "\n" + "\n".join(
+    f"  {code} {text}" for code, text in EXIT_CODES if code in GATE_EXIT_CODES)
