@@ -70,7 +70,12 @@ def check_comparable(base: Summary, cand: Summary,
     elif len(base.trace.gpus) != len(cand.trace.gpus):
         notes.append(f"baseline trace shows {len(base.trace.gpus)} GPUs, candidate "
                      f"{len(cand.trace.gpus)}")
-    if base.trace.nsys_version != cand.trace.nsys_version:
+    kineto = [s.trace.schema_version.startswith("kineto") for s in (base, cand)]
+    if kineto[0] != kineto[1]:
+        tools = ["a torch.profiler trace" if k else "an nsys capture" for k in kineto]
+        notes.append(f"the baseline is {tools[0]} and the candidate {tools[1]}: the two "
+                     "profilers record different host timings; compare like with like")
+    elif base.trace.nsys_version != cand.trace.nsys_version:
         notes.append(f"captured with different nsys versions (baseline {base.trace.nsys_version}"
                      f", candidate {cand.trace.nsys_version})")
     if base.trace.graph_trace != cand.trace.graph_trace:

@@ -500,3 +500,15 @@ def test_without_stacks_case2_window_shows_the_profilers_host_overhead(metrics):
     engine_k = metrics(KINETO / "h200_kineto_nostack_case2_60.pt.trace.json.gz")["steps_per_s"]
     engine_n = metrics(KINETO / "h200_nsys_twin2_case2_60.summary.json")["steps_per_s"]
     assert engine_k < engine_n
+
+
+def test_the_gate_says_when_one_side_is_a_torch_profiler_trace():
+    """A torch.profiler baseline against an nsys candidate: the note said 'different nsys
+    versions (baseline none, ...)'; it now names the two profilers."""
+    from nsysscope.gate import compare
+    r = compare(_nostack("healthy").summary, _second_nsys("healthy"))
+    assert "the baseline is a torch.profiler trace and the candidate an nsys capture: the two " \
+           "profilers record different host timings; compare like with like" in r.notes
+    assert not any("nsys versions" in n for n in r.notes)
+    assert not any("profilers" in n for n in compare(_second_nsys("healthy"),
+                                                     _second_nsys("case1")).notes)
