@@ -95,16 +95,19 @@ def require_steady(s: Summary, warmup: int | None) -> None:
 
 def output_format(kind: str, fmt: str | None, output: str | None, option: str = "-o") -> str:
     """The format to write: ``--format`` when given, else the one ``output``'s extension names,
-    else text. A ``--format`` the file name contradicts is a usage error."""
+    else text. A ``--format`` the file name contradicts is a usage error, as is a file named
+    for another format after an ``option`` that is the format (``--junit r.md``)."""
     by_ext = EXTENSION_FORMATS[kind]
     named = by_ext.get(Path(output).suffix.lower()) if output else None
     if fmt is None:
         return named or "text"
     if named is not None and named != fmt:
-        raise click.UsageError(
-            f"{option} {output} names {_FORMAT_NAMES.get(named, named)} file, but --format "
-            f"{fmt} was given; drop --format (the extension decides) or name a "
-            f"{_ext_of(kind, fmt)} file")
+        said = f"{option} {output} names {_FORMAT_NAMES.get(named, named)} file, but"
+        if option != "-o":  # --junit FILE and the like: the option is the format
+            raise click.UsageError(f"{said} {option} writes {_FORMAT_NAMES.get(fmt, fmt)} "
+                                   f"file; name a {_ext_of(kind, fmt)} file")
+        raise click.UsageError(f"{said} --format {fmt} was given; drop --format (the extension "
+                               f"decides) or name a {_ext_of(kind, fmt)} file")
     return fmt
 
 

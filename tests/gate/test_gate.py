@@ -642,3 +642,19 @@ def test_statistics_sanity():
     assert mann_whitney_less(np.ones(30), np.ones(30)) == 1.0  # all tied: no evidence
     assert two_proportion_greater(0, 300, 0, 300) == 1.0
     assert two_proportion_greater(2, 300, 30, 300) < 1e-5
+
+
+@pytest.mark.parametrize("args,line", [
+    # the option is the format: no --format was given (it said "but --format junit was
+    # given; drop --format")
+    (("--junit", "r.md"), "--junit r.md names a Markdown file, but --junit writes a JUnit XML "
+                          "file; name a .xml file"),
+    (("--markdown", "r.json"), "--markdown r.json names a JSON file, but --markdown writes a "
+                               "Markdown file; name a .md file"),
+    (("--format", "json", "-o", "r.md"), "-o r.md names a Markdown file, but --format json was "
+                                         "given; drop --format (the extension decides) or name "
+                                         "a .json file"),
+])
+def test_an_output_named_for_another_format_is_a_usage_error(summary_file, args, line):
+    r = gate(summary_file("healthy"), summary_file("case1"), *args)
+    assert r.exit_code == 2 and r.stderr.strip().startswith(f"nsysscope: error: {line}")
