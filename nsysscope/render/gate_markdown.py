@@ -13,7 +13,7 @@ from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Sit
 from ..util.units import us
 from .base import cell as _cell
 from .gate_text import cells as text_cells
-from .gate_text import ci, side_line
+from .gate_text import ci, pauses_left_out, side_line
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
         NA: "\u2796 n/a", CHANGED: "\u2139\ufe0f changed"}
@@ -97,8 +97,7 @@ def render(r: GateResult) -> str:
         row[6] = ICON.get(c.status, c.status)
         out.append("| " + " | ".join(_cell(v) for v in row) + " |")
     out += _causes("Improvements", r.improvements, checks)
-    out += ["", "<sub>The gate's GPU busy and launch rate leave host pauses out (GPU idle gaps "
-            "above their 99th percentile), so they can differ from `nsysscope report`'s.</sub>"]
+    out += ["", f"<sub>{_cell(pauses_left_out(r))}</sub>"]
     if r.notes:
         out += ["", "<details><summary>Notes</summary>", ""] + [f"- {_cell(n)}" for n in r.notes]
         out += ["", "</details>"]

@@ -16,11 +16,16 @@ from .text import captured_by
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
 RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a", CHANGED: "changed"}
-#: where a gate's numbers differ from ``nsysscope report``'s for the same trace, and why
-PAUSES_LEFT_OUT = ("The gate's GPU idle fraction and launch rate leave host pauses out (GPU "
-                   "idle gaps above their 99th percentile, --pause-quantile), so they can "
-                   "differ from the GPU busy and launches/s of 'nsysscope report' for the same "
-                   "trace.")
+def pauses_left_out(r: GateResult) -> str:
+    """Where a gate's numbers differ from ``nsysscope report``'s for the same trace, and why
+    (the note every gate output ends with)."""
+    q = 100 * float(r.thresholds.get("pause_quantile", 0.99))
+    if q >= 100:
+        return ("The gate keeps host pauses in its GPU idle fraction and launch rate "
+                "(--pause-quantile 1), as 'nsysscope report' does.")
+    return (f"The gate's GPU idle fraction and launch rate leave host pauses out (GPU idle "
+            f"gaps above the p{q:g} of their own, --pause-quantile), so they can differ from "
+            "the GPU busy and launches/s of 'nsysscope report' for the same trace.")
 
 
 def value(c: Check, v: float | None) -> str:
@@ -119,8 +124,19 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def table_lines(r: GateResult, width: int = DEFAULT_WIDTH) -> list[str]:
-    """The side-by-side table of checks; split in two when it does not fit ``width``."""
-    rows = [COLUMNS] + [cells(c) for c in r.checks]
+    """The side-by-side table of checks; split in two when it does not fit ``width``. The
+    checks of one process (``process0/...``) follow a row that names it, their metrics
+    without the prefix, so that several processes do not widen the table."""
+    rows = [COLUMNS]
+    scoped = any("/" in c.name for c in r.checks)
+    scope = None
+    for c in r.checks:
+        here = c.name.split("/", 1)[0] if "/" in c.name else ""
+        if scoped and here != scope:
+            rows.append((f"{here or 'all processes'}:",) + ("",) * (len(COLUMNS) - 1))
+        scope = here
+        row = cells(c)
+        rows.append((row[0].removeprefix(f"{scope}: "),) + row[1:] if scope else row)
     full = _table(rows)
     if max(len(line) for line in full) <= width:
         return full
@@ -141,6 +157,6 @@ def render(r: GateResult, width: int | None = None) -> str:
             continue
         out += ["", title] + findings_lines(findings, w)
     out += ["", "Notes"]
-    for n in (*r.notes, PAUSES_LEFT_OUT):
+    for n in (*r.notes, pauses_left_out(r)):
         out += wrap(n, w, "  - ")
     return "\n".join(out) + "\n"

@@ -36,6 +36,20 @@ def test_gate_text_fits_80_columns(analysed):
     assert "leave host pauses out" in out  # where gate and report numbers differ, and why
 
 
+def test_gate_text_of_several_processes_fits_80_columns(analysed):
+    """Each process's checks follow a row naming it: the 'process0: ' prefix on every metric
+    made the table 88 columns wide even split in two."""
+    r = compare(analysed("tp2_healthy"), analysed("tp2_case1_rank0"))
+    lines = registry.render("gate", "text", r).splitlines()
+    paths = {r.baseline.trace, r.candidate.trace}  # a path longer than the width may overflow
+    too_long = [ln for ln in lines if len(ln) > 80 and not any(p in ln for p in paths)]
+    assert not too_long, "\n".join(lines)
+    for heading in ("  all processes:", "  process0:", "  process1:"):
+        assert lines.count(heading) == 2  # in the values table and in the thresholds table
+    first = lines.index("  process0:")
+    assert lines[first + 1].split()[:3] == ["gpu_to_cpu", "stalls", "0.0%"]
+
+
 def test_cli_wraps_to_80_when_not_a_tty(sample_path, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     r = CliRunner().invoke(cli, ["report", str(sample_path("case2"))])

@@ -10,7 +10,7 @@ from typing import Any
 from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
 from ...util.units import times_in, us
-from ..gate_text import PAUSES_LEFT_OUT, ci, p_value, side_line, value
+from ..gate_text import ci, p_value, pauses_left_out, side_line, value
 from ..gate_text import change as change_text
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
@@ -115,7 +115,7 @@ def gate_page(result: GateResult, baseline: Any = None, candidate: Any = None,
     parts.append(_findings_html("Regressions", r.regressions))
     parts.append(_findings_html("Improvements", r.improvements))
     parts.append("<h2>Notes</h2>")
-    parts.append(notes([*r.notes, PAUSES_LEFT_OUT]))
+    parts.append(notes([*r.notes, pauses_left_out(r)]))
     if r.thresholds:
         th = ", ".join(f"{k}={v}" for k, v in r.thresholds.items())
         parts.append(f'<p class="note">Thresholds: <code>{escape(th)}</code></p>')
