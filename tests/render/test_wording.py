@@ -109,3 +109,16 @@ def test_summary_renders_identically_with_a_renamed_path(analysed):
     s = analysed("case1").summary
     t = dataclasses.replace(s, trace=dataclasses.replace(s.trace, path="x.sqlite"))
     assert registry.render("report", "text", t).startswith("nsysscope report: x.sqlite  (")
+
+
+def test_the_host_pause_note_says_the_quantile_in_use(analysed):
+    """The note said 'above their 99th percentile' whatever --pause-quantile was, and the
+    Markdown one called the idle fraction 'GPU busy'."""
+    from nsysscope.gate import GateThresholds
+    for q, words in ((0.95, "GPU idle gaps above the p95 of their own"),
+                     (0.99, "GPU idle gaps above the p99 of their own"),
+                     (1.0, "The gate keeps host pauses in its GPU idle fraction")):
+        r = compare(analysed("healthy"), analysed("case2"), GateThresholds(pause_quantile=q))
+        for fmt in ("text", "markdown"):
+            out = " ".join(registry.render("gate", fmt, r).split())
+            assert words in out and "GPU busy and launch rate" not in out, (q, fmt)
