@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from .. import render
 from ..analysis.windows import analyze_file
 from ..errors import EXIT_CODES
-from ..gate import GateThresholds, compare, load_thresholds, read_sides
+from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from .options import (
     analysis_options,
     check_writable,
@@ -142,6 +143,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     for opt, path in (("-o", output), *((o, p) for o, _, p in extra)):
         check_writable(path, opt, [baseline, candidate])
     use_cache(no_cache)
+    settings = _settings_for_summaries(baseline, candidate)
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}
     options = {name: opt for opt, name, *_ in _THRESHOLD_OPTIONS}
     thresholds, source = load_thresholds(config_file, overrides, options=options)
@@ -150,6 +152,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
+    if settings:
+        result = replace(result, notes=(*result.notes, settings))
     write_output(render.render("gate", fmt, result, baseline=base, candidate=cand,
                                width=text_width(output)), output)
     for opt, f, path in extra:
@@ -157,6 +161,27 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     if output:
         click.echo(f"nsysscope gate: {result.verdict}")
     return result.exit_code
+
+
+def _settings_for_summaries(baseline: str, candidate: str) -> str:
+    """The note when analysis options were given and one side is a summary file, which keeps
+    the settings it was written with (empty: no such note). Both sides summaries: a usage
+    error, as nothing would be analysed with them."""
+    ctx = click.get_current_context()
+    given = [opt for name, opt in (("warmup", "--warmup"), ("launch_bound_us", "--launch-bound-us"))
+             if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                   ParameterSource.ENVIRONMENT)]
+    summaries = [side for side in (baseline, candidate) if is_summary_file(side)]
+    if not given or not summaries:
+        return ""
+    options = " and ".join(given)
+    if len(summaries) == 2:
+        raise click.UsageError(
+            f"{options} set{'s' if len(given) == 1 else ''} how a trace is analysed, and both "
+            "sides are summary files, written with their own settings; write them again with "
+            f"'nsysscope summarize TRACE {given[0]} ...', or gate the traces")
+    return (f"{options} analysed the trace side only: the summary {summaries[0]} keeps the "
+            "settings it was written with")
 
 
 # the docstring's own indentation taken out first, so that click wraps its paragraphs

@@ -658,3 +658,19 @@ def test_statistics_sanity():
 def test_an_output_named_for_another_format_is_a_usage_error(summary_file, args, line):
     r = gate(summary_file("healthy"), summary_file("case1"), *args)
     assert r.exit_code == 2 and r.stderr.strip().startswith(f"nsysscope: error: {line}")
+
+
+def test_analysis_options_with_summary_sides_are_said(summary_file, sample_path):
+    """--warmup and --launch-bound-us analyse traces: with two summary files they changed
+    nothing and said nothing (--warmup 400 passed, where a trace side exits 8); with one, the
+    summary keeps its own settings, now said in a note."""
+    r = gate(summary_file("healthy"), summary_file("case2"), "--warmup", "400")
+    assert r.exit_code == 2 and r.stderr.strip().startswith(
+        "nsysscope: error: --warmup sets how a trace is analysed, and both sides are summary "
+        "files, written with their own settings")
+    r = gate(summary_file("healthy"), sample_path("case2"), "--launch-bound-us", "5")
+    note = (f"--launch-bound-us analysed the trace side only: the summary "
+            f"{summary_file('healthy')} keeps the settings it was written with")
+    assert note in " ".join(r.stdout.split())
+    assert "analysed the trace side only" not in gate(summary_file("healthy"),
+                                                      sample_path("case2")).stdout
