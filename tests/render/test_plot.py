@@ -140,6 +140,31 @@ def test_typical_launch_has_typical_neighbours(analysed, name):
     assert (abs(shown["gpu_idle_ns"] - med) < 0.2 * med + 5e3).all()
 
 
+def test_captions_and_titles_keep_to_the_launch_s_own_process(analysed):
+    """Two engines in one trace, launches interleaved: the caption named ``launch + 1`` as
+    the launch that waited (another engine's), the title took its step from the other
+    engine's NVTX ranges, and only one engine's steps could be drawn."""
+    a = analysed("twoproc")
+    p = TracePlots(a)
+    L = a.launches.set_index("launch")
+    assert L.loc[163, "proc"] != L.loc[164, "proc"] == L.loc[162, "proc"]
+    assert L.loc[165, "proc"] == L.loc[163, "proc"]
+    assert "until graph #163 finished; only then could it launch #165:" in p.caption(163)
+    assert "launch #164 was already queued" in p.caption(162)
+    worst = pick_launch(a.launches, "worst")
+    title = p.timeline(which="worst").axes[0].get_title(loc="left")
+    assert worst == 163 and f"launch 163 (step {L.loc[163, 'step']})," in title
+    assert L.loc[163, "step"] == 24  # the case1 engine's step; the healthy one was at 138
+    # each engine's steps 50-52, on its own thread: the stalling engine's take longer
+    spans = {}
+    for proc in a.trace.processes.itertuples():
+        fig = p.timeline(steps=range(50, 53), pid=int(proc.pid))
+        spans[proc.pid] = np.diff(fig.axes[0].get_xlim())[0]
+    assert len(spans) == 2 and max(spans.values()) > 1.4 * min(spans.values())
+    with pytest.raises(ValueError, match="no graph launches of pid 1 in this trace"):
+        p.timeline(steps=range(50, 53), pid=1)
+
+
 def test_worst_caption_splits_the_stall_from_the_slow_host(analysed):
     p = TracePlots(analysed("case1"))
     text = p.caption(183)

@@ -34,17 +34,20 @@ class TracePlots(TraceViews):
 
     def timeline(self, steps: Sequence[int] | None = None, which: str | None = None,
                  ax: Any = None, *, launches: Sequence[int] | None = None, context: int = 1,
-                 title: str | None = None) -> Figure:
+                 title: str | None = None, pid: int | None = None) -> Figure:
         """An nsys-like timeline of a few steps.
 
-        ``steps``: NVTX step numbers (``range(100, 103)``), or launch indices when the trace
-        has no ``step N`` ranges; ``launches``: launch indices; ``which``: ``"worst"`` (the
-        stall that left the GPU idle longest) or ``"typical"`` (the launch with the median GPU
-        gap, the default), shown with ``context`` steps before it. ``ax``: draw into this
-        axes instead of a new figure.
+        ``steps``: NVTX step numbers (``range(100, 103)``) of process ``pid`` (default: the
+        one that launched most graphs; each process numbers its own steps), or launch indices
+        when the trace has no ``step N`` ranges; ``launches``: launch indices; ``which``:
+        ``"worst"`` (the steady stall that cost the GPU most idle time of its own, not
+        counting the host running slower than usual after it; with no stall, the longest GPU
+        gap) or ``"typical"`` (the default: a steady launch whose GPU idle gap is close to the
+        median, among ordinary neighbours), shown with ``context`` steps before it.
+        ``ax``: draw into this axes instead of a new figure.
         """
         return _timeline_figure(self, steps, which, ax, launches=launches, context=context,
-                                title=title)
+                                title=title, pid=pid)
 
     def distributions(self, kind: str = "cdf") -> Figure:
         """Overlap windows and GPU idle gaps of the steady-state launches, per class."""

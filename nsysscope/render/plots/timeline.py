@@ -52,10 +52,10 @@ _BAND_LEGEND = "GPU idle, carried across the host lanes (pale band)"
 def timeline_figure(views: TraceViews, steps: Sequence[int] | None = None,
                     which: str | None = None, ax: Any = None, *,
                     launches: Sequence[int] | None = None, context: int = 1,
-                    title: str | None = None) -> Figure:
+                    title: str | None = None, pid: int | None = None) -> Figure:
     """The timeline of ``steps``, ``launches`` or the ``which`` launch (see
     :meth:`~nsysscope.render.plots.TracePlots.timeline`)."""
-    t0, t1, focus, what = views.window_for(steps, which, launches, context)
+    t0, t1, focus, what = views.window_for(steps, which, launches, context, pid)
     pad = 0.015 * (t1 - t0)
     t0, t1 = t0 - pad, t1 + pad
     fig, ax, own = fig_ax(ax, figsize=(13, 4))
@@ -78,7 +78,7 @@ def _title(views: TraceViews, what: str, focus: int | None) -> str:
     if focus is not None:
         r = views.analysis.launches.set_index("launch").loc[focus]
         title += f" - launch {focus}"
-        step = views.step_of(float(r["api_start_ns"]))
+        step = views.step_of(float(r["api_start_ns"]), int(r["tid"]))
         if step is not None:
             title += f" (step {step})"
         title += f", {r['klass']}"

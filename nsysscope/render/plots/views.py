@@ -223,18 +223,45 @@ class TraceViews:
         return Sorted.of(L.assign(reach_ns=reach), "api_start_ns", "reach_ns")
 
     @cached_property
-    def steps(self) -> pd.DataFrame:
-        """NVTX ``step N`` ranges on the thread that launches the graphs: step, start, end."""
+    def all_steps(self) -> pd.DataFrame:
+        """NVTX ``step N`` ranges on every thread that launches graphs (each process numbers
+        its own steps): tid, step, start, end, by thread and start."""
         nv = self.analysis.trace.nvtx
         L = self.analysis.launches
         if nv.empty or L.empty:
-            return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
-        tid = L["tid"].mode().iloc[0]
+            return pd.DataFrame(columns=["tid", "step", "start_ns", "end_ns"])
         num = step_numbers(nv["text"])
-        ok = num.notna() & (nv["tid"] == tid)
-        steps = pd.DataFrame({"step": num[ok].astype(np.int64), "start_ns": nv.loc[ok, "start_ns"],
-                              "end_ns": nv.loc[ok, "end_ns"]})
-        return steps.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
+        ok = num.notna() & nv["tid"].isin(L["tid"].unique())
+        steps = pd.DataFrame({"tid": nv.loc[ok, "tid"], "step": num[ok].astype(np.int64),
+                              "start_ns": nv.loc[ok, "start_ns"], "end_ns": nv.loc[ok, "end_ns"]})
+        return steps.sort_values(["tid", "start_ns"], kind="stable") \
+            .drop_duplicates(["tid", "step"]).reset_index(drop=True)
+
+    def launching_tid(self, pid: int | None = None) -> int | None:
+        """The thread that launched most graphs (of process ``pid``, when given)."""
+        L = self.analysis.launches
+        if pid is not None:
+            procs = self.analysis.trace.processes
+            own = procs.loc[procs["pid"] == pid, "proc"]
+            L = L[L["proc"].isin(own)]
+            if L.empty:
+                known = sorted(int(p) for p in procs.loc[procs["proc"].isin(
+                    self.analysis.launches["proc"].unique()), "pid"])
+                raise ValueError(f"no graph launches of pid {pid} in this trace (pids "
+                                 f"{', '.join(map(str, known))})")
+        return int(L["tid"].mode().iloc[0]) if len(L) else None
+
+    def steps_of(self, tid: int | None = None) -> pd.DataFrame:
+        """:attr:`all_steps` of thread ``tid`` (default: :meth:`launching_tid`): step, start,
+        end, by start."""
+        tid = self.launching_tid() if tid is None else tid
+        st = self.all_steps
+        return st[st["tid"] == tid].drop(columns="tid").reset_index(drop=True)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The ``step N`` ranges of the thread that launched most graphs: step, start, end."""
+        return self.steps_of()
 
     @cached_property
     def thread_names(self) -> dict[int, str]:
@@ -243,8 +270,9 @@ class TraceViews:
                 for t, n in zip(th["tid"], th["thread_name"], strict=True)}
 
     # choosing the time window ---------------------------------------------------------------
-    def step_of(self, t: float) -> int | None:
-        st = self.steps
+    def step_of(self, t: float, tid: int | None = None) -> int | None:
+        """The ``step N`` range of thread ``tid`` (:meth:`steps_of`) at time ``t``."""
+        st = self.steps_of(tid)
         if st.empty or not np.isfinite(t):
             return None
         i = int(np.searchsorted(st["start_ns"].to_numpy(), t, side="right")) - 1
@@ -252,8 +280,9 @@ class TraceViews:
             return None
         return int(st["step"].iloc[i])
 
-    def _span_of_steps(self, steps: Iterable[int]) -> tuple[float, float] | None:
-        st = self.steps
+    def _span_of_steps(self, steps: Iterable[int],
+                       tid: int | None = None) -> tuple[float, float] | None:
+        st = self.steps_of(tid)
         sel = st[st["step"].isin(list(steps))]
         if sel.empty:
             return None
@@ -269,15 +298,18 @@ class TraceViews:
         return float(t0), float(t1)
 
     def window_for(self, steps=None, which: str | None = None, launches=None,
-                   context: int = 1) -> tuple[float, float, int | None, str]:
-        """(t0_ns, t1_ns, focus launch, description) of what :meth:`timeline` would draw."""
+                   context: int = 1, pid: int | None = None) -> tuple[float, float, int | None,
+                                                                      str]:
+        """(t0_ns, t1_ns, focus launch, description) of what :meth:`timeline` would draw
+        (``pid``: whose ``steps``, with several processes)."""
         L = self.analysis.launches
         if steps is not None or launches is not None:
             ids = list(launches if launches is not None else steps)
-            if launches is None and not self.steps.empty:
-                span = self._span_of_steps(ids)
+            tid = self.launching_tid(pid)
+            if launches is None and not self.steps_of(tid).empty:
+                span = self._span_of_steps(ids, tid)
                 if span is None:
-                    st = self.steps["step"]
+                    st = self.steps_of(tid)["step"]
                     raise ValueError(f"no NVTX steps {ranges(ids)} in this trace (its 'step N' "
                                      f"ranges run from {int(st.min())} to {int(st.max())}); "
                                      "pass launches=... for launch indices")
@@ -295,14 +327,18 @@ class TraceViews:
         if focus is None:
             raise ValueError("this trace has no graph launches to show")
         row = L.set_index("launch").loc[focus]
-        s_this = self.step_of(float(row["api_start_ns"]))
+        tid = int(row["tid"])  # the focus launch's own thread and steps
+        s_this = self.step_of(float(row["api_start_ns"]), tid)
         nxt = row["next_api_start_ns"]
-        s_next = self.step_of(float(nxt)) if pd.notna(nxt) else None
+        s_next = self.step_of(float(nxt), tid) if pd.notna(nxt) else None
         if s_this is not None:
             last = s_next if s_next is not None and s_next >= s_this else s_this
-            span = self._span_of_steps(range(s_this - context, last + 1))
+            span = self._span_of_steps(range(s_this - context, last + 1), tid)
         else:
-            span = self._span_of_launches(range(max(0, focus - context), focus + 2))
+            own = L.loc[L["proc"] == row["proc"], "launch"].to_numpy()  # in issue order
+            pos = int(np.searchsorted(own, focus))
+            span = self._span_of_launches([*own[max(0, pos - context):pos + 1],
+                                           *self._next_launch(focus)])
         title = {"worst": "worst stall" if bool(row["stall"]) else "longest GPU gap (no stall)",
                  "typical": "typical launch"}[which]
         return span[0], span[1], focus, title
@@ -324,16 +360,32 @@ class TraceViews:
                     break
             text = (f"After launch #{launch} the host ran {fmt_us(r['window_ns'] / 1e3)} of "
                     f"work, then blocked{phase}{line} ({chain}) until graph #{launch} finished; "
-                    f"only then could it launch #{launch + 1}: the GPU idled {idle}.")
+                    f"only then could it launch {self._next_name(launch, 'the next graph')}: "
+                    f"the GPU idled {idle}.")
             return text + self._slow_host(launch)
         if r["klass"] == LaunchClass.LAUNCH_BOUND:
             return (f"No host wait stalled launch #{launch}, but the next launch came {idle} after "
                     f"the GPU ran dry (host busy{phase}): the host is slower than the GPU here.")
         if bool(r["waited"]):
             return (f"The host had {fmt_us(r['window_ns'] / 1e3)} of overlap before it waited on "
-                    f"graph #{launch} ({r['block_name']}{phase}); launch #{launch + 1} was "
-                    f"already queued, so the GPU went on after a {idle} gap.")
+                    f"graph #{launch} ({r['block_name']}{phase}); "
+                    f"{self._next_name(launch, 'the next launch', 'launch ')} was already "
+                    f"queued, so the GPU went on after a {idle} gap.")
         return f"The host never waited on launch #{launch}; the GPU gap after it was {idle}."
+
+    def _next_launch(self, launch: int) -> list[int]:
+        """The launch after ``launch`` on its process and stream (its ``next_api_start_ns``),
+        as a list of none or one: in a trace of several processes, ``launch + 1`` is often
+        another process's."""
+        L = self.analysis.launches
+        r = L.set_index("launch").loc[launch]
+        nxt = L[(L["proc"] == r["proc"]) & (L["api_start_ns"] == r["next_api_start_ns"])]
+        return [int(nxt["launch"].iloc[0])] if len(nxt) else []
+
+    def _next_name(self, launch: int, none: str, prefix: str = "") -> str:
+        """``#184`` (after ``prefix``), or ``none`` where the trace has no launch after it."""
+        nxt = self._next_launch(launch)
+        return f"{prefix}#{nxt[0]}" if nxt else none
 
     @cached_property
     def costs(self) -> pd.DataFrame:
@@ -364,6 +416,6 @@ class TraceViews:
             return ""
         overlap = np.minimum(nv["end_ns"], t1) - np.maximum(nv["start_ns"], t0)
         best = nv.loc[overlap.idxmax()]
-        step = self.step_of(float(best["start_ns"]))
+        step = self.step_of(float(best["start_ns"]), tid)
         return f" in '{best['text']}'" + (f" of step {step}" if step is not None else "")
 
