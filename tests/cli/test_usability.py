@@ -417,6 +417,29 @@ def test_readme_lists_every_exit_code_and_the_ci_snippet_every_gate_code():
     assert "--markdown gate.md --junit gate.xml --html gate.html" in snippet
 
 
+def test_every_python_name_the_docs_give_exists():
+    """A name like `nsysscope.export.per_launch_table` in the README or docs/ resolves: the
+    per-launch doc named a module that does not exist (nsysscope.render.per_launch)."""
+    import importlib
+    import re
+    root = Path(__file__).resolve().parents[2]
+    texts = [README] + [p.read_text(encoding="utf-8") for p in (root / "docs").glob("*.md")]
+    names = {m for text in texts
+             for m in re.findall(r"`(nsysscope(?:\.[A-Za-z_]\w*)+)(?![\w/.])", text)}
+    assert "nsysscope.export.per_launch_table" in names and len(names) > 8
+    for name in sorted(names):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                assert hasattr(obj, attr), name
+                obj = getattr(obj, attr)
+            break
+
+
 def test_readme_starts_with_capture_and_documents_the_extras():
     sections = [line for line in README.splitlines() if line.startswith("## ")]
     assert sections[0] == "## Capture your engine"
