@@ -183,7 +183,7 @@ def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[s
 
 
 def _summary_row(a: Analysis, label: str, rank: int | None) -> dict[str, Any]:
-    d = a.summary.to_dict()
+    d = a.summary.to_dict(with_distributions=False)
     row: dict[str, Any] = {"trace": label, "rank": rank}
     for k, v in d.items():
         if k in ("trace", "distributions", "sites"):

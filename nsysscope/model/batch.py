@@ -60,7 +60,7 @@ class TraceResult:
                              "seconds": self.seconds if timed else None}
         if self.summary is not None:
             d.update(stall_share=round(self.stall_share, 4), lost_us=round(self.lost_us, 1),
-                     summary=self.summary.to_dict())
+                     summary=self.summary.to_dict(with_distributions=False))
         else:
             d.update(error=self.error, exit_code=self.exit_code)
         return d

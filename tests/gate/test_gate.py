@@ -298,6 +298,15 @@ def test_summaries_give_the_same_verdict_as_traces(base, cand, code, analysed, s
     assert r.exit_code == code, r.output
 
 
+def test_a_summary_saved_from_python_is_the_summarize_file(analysed, summary_file, tmp_path):
+    """``Summary.to_json()`` by default writes what ``nsysscope summarize`` writes: a
+    notebook user's saved baseline was refused by the gate (no distributions)."""
+    saved = tmp_path / "saved.json"
+    saved.write_text(analysed("healthy").summary.to_json())
+    assert json.loads(saved.read_text()) == json.loads(summary_file("healthy").read_text())
+    assert gate(saved, summary_file("case1")).exit_code == 1
+
+
 def test_summary_against_a_trace(summary_file, sample_path):
     assert gate(summary_file("healthy"), sample_path("case2")).exit_code == 1
     assert gate(sample_path("case1"), summary_file("healthy")).exit_code == 0
