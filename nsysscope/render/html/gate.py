@@ -10,8 +10,8 @@ from typing import Any
 from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
 from ...util.units import times_in, us
-from ..gate_text import ci, p_value, pauses_left_out, side_line, value
 from ..gate_text import change as change_text
+from ..gate_text import ci, p_value, pauses_left_out, side_line, value
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
