@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -49,6 +50,31 @@ class AnalysisConfig:
     #: where to find the engine's source files for the line text (None: the trace's working
     #: directory when it exists here, then the current directory)
     source_root: str | None = None
+
+    def __post_init__(self) -> None:
+        """ValueError, naming the field, for a setting no analysis can use (the command line
+        refuses them itself; from Python a negative warm-up ran as 0 and was written into the
+        summary as -3)."""
+        w = self.warmup_launches
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise ValueError(f"warmup_launches must be None or an integer >= 0, not {w!r}")
+        if isinstance(self.poll_min_queries, bool) or not isinstance(self.poll_min_queries, int) \
+                or self.poll_min_queries < 1:
+            raise ValueError(f"poll_min_queries must be an integer >= 1, not "
+                             f"{self.poll_min_queries!r}")
+        for name, low, high, closed in (
+                ("launch_bound_gap_us", 0.0, math.inf, False),
+                ("poll_gap_us", 0.0, math.inf, False),
+                ("timing_slack_us", 0.0, math.inf, True), ("peer_wait_us", 0.0, math.inf, True),
+                ("peer_wait_fraction", 0.0, 1.0, True), ("stall_fraction_broken", 0.0, 1.0, True),
+                ("min_line_share", 0.0, 1.0, True)):
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                and (low <= v if closed else low < v) and v <= high
+            if not ok:
+                where = f"in [{low:g}, {high:g}]" if high < math.inf else \
+                    f"{'>=' if closed else '>'} {low:g}"
+                raise ValueError(f"{name} must be a finite number {where}, not {v!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

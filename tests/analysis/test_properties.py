@@ -243,3 +243,22 @@ def test_without_optional_tables_the_timing_analysis_finds_the_same_classes(loop
             assert f" in {a.summary.sites[0].api_chain})" in a.summary.verdict
     if set(drop) - {"NVTX_EVENTS"}:
         assert NO_SYNC_NOTE in notes
+
+
+@pytest.mark.parametrize("kw,words", [
+    # from Python these ran: a warm-up of -3 as 0, written into the summary as -3 (which the
+    # summary's JSON schema refuses); a launch-bound gap of 0 called every launch late
+    (dict(warmup_launches=-3), "warmup_launches must be None or an integer >= 0, not -3"),
+    (dict(warmup_launches=2.5), "warmup_launches must be None or an integer >= 0, not 2.5"),
+    (dict(launch_bound_gap_us=0), "launch_bound_gap_us must be a finite number > 0, not 0"),
+    (dict(poll_gap_us=float("nan")), "poll_gap_us must be a finite number > 0, not nan"),
+    (dict(stall_fraction_broken=1.5),
+     "stall_fraction_broken must be a finite number in [0, 1], not 1.5"),
+    (dict(poll_min_queries=0), "poll_min_queries must be an integer >= 1, not 0"),
+])
+def test_a_setting_no_analysis_can_use_is_refused(kw, words):
+    from nsysscope import AnalysisConfig
+    with pytest.raises(ValueError) as e:
+        AnalysisConfig(**kw)
+    assert str(e.value) == words
+    AnalysisConfig(warmup_launches=0, timing_slack_us=0, peer_wait_us=0)  # edges that are fine
