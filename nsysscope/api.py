@@ -80,6 +80,6 @@ class OpenTrace:
 
 def open(path: str | Path, config: AnalysisConfig | None = None,  # noqa: A001
          nsys: str | None = None, time_range: TimeRange | None = None) -> OpenTrace:
-    """Load and analyse a trace (.sqlite, .sqlite.xz/.gz or .nsys-rep), or only
-    ``time_range`` of its timeline."""
+    """Load and analyse a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
+    JSON trace, plain or .gz), or only ``time_range`` of an nsys export's timeline."""
     return OpenTrace(path, config, nsys, time_range)

@@ -74,7 +74,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                    jobs: int | None = None, scheduler: str | None = None,
                    timings: bool = False, perfetto: str | None = None,
                    start: str | None = None, end: str | None = None) -> int:
-    """Analyse TRACE (.sqlite, .sqlite.xz/.gz or .nsys-rep) and report its overlap.
+    """Analyse TRACE (.sqlite, .sqlite.xz/.gz, .nsys-rep or a torch.profiler JSON trace) and
+    report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
     one row per trace, an aggregate row, and the rank that stalls most. Exit codes: 0

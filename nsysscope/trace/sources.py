@@ -44,7 +44,8 @@ REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # the first bytes of every .nsys
 CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
-_ACCEPTS = "nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep"
+_ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler "
+            "JSON traces")
 
 
 def resolve(path: str | os.PathLike, nsys: str | None = None) -> Path:
