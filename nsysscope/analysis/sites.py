@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..model import FIXES, SourceLine, StallSite
+from .projection import Projection
 
 SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread_name"]
 #: with Python samples (see :mod:`.source_lines`) the line is part of the site
@@ -33,10 +34,10 @@ def site_rows(launches: pd.DataFrame) -> pd.DataFrame:
 
 
 def stall_sites(launches: pd.DataFrame, top: int = 10,
-                speedup: Callable[[pd.Index], float] | None = None,
+                if_fixed: Callable[[pd.Index], Projection] | None = None,
                 scope: pd.DataFrame | None = None) -> list[StallSite]:
-    """Sites of the steady-state stalls and launch-bound gaps. ``speedup(rows)``: the
-    projected speed-up of the whole trace with the stalls of ``rows`` (launch labels) fixed;
+    """Sites of the steady-state stalls and launch-bound gaps. ``if_fixed(rows)``: the
+    projection of the whole trace with the stalls of ``rows`` (launch labels) fixed;
     the rows of a site are those of ``scope`` (:func:`site_rows`; default: ``launches``'s),
     so that one process's site, fixed in the code every rank runs, is fixed in every process
     that has it."""
@@ -58,9 +59,11 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
     everywhere = keyed if scope is None else scope
     members = everywhere.groupby(keys, sort=False, observed=True).indices
     g = g.reset_index()
-    g["speedup"] = [speedup(everywhere.index[members[tuple(r[k] for k in keys)]])
-                    if speedup is not None and r["klass"] != "launch_bound" else None
-                    for _, r in g.iterrows()]
+    projected = [if_fixed(everywhere.index[members[tuple(r[k] for k in keys)]])
+                 if if_fixed is not None and r["klass"] != "launch_bound" else None
+                 for _, r in g.iterrows()]
+    g["speedup"] = [p.speedup if p else None for p in projected]
+    g["rate_if_fixed"] = [p.total_launches_per_s if p else None for p in projected]
     g["stall_first"] = g["klass"] != "launch_bound"
     g = g.sort_values(["stall_first", "speedup", "lost_us", "count"], ascending=False,
                       na_position="last").head(top)
@@ -74,7 +77,8 @@ def stall_sites(launches: pd.DataFrame, top: int = 10,
         example_launch=int(r.example_launch), fix=FIXES[r.klass],
         source=_source(r) if lines else None, pid=int(r.proc) & 0xFFFFFF,
         mean_polls=round(float(r.mean_polls), 1),
-        speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup))
+        speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup),
+        launches_per_s_if_fixed=None if pd.isna(r.rate_if_fixed) else float(r.rate_if_fixed))
         for r in g.itertuples()]
 
 

@@ -64,13 +64,13 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
              if pd.notna(r)}
     groups = coupled_groups(launches)
 
-    def speedup(rows: pd.Index) -> float:
-        return project(launches, rates, pd.Series(True, index=rows), groups).speedup
+    def if_fixed(rows: pd.Index) -> Projection:
+        return project(launches, rates, pd.Series(True, index=rows), groups)
 
     fixed = project(launches, rates, launches["steady"] & launches["stall"], groups)
-    sites = stall_sites(launches, speedup=speedup)
+    sites = stall_sites(launches, if_fixed=if_fixed)
     busy, per_s = totals(table)
-    processes = _processes(launches, table, cfg, speedup, fixed)
+    processes = _processes(launches, table, cfg, if_fixed, fixed)
     summary = Summary(
         trace=trace.meta.info,
         verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
@@ -95,7 +95,8 @@ def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
 
 
 def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
-               speedup: Callable[[pd.Index], float], fixed: Projection) -> list[ProcessSummary]:
+               if_fixed: Callable[[pd.Index], Projection],
+               fixed: Projection) -> list[ProcessSummary]:
     pid_of = dict(zip(table["proc"], table["pid"], strict=True))
     everywhere = site_rows(launches)  # a site's fix relieves every process that has it
     out = []
@@ -114,7 +115,7 @@ def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
             collective_wait_us=Percentiles.of(waits),
             waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
             waits_in=_most_waited_in(steady),
-            sites=stall_sites(own, speedup=speedup, scope=everywhere),
+            sites=stall_sites(own, if_fixed=if_fixed, scope=everywhere),
             if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
             # one process: its distributions are the summary's own, not kept twice
             distributions=_distributions(steady) if len(table) > 1 else None)

@@ -36,7 +36,8 @@ from .schema import Record, check_schema, extra_field, optional, shown, to_plain
 #: sites[].pid/mean_polls/speedup_if_fixed, distributions.gpu_work_us, and report --format json
 #: writes the distributions too
 #: 1.2 added trace.time_range_ns
-SCHEMA = "nsysscope.summary/1.2"
+#: 1.3 added sites[].launches_per_s_if_fixed
+SCHEMA = "nsysscope.summary/1.3"
 
 
 #: where a stall is when the trace has no NVTX range around it (and no source line)
@@ -96,6 +97,9 @@ class StallSite(Record):
     #: the trace's launch rate with this site's stalls fixed, over the measured one (the
     #: model: README, "How much will the fix buy?"); None for launch-bound gaps
     speedup_if_fixed: float | None = None
+    #: the trace's launch rate with this site's stalls fixed (what ``speedup_if_fixed``
+    #: multiplies, rounded as ``if_fixed.launches_per_s`` is, so that the two agree)
+    launches_per_s_if_fixed: float | None = None
     extra: dict[str, Any] = extra_field()
     nested = {"source": optional(SourceLine.from_dict)}
 

@@ -53,8 +53,8 @@ def render(result: Any) -> str:
                 "| # | class | launches | GPU idle | if fixed | where | API chain | fix |",
                 "|---|---|---|---|---|---|---|---|"]
         for i, site in enumerate(stalls, 1):
-            fixed = gain(s.launches_per_s, site.speedup_if_fixed) if site.speedup_if_fixed \
-                else "-"
+            fixed = gain(s.launches_per_s, site.speedup_if_fixed,
+                         site.launches_per_s_if_fixed) if site.speedup_if_fixed else "-"
             out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | {fixed} | "
                        f"{_where(site)} | `{cell(chain(site) if site.api_chain else '-')}` | "
                        f"{cell(site.fix)} |")

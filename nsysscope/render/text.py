@@ -146,7 +146,9 @@ def _site_lines(i: int, site: StallSite, width: int, rate: float | None) -> list
     out = wrap(f"{site.klass}: {plural(site.count, 'launch', 'launches')}, "
                f"{us(site.lost_us)} GPU idle -- {site.where}", width, f" #{i} ", "     ")
     if site.speedup_if_fixed:
-        out += wrap(f"fixing it -> {gain(rate, site.speedup_if_fixed)}", width, "     gain:  ",
+        out += wrap(f"fixing it -> "
+                    f"{gain(rate, site.speedup_if_fixed, site.launches_per_s_if_fixed)}", width,
+                    "     gain:  ",
                     " " * 12)
     if site.source:
         src = site.source

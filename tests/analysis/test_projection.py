@@ -120,3 +120,15 @@ def test_a_part_of_a_tp_trace_with_nothing_steady_projects_nothing(sample_path):
     part = TimeRange(t0 + int((t1 - t0) * 0.3), t0 + int((t1 - t0) * 0.32))
     s = analyze(load(sample_path("tp2_case1"), time_range=part)).summary
     assert s.launches > 0 and s.steady_launches == 0 and s.if_fixed.speedup == 1.0
+
+
+@pytest.mark.parametrize("broken", ["case1", "poll_case1", "outcopy_case1", "tp2_case1"])
+def test_a_site_that_is_every_stall_projects_the_total(analysed, broken):
+    """Where one site holds every stall, fixing it is fixing everything: its projected rate
+    is the total's, to the digit (case 1 printed ~302.6 for the site and ~302.5 for the total:
+    the site's rate was the rate times its speed-up rounded to 3 digits)."""
+    s = analysed(broken).summary
+    stalls = [x for x in s.sites if x.klass != "launch_bound"]
+    assert len(stalls) == 1
+    assert stalls[0].launches_per_s_if_fixed == s.if_fixed.launches_per_s
+    assert stalls[0].speedup_if_fixed == s.if_fixed.speedup
