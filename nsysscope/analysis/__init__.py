@@ -129,10 +129,12 @@ def _require_launches(trace: Trace) -> None:
     span = trace.meta.time_range_ns
     if span:  # what is missing may be only missing from the part read
         m = trace.meta
+        hint = (f"pick a range inside the graph launches ({timeline_span(*m.launches_span_ns)})"
+                if m.launches_span_ns else "the capture "
+                f"({timeline_span(m.capture_start_ns, m.capture_end_ns)}) has none anywhere")
         raise NothingToAnalyse(
             f"{m.path}: no CUDA graph launches from {timeline_span(*span)} "
-            f"({len(trace.api)} CUDA calls there); pick a range inside the capture "
-            f"({timeline_span(m.capture_start_ns, m.capture_end_ns)})")
+            f"({len(trace.api)} CUDA calls there); {hint}")
     lost = data_loss_reason(trace)
     if lost:
         raise ProfilerLostData(f"{trace.meta.path}: {lost}")

@@ -49,6 +49,9 @@ class TraceMeta(TraceInfo):
     capture_start_ns: int = 0
     capture_end_ns: int = 0
     diagnostics: tuple[str, ...] = ()
+    #: where the export's graph launches lie (first start, last end), for a time range that
+    #: holds none of them: the hint of the error says where to look (None otherwise)
+    launches_span_ns: tuple[int, int] | None = None
     format: str = "nsys"  # what was read: "nsys" (an SQLite export) or "kineto" (torch.profiler)
 
     @property
@@ -151,6 +154,8 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
+        launches_span_ns=None if span.whole or api["name"].isin(LAUNCH_APIS).any() else
+        tables.launches_span(s),
         **tables.capture_span(s, api))
     enums = dict(
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", 1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .apis import process_of, process_of_pid, wanted_api
+from .apis import LAUNCH_APIS, process_of, process_of_pid, wanted_api
 from .arrays import INT, frame, query
 from .schema import Schema, api_base_name
 from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
@@ -171,6 +171,18 @@ def diagnostics(s: Schema) -> tuple[str, ...]:
     rows = s.conn.execute(
         "SELECT DISTINCT text FROM DIAGNOSTIC_EVENT WHERE severity >= 2 AND text IS NOT NULL")
     return tuple(r[0] for r in rows)
+
+
+def launches_span(s: Schema) -> tuple[int, int] | None:
+    """The first start and last end of the export's graph launch calls (a scan of the CUDA
+    API table: only asked for when a time range holds no launch), or None."""
+    ids = [i for i, name in wanted_api_ids(s).items() if name in LAUNCH_APIS]
+    if not ids or not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return None
+    first, last = s.conn.execute(
+        'SELECT MIN(start), MAX("end") FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN '
+        f"({','.join(map(str, ids))})").fetchone()
+    return None if first is None else (int(first), int(last))
 
 
 def capture_span(s: Schema, api: pd.DataFrame) -> dict[str, int]:

@@ -132,6 +132,16 @@ def test_a_range_without_launches_or_a_bad_time_is_one_line(sample_path, args, c
     assert len(r.output.strip().splitlines()) == 1
 
 
+def test_a_range_without_launches_points_at_the_launches(sample_path):
+    """The hint named the capture (0.520 s to 7.297 s), mostly a range with no launch either:
+    it now names where the graph launches lie (the healthy sample's: 4.949 s to 5.929 s)."""
+    r = CliRunner().invoke(cli, ["report", str(sample_path("healthy")), "--from", "0.6",
+                                 "--to", "1.2"])
+    assert r.exit_code == 3 and r.output.strip().endswith(
+        "no CUDA graph launches from 0.600 s to 1.200 s (0 CUDA calls there); pick a range "
+        "inside the graph launches (4.949 s to 5.929 s)")
+
+
 def test_several_traces_take_no_range(sample_path):
     r = CliRunner().invoke(cli, ["report", str(sample_path("case1")), str(sample_path("case2")),
                                  "--from", "5"])
