@@ -58,6 +58,15 @@ class OpenTrace:
         """Every stalled launch, warm-up included (``t.launches[t.launches.stall]``)."""
         return self.analysis.stalls
 
+    @property
+    def processes(self) -> pd.DataFrame:
+        """One row per process that launched graphs (an engine, or a tensor-parallel rank):
+        pid, name, device, launch counts, a column per class, GPU busy, launches/s and time
+        in collectives. ``proc`` is the process key the other tables use (``waited_for``
+        names a peer by it)."""
+        p = self.analysis.processes
+        return p.rename(columns={c: str(c) for c in p.columns})
+
     def summary(self) -> Summary:
         return self.analysis.summary
 

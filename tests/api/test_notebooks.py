@@ -59,3 +59,19 @@ def test_stalls_match_the_summary(analysed, sample_path):
     assert len(t.stalls) == sum(t.summary().stalls.values()) == 293
     assert len(t.all_stalls) > len(t.stalls) and t.stalls["steady"].all()
     assert "t.stalls: 293 steady-state stalls, 5 more in warm-up (t.all_stalls)" in repr(t)
+
+
+def test_processes_are_a_table_of_the_summary_s_processes(sample_path):
+    """``t.processes``: the per-process table was only at ``t.analysis.processes`` (with enum
+    column names); it is the summary's processes, one row each, by pid."""
+    import nsysscope
+    t = nsysscope.open(sample_path("tp2_case1_rank0"))
+    p = t.processes.sort_values("pid")
+    s = sorted(t.summary().processes, key=lambda x: x.pid)
+    assert list(p["pid"]) == [x.pid for x in s] and len(s) == 2
+    assert all(isinstance(c, str) and type(c) is str for c in p.columns)
+    assert list(p["gpu_to_cpu"]) == [x.classes["gpu_to_cpu"] for x in s]
+    # rank 0 reads back and stalls; rank 1 waits for it in collectives: its peer is rank 0
+    stalled = p.loc[p["gpu_to_cpu"] > 0, "proc"]
+    waiting = p.loc[p["gpu_to_cpu"] == 0, "waited_for"]
+    assert len(stalled) == 1 and (waiting == stalled.iloc[0]).all()
