@@ -683,3 +683,21 @@ def test_analysis_options_with_summary_sides_are_said(summary_file, sample_path)
     assert note in " ".join(r.stdout.split())
     assert "analysed the trace side only" not in gate(summary_file("healthy"),
                                                       sample_path("case2")).stdout
+
+
+def test_the_readme_example_is_what_the_gate_prints(summary_file, sample_path, tmp_path,
+                                                     monkeypatch):
+    """The README's gate example, as far as it goes ("  ..."), is this version's output: it
+    had drifted (8 checks where there are 9, a threshold column from before)."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    command = "$ nsysscope gate baseline.json sample_traces/h200_case2_300.sqlite.xz\n"
+    start = readme.index(command) + len(command)
+    shown = readme[start:readme.index("  ...\n```", start)]
+    (tmp_path / "baseline.json").write_text(summary_file("healthy").read_text())
+    (tmp_path / "sample_traces").mkdir()
+    (tmp_path / "sample_traces" / "h200_case2_300.sqlite.xz").symlink_to(sample_path("case2"))
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(
+        cli, ["gate", "baseline.json", "sample_traces/h200_case2_300.sqlite.xz"])
+    assert r.exit_code == 1 and r.stdout.startswith(shown)
