@@ -82,7 +82,8 @@ def _connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
             raise ScrubError(str(e)) from None
     elif not head.startswith(SQLITE_MAGIC):
         raise ScrubError(f"{path}: not an SQLite file (nsysscope scrubs .sqlite, .sqlite.xz, "
-                         ".sqlite.gz and .nsys-rep; an nsys export is made with "
+                         ".sqlite.gz, .nsys-rep and torch.profiler JSON traces; an nsys export "
+                         "is made with "
                          "'nsys export --type sqlite REPORT.nsys-rep')")
     cut = truncation(db_path)
     if cut:

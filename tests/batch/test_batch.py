@@ -62,7 +62,8 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
     # and one line on stderr says so (before: exit 2 and nothing there)
     assert res.stderr == (f"nsysscope: error: 1 of 4 traces could not be analysed (see their "
                           f"rows); the first: {bad}: not an SQLite file (nsysscope reads "
-                          ".sqlite, .sqlite.xz, .sqlite.gz and .nsys-rep)\n")
+                          ".sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler JSON "
+                          "traces)\n")
     res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)

@@ -24,8 +24,8 @@ from nsysscope.render.plots import (  # noqa: E402
     compare_figure,
     pick_launch,
 )
+from nsysscope.render.plots.picking import stall_costs  # noqa: E402
 from nsysscope.render.plots.style import COPY_CALL_COLOR, EAGER_COLOR  # noqa: E402
-from nsysscope.render.plots.views import stall_costs  # noqa: E402
 
 
 def bars(ax, gid: str):

@@ -18,11 +18,12 @@ from matplotlib.figure import Figure
 from ...analysis import Analysis
 from .compare import compare_figure
 from .distributions import distributions_figure
+from .picking import pick_launch
 from .series import SERIES_POINTS, series_figure
 from .style import CLASS_COLORS, OKABE_ITO, NsysscopeFigure
 from .timeline import draw_timeline
 from .timeline import timeline_figure as _timeline_figure
-from .views import TraceViews, pick_launch
+from .views import TraceViews
 
 __all__ = ["CLASS_COLORS", "OKABE_ITO", "NsysscopeFigure", "TracePlots", "compare_figure",
            "distributions_figure", "draw_timeline", "pick_launch", "series_figure",

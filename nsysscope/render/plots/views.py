@@ -1,5 +1,6 @@
-"""What a timeline is drawn from: sorted, windowed views of one analysed trace, the launch to
-show (``worst``, ``typical``), the time window around it, and the sentence that explains it.
+"""What a timeline is drawn from: sorted, windowed views of one analysed trace, the time
+window around the launch to show (:mod:`.picking` picks it), and the sentence that explains
+it.
 
 Timelines stay fast on long traces: each table is sorted by start time once, and only the
 rows that overlap the time window shown are selected (``searchsorted`` over a running
@@ -21,85 +22,8 @@ from ...analysis.nvtx import step_numbers
 from ...analysis.pairs import join_first
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
+from .picking import pick_launch, stall_costs
 from .style import STALLS, ranges
-
-
-def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
-    """For each launch: the host's work between the end of the wait on it and the next launch
-    call (``host_after_ns``), what that takes on a usual stall of its class in the steady state
-    (``usual_after_ns``), the excess (``slow_host_ns``: the host running slower than usual, a
-    GC pause or a hiccup every capture has), and ``stall_cost_ns``: the GPU idle gap without
-    that excess, what the stall itself cost."""
-    L = launches
-    after = (L["next_api_start_ns"] - L["block_end_ns"]).astype(float)
-    usual = pd.Series(np.nan, index=L.index)
-    steady_stalls = L["steady"] & L["stall"] & after.notna()
-    for klass, idx in L[steady_stalls].groupby(L["klass"].astype(str)).groups.items():
-        usual[(L["klass"].astype(str) == klass) & L["stall"]] = float(np.median(after[idx]))
-    slow = (after - usual).clip(lower=0).fillna(0.0).where(L["stall"], 0.0)
-    idle = L["gpu_idle_ns"].astype(float)
-    cost = (idle - slow).clip(lower=0).where(idle.notna())
-    return pd.DataFrame({"host_after_ns": after, "usual_after_ns": usual, "slow_host_ns": slow,
-                         "stall_cost_ns": cost}, index=L.index)
-
-
-def pick_launch(launches: pd.DataFrame, which: str = "worst") -> int | None:
-    """The launch index ``which`` names.
-
-    ``"worst"``: the steady-state stall that cost the GPU most idle time, counting the stall
-    itself and not the host's own slowness after it (:func:`stall_costs`; a stall the host also
-    slowed down ranks lower); with no stalls, the longest GPU gap. ``"typical"``: a steady
-    launch whose GPU gap is close to the median and whose neighbours (drawn beside it) are
-    typical too: same class as most steady launches, steady, gaps near the median."""
-    if launches.empty:
-        return None
-    steady = launches[launches["steady"] & launches["gpu_idle_ns"].notna()]
-    if steady.empty:
-        steady = launches[launches["gpu_idle_ns"].notna()]
-    if steady.empty:
-        return int(launches["launch"].iloc[len(launches) // 2])
-    if which == "worst":
-        stalls = steady[steady["stall"]]
-        if len(stalls):
-            c = stall_costs(launches).loc[stalls.index]
-            # the stall's own cost; of two alike, the one the host did not also slow down
-            score = c["stall_cost_ns"] - c["slow_host_ns"]
-            return int(stalls.loc[score.idxmax(), "launch"])
-        return int(steady.loc[steady["gpu_idle_ns"].idxmax(), "launch"])
-    if which == "typical":
-        return _typical(launches, steady)
-    raise ValueError(f"which={which!r}: use 'worst' or 'typical'")
-
-
-def _typical(launches: pd.DataFrame, steady: pd.DataFrame) -> int:
-    """The steady launch with the most typical neighbourhood (itself, the two before it, whose
-    gaps its timeline shows, and the one after): each launch's distance from the median gap in
-    units of the gaps' spread, plus a penalty for a neighbour that is warm-up, the last launch
-    or of another class than most steady launches."""
-    idle = launches["gpu_idle_ns"].to_numpy(dtype=float)
-    med = float(np.median(steady["gpu_idle_ns"].to_numpy(dtype=float)))
-    spread = float(np.median(np.abs(steady["gpu_idle_ns"].to_numpy(dtype=float) - med)))
-    dev = np.abs(idle - med) / max(spread, 1000.0)
-    dev[~np.isfinite(dev)] = 50.0
-    klass = launches["klass"].astype(str).to_numpy()
-    usual = steady["klass"].astype(str).mode().iloc[0]
-    odd = (~launches["steady"].to_numpy(dtype=bool)) | (klass != usual)
-    cost = np.minimum(dev, 50.0) + np.where(odd, 50.0, 0.0)
-
-    def shifted(k: int) -> np.ndarray:  # cost of launch i - k (100 beyond either end)
-        out = np.full(len(cost), 100.0)
-        if k > 0:
-            out[k:] = cost[:-k]
-        else:
-            out[:k] = cost[-k:]
-        return out
-
-    # the timeline of launch i shows the gaps after i - 2 (left edge), i - 1 and i; the
-    # launch after it matters less (mostly off the right edge)
-    score = cost + np.maximum(shifted(2), shifted(1)) + 0.5 * shifted(-1)
-    rows = launches.index.get_indexer(steady.index)
-    best = rows[int(np.argmin(score[rows]))]
-    return int(launches["launch"].iloc[best])
 
 
 def _fold_polls(api: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
