@@ -130,6 +130,11 @@ def check_writable(path: str | None, option: str = "-o", inputs: Iterable[str | 
     p = Path(path)
     if p.is_dir():
         raise UnreadableInput(f"{option} {path}: is a directory; name a file")
+    if p.exists() and not p.is_file():  # written through a temporary file, a device would be
+        # replaced by a regular file; a FIFO would keep the run waiting for a reader
+        stdout = ", or leave -o out to write to stdout" if option == "-o" else ""
+        raise UnreadableInput(f"{option} {path}: not a regular file (a device, a FIFO or a "
+                              f"socket); name a file{stdout}")
     if p.exists():
         _refuse_a_trace(p, option, inputs, database)
     folder = p.parent if str(p.parent) else Path(".")

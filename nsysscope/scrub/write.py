@@ -327,6 +327,10 @@ def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -
     if dst.exists() and dst.resolve() == src.resolve():
         raise ScrubError(f"{dst}: the destination is the source; --in-place (in_place=True) "
                          "rewrites it")
+    if dst.exists() and not dst.is_file():  # the temporary file renamed onto it would
+        # replace a device node
+        raise ScrubError(f"{dst}: not a regular file (a device, a FIFO or a socket); name a "
+                         "file")
     if dst.exists() and not force:
         raise ScrubError(f"{dst}: already exists; pass --force (force=True) to overwrite it")
     if not dst.parent.is_dir():

@@ -59,15 +59,28 @@ def is_kineto(path: str | os.PathLike) -> bool:
 
 def file_kind(p: Path) -> str | None:
     """What ``p`` is, when it is something nsysscope never writes over: ``"an nsys export"``
-    (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"`` or ``"an Nsight Systems
-    report"``; None for anything else, or a file that cannot be read."""
+    (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"``, ``"an Nsight Systems
+    report"``, ``"a compressed SQLite file"`` (an export as .xz or .gz: its tables are not
+    looked at) or ``"a torch.profiler trace"`` (plain or compressed); None for anything else,
+    for a file that cannot be read, and for what is not a regular file (opening a FIFO to
+    look would wait for a writer)."""
     try:
+        if not p.is_file():
+            return None
         with p.open("rb") as f:
             head = f.read(len(REPORT_MAGIC))
-    except OSError:
+        if head.startswith((GZIP_MAGIC, XZ_MAGIC)):
+            opener = gzip.open if head.startswith(GZIP_MAGIC) else lzma.open
+            with opener(p, "rb") as f:
+                inner = f.read(len(SQLITE_MAGIC))
+            if inner.startswith(SQLITE_MAGIC):
+                return "a compressed SQLite file"
+    except (OSError, EOFError, lzma.LZMAError, zlib.error):
         return None
     if head.startswith(REPORT_MAGIC):
         return "an Nsight Systems report"
+    if is_kineto(p):
+        return "a torch.profiler trace"
     if not head.startswith(SQLITE_MAGIC):
         return None
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -150,6 +151,56 @@ def test_outputs_never_write_over_a_trace(sample_path, tmp_path, args):
     assert line.startswith(f"nsysscope: error: {args[-2]} {target}: is ")
     assert line.endswith(": name another file")
     assert all(p.read_bytes() == content for p, content in before.items())
+
+
+@pytest.mark.parametrize("args,kind", [
+    (("report", "{a}", "-o", "{xz}"), "a compressed SQLite file"),
+    (("summarize", "{a}", "-o", "{gz}"), "a compressed SQLite file"),
+    (("gate", "{a}", "{a}", "--json", "{xz}"), "a compressed SQLite file"),
+    (("export", "{a}", "--perfetto", "{kineto}"), "a torch.profiler trace"),
+    (("report", "{a}", "-o", "{kineto}"), "a torch.profiler trace"),
+])
+def test_outputs_never_write_over_a_compressed_or_torch_profiler_trace(sample_path, tmp_path,
+                                                                       args, kind):
+    """Traces that are not themselves SQLite: an .xz or .gz export, a torch.profiler JSON.
+    Each was overwritten with the report (exit 0) by every output option."""
+    import gzip
+
+    from nsysscope.trace import resolve
+    a = tmp_path / "a.sqlite"
+    shutil.copyfile(resolve(sample_path("case1")), a)
+    xz, gz = tmp_path / "b.sqlite.xz", tmp_path / "c.sqlite.gz"
+    shutil.copyfile(sample_path("case1"), xz)
+    gz.write_bytes(gzip.compress(a.read_bytes()[:1 << 16]))  # its head is enough to tell
+    kineto = tmp_path / "k.pt.trace.json.gz"
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "sample_traces" / "kineto" /
+                    "h200_kineto_healthy_60.pt.trace.json.gz", kineto)
+    before = {p: p.read_bytes() for p in (xz, gz, kineto)}
+    names = {"a": a, "xz": xz, "gz": gz, "kineto": kineto}
+    line = one_error_line(run(*(x.format(**names) for x in args)), 2)
+    assert line.endswith(f"{args[-2]} {args[-1].format(**names)}: is {kind}; nsysscope never "
+                         "writes over a trace: name another file")
+    assert all(p.read_bytes() == content for p, content in before.items())
+
+
+@pytest.mark.parametrize("args", [("report", "{a}", "-o", "{fifo}"),
+                                  ("summarize", "{a}", "-o", "{fifo}"),
+                                  ("export", "{a}", "--perfetto", "{fifo}"),
+                                  ("scrub", "-f", "{a}", "{fifo}")])
+def test_an_output_that_is_no_regular_file_is_refused(sample_path, tmp_path, args):
+    """A FIFO (or a device): identifying it opened it for reading, and the run waited for a
+    writer forever; a device was replaced by the renamed temporary file (as root, /dev/full
+    was). Refused, before any analysis."""
+    from nsysscope.trace import resolve
+    a, fifo = tmp_path / "a.sqlite", tmp_path / "fifo"
+    shutil.copyfile(resolve(sample_path("case1")), a)
+    os.mkfifo(fifo)
+    r = subprocess.run([sys.executable, "-m", "nsysscope",
+                        *(x.format(a=a, fifo=fifo) for x in args)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"{fifo}: not a regular file (a device, a FIFO or a socket); name a file" in r.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def test_an_output_named_as_a_trace_of_a_folder_is_refused(tmp_path):
