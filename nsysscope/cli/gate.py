@@ -21,6 +21,7 @@ from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from .options import (
     analysis_options,
+    check_distinct,
     check_writable,
     config_from,
     output_format,
@@ -140,7 +141,9 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
              if path]
     for opt, f, path in extra:
         output_format("gate", f, path, option=opt)
-    for opt, path in (("-o", output), *((o, p) for o, _, p in extra)):
+    outputs = (("-o", output), *((o, p) for o, _, p in extra))
+    check_distinct(outputs)
+    for opt, path in outputs:
         check_writable(path, opt, [baseline, candidate])
     use_cache(no_cache)
     settings = _settings_for_summaries(baseline, candidate)

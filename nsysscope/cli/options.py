@@ -119,6 +119,20 @@ def _ext_of(kind: str, fmt: str) -> str:
     return next((e for e, f in EXTENSION_FORMATS[kind].items() if f == fmt), ".txt")
 
 
+def check_distinct(outputs: Iterable[tuple[str, str | None]]) -> None:
+    """Refuse two outputs of one run, ``(option, path)``, that name one file: the second
+    written would replace the first without a word (``-o out.csv --per-launch out.csv``)."""
+    seen: dict[str, str] = {}
+    for option, path in outputs:
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise UnreadableInput(f"{seen[key]} and {option} both name {path}; give each output "
+                                  "a file of its own")
+        seen[key] = option
+
+
 def check_writable(path: str | None, option: str = "-o", inputs: Iterable[str | Path] = (),
                    database: bool = False) -> None:
     """Refuse, before any analysis, an output path whose folder is missing or not writable,

@@ -16,6 +16,7 @@ from ..util.progress import note
 from .export import write_perfetto_file
 from .options import (
     analysis_options,
+    check_distinct,
     check_per_launch,
     check_writable,
     config_from,
@@ -83,6 +84,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     missing or too old, 7 the profiler lost the data, 8 nothing steady to judge (see
     'nsysscope --help')."""
     fmt = output_format("report", fmt, output)
+    check_distinct((("-o", output), ("--perfetto", perfetto), ("--per-launch", per_launch)))
     for option, path in (("-o", output), ("--perfetto", perfetto)):
         check_writable(path, option, traces)
     use_cache(no_cache)

@@ -203,6 +203,24 @@ def test_an_output_that_is_no_regular_file_is_refused(sample_path, tmp_path, arg
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+@pytest.mark.parametrize("args,line", [
+    (("report", "{a}", "-o", "out.csv", "--per-launch", "out.csv"),
+     "-o and --per-launch both name out.csv"),
+    (("report", "{a}", "-o", "out.json", "--perfetto", "./out.json"),
+     "-o and --perfetto both name ./out.json"),
+    (("gate", "{a}", "{a}", "-o", "g.json", "--json", "g.json"), "-o and --json both name g.json"),
+])
+def test_two_outputs_of_one_run_naming_one_file_are_refused(sample_path, tmp_path, monkeypatch,
+                                                            args, line):
+    """The second written replaced the first without a word (the per-launch table or the
+    timeline lost)."""
+    monkeypatch.chdir(tmp_path)
+    a = sample_path("case1")
+    got = one_error_line(run(*(x.format(a=a) for x in args)), 2)
+    assert got == f"nsysscope: error: {line}; give each output a file of its own"
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
 def test_an_output_named_as_a_trace_of_a_folder_is_refused(tmp_path):
     """Several traces named by their folder: an output named as one of them (a torch.profiler
     JSON, which is no SQLite file) is refused too, before any is read."""
