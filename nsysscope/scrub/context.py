@@ -103,6 +103,10 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
     except sqlite3.DatabaseError as e:
         conn.close()
         raise NotAnExport(f"{path}: truncated or corrupt export ({e})") from None
+    except UnicodeDecodeError as e:  # a damaged page of the schema
+        conn.close()
+        raise NotAnExport(f"{path}: corrupt export: text that is not UTF-8 "
+                          f"({str(e)[:120]})") from None
     missing = {"META_DATA_EXPORT", "StringIds"} - tables
     if missing:
         conn.close()

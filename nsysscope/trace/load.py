@@ -122,6 +122,9 @@ def damage_reported(path: str | Path) -> Iterator[None]:
         yield
     except sqlite3.DatabaseError as e:
         raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
+    except UnicodeDecodeError as e:  # a damaged page of the schema or of a table's text
+        raise NotAnNsysExport(f"{path}: corrupt export: text that is not UTF-8 "
+                              f"({str(e)[:120]})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
         # where nsys writes integers (tests/test_fuzz.py)
         raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "

@@ -127,7 +127,7 @@ def _read(conn: sqlite3.Connection, windows: pd.DataFrame | None) -> PythonSampl
         return PythonSamples.none()
     # the domain id is per process: match (process, domain) pairs, the pid being globalTid >> 24
     domains = (f"SELECT DISTINCT d.domainId AS dom, d.globalTid >> 24 AS proc FROM NVTX_EVENTS d "
-               f"WHERE d.eventType = {create} AND COALESCE({', '.join(name)}) = ?")
+               f"WHERE d.eventType = {create} AND COALESCE({', '.join(name)}, '') = ?")
     payload = []
     if "jsonText" in cols:
         payload.append("n.jsonText")
@@ -194,14 +194,14 @@ def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray, strings):
     for i, text in enumerate(texts):
         body = _body(text)
         states.append(body.get("Thread state"))
-        frames = body.get("Frames") or ()
+        frames = _frames(body)
         n = len(frames)
         sample_ids.extend([i] * n)
         depth.extend(range(n))
-        for f in frames:
-            fn.append(int(f.get("Function", -1)))
-            fl.append(int(f.get("File", -1)))
-            ln.append(int(f.get("Line", -1)))
+        for f_id, file_id, line in frames:
+            fn.append(f_id)
+            fl.append(file_id)
+            ln.append(line)
     samples = pd.DataFrame({"sample": np.arange(len(texts), dtype=np.int64),
                             "tid": tid.astype(np.int64), "time_ns": t.astype(np.int64),
                             "state": pd.Series(states, dtype=object)})
@@ -212,6 +212,22 @@ def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray, strings):
         "file": strings(np.asarray(fl, dtype=np.int64)), "line": np.asarray(ln, dtype=np.int64),
         "function": strings(np.asarray(fn, dtype=np.int64))})
     return samples, frames
+
+
+def _frames(body: dict) -> list[tuple[int, int, int]]:
+    """The sample's frames as (function id, file id, line), innermost first; none when one of
+    them is not what nsys writes (a damaged payload: the sample then names no line)."""
+    frames = body.get("Frames") or []
+    out = []
+    try:
+        for f in frames:
+            values = (f.get("Function", -1), f.get("File", -1), f.get("Line", -1))
+            if not all(type(v) is int and -1 <= v < 1 << 63 for v in values):
+                return []
+            out.append(values)
+    except (AttributeError, TypeError):  # a frame that is no object, frames that are no list
+        return []
+    return out
 
 
 def _body(text: str | None) -> dict:

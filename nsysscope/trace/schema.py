@@ -137,7 +137,8 @@ class Schema:
 
     @cached_property
     def export_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+        return dict(self.conn.execute("SELECT name, value FROM META_DATA_EXPORT WHERE name IS NOT "
+                                      "NULL AND value IS NOT NULL").fetchall())
 
     @property
     def schema_version(self) -> str:
@@ -168,7 +169,8 @@ class Schema:
         """``ENUM_X`` as ``{NAME: id}``, empty when the export has no such table."""
         if table not in self.tables:
             return {}
-        return {name: int(i) for i, name in self.conn.execute(f"SELECT id, name FROM {table}")}
+        return {name: int(i) for i, name in self.conn.execute(
+            f"SELECT id, name FROM {table} WHERE name IS NOT NULL AND id IS NOT NULL")}
 
     def enum_id(self, table: str, suffix: str, default: int) -> int:
         """The id of the enum member whose name ends with ``suffix`` (e.g. ``_PAGEABLE``)."""

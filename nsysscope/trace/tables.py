@@ -161,7 +161,8 @@ def threads_table(s: Schema) -> pd.DataFrame:
 def gpus(s: Schema) -> tuple[str, ...]:
     if "name" not in s.columns("TARGET_INFO_GPU"):
         return ()
-    return tuple(r[0] for r in s.conn.execute("SELECT DISTINCT name FROM TARGET_INFO_GPU"))
+    return tuple(r[0] for r in s.conn.execute(
+        "SELECT DISTINCT name FROM TARGET_INFO_GPU WHERE name IS NOT NULL AND name != ''"))
 
 
 def diagnostics(s: Schema) -> tuple[str, ...]:

@@ -224,7 +224,8 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
             rows = conn.execute(f"SELECT MAX(rowid) FROM {_RUNTIME}").fetchone()[0]
         finally:
             conn.close()
-    except (sqlite3.Error, OSError):
+    except (sqlite3.Error, OSError, UnicodeDecodeError):  # load() says what is wrong (a
+        # damaged schema text is not UTF-8)
         return None
     if not rows or rows <= calls:
         return None

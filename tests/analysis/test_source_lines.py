@@ -325,3 +325,28 @@ def test_resummarising_keeps_the_lines_and_adds_no_capture_hint(analysed):
     assert s.sites[0].source == a.summary.sites[0].source
     assert s.notes == a.summary.notes == []
     assert "source_root" not in s.config  # a local path, not a setting to compare or publish
+
+
+def test_damaged_python_samples_are_left_out_not_a_crash(sample_path, tmp_path):
+    """Samples whose frames are not what nsys writes (a frame that is no object, a line that
+    is null, NaN or 1e400) made an internal error (exit 70). They now name no line; the
+    others still name the readback's."""
+    import sqlite3
+
+    from nsysscope.trace import resolve
+    p = tmp_path / "damaged.sqlite"
+    shutil.copyfile(resolve(sample_path("case1_py")), p)
+    with sqlite3.connect(p) as c:
+        rows = c.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType = 34 ORDER BY rowid")
+        ids = [r[0] for r in rows]
+        damage = ['{"Python Periodic Sampling":{"Frames":[1,2]}}',
+                  '{"Python Periodic Sampling":{"Frames":[{"Function":1,"File":2,"Line":null}]}}',
+                  '{"Python Periodic Sampling":{"Frames":[{"Function":1,"File":2,"Line":NaN}]}}',
+                  '{"Python Periodic Sampling":{"Frames":[{"Function":1,"File":2,"Line":1e400}]}}',
+                  '{"Python Periodic Sampling":{"Frames":7}}']
+        c.executemany("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = ?",
+                      [(damage[i % len(damage)], r) for i, r in enumerate(ids[::3])])
+    c.close()
+    a = analyze(load(p))
+    src = a.summary.sites[0].source
+    assert src is not None and (src.file, src.line) == ("engine_under_test/sampler.py", 58)

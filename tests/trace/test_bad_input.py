@@ -305,6 +305,37 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
             else:
                 assert s["sites"][0]["phase"] is None
         add(f"case1_{name}", Case(p, 0, args=("--format", "json"), check=degraded))
+    # damage or drift in places the analysis reads around: each was an internal error (70)
+    p = copy_of(case1, d / "schema_not_utf8.sqlite",
+                "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = replace(sql, "
+                "'busLocation', '''' || CAST(X'C0' AS TEXT)) WHERE name = 'TARGET_INFO_GPU';")
+    add("schema_text_not_utf8", Case(p, 5, f"{p}: corrupt export: text that is not UTF-8 "
+                                           "('utf-8' codec can't decode byte 0xc0 in position "
+                                           "68: invalid start byte)"))
+    def still_case1(s: dict) -> None:
+        assert s["classes"]["gpu_to_cpu"] == CASE1_STEADY, s["classes"]
+
+    def gpu_unknown(s: dict) -> None:
+        still_case1(s)
+        assert s["trace"]["gpus"] == []
+
+    for column in ("text", "textId"):  # NVTX text inline or interned only: COALESCE(x) failed
+        p = copy_of(case1, d / f"nvtx_without_{column}.sqlite",
+                    f"ALTER TABLE NVTX_EVENTS DROP COLUMN {column};")
+        add(f"nvtx_without_{column}", Case(p, 0, args=("--format", "json"), check=still_case1))
+    p = copy_of(case1, d / "gpu_name_null.sqlite", "UPDATE TARGET_INFO_GPU SET name = NULL;")
+    add("gpu_name_null", Case(p, 0, args=("--format", "json"), check=gpu_unknown))
+    p = copy_of(case1, d / "export_meta_null.sqlite", "UPDATE META_DATA_EXPORT SET value = NULL;")
+    add("export_meta_null", Case(p, 5, f"{p}: export schema unknown (nsys unknown) is not "
+                                       "supported; nsysscope reads schema 3.x (tested: 3.7.2, "
+                                       "3.20.3)"))
+    p = copy_of(case1, d / "enum_names_null.sqlite", "UPDATE ENUM_CUDA_MEM_KIND SET name = NULL;")
+    add("enum_names_null", Case(p, 0, args=("--format", "json"), check=still_case1))
+    p = d / "deep.pt.trace.json"
+    p.write_text('{"traceEvents":' + "[" * 100_000 + "]" * 100_000 + "}")
+    add("kineto_nested_too_deeply", Case(p, 5, f"{p}: corrupt torch.profiler trace: a value at "
+                                               "character 16 is nested too deeply to be an "
+                                               "event"))
     # an older export schema (nsys 2023.4): the real 3.7.2 DDL, a case1-like loop
     s = synth.Synth()
     synth.decode_loop(s.process(4242), [synth.Step("gpu_to_cpu") for _ in range(30)])
@@ -326,7 +357,9 @@ CASES = [
     "profiler_lost_gpu_data", "diagnostic_says_lost", "no_graph_launches", "some_replays_missing",
     "all_replays_missing", "case1_reference", "unknown_tables_and_columns", "unknown_schema_major",
     "case1_without_SYNCHRONIZATION", "case1_without_CUDA_EVENT", "case1_without_NVTX_EVENTS",
-    "case1_without_all_three", "schema_3_7_2",
+    "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
+    "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
+    "kineto_nested_too_deeply",
 ]
 
 

@@ -86,6 +86,8 @@ class JsonStream:
             except json.JSONDecodeError as e:
                 self._after_error(e, self.pos)
                 continue
+            except RecursionError:
+                raise self._too_deep(self.pos) from None
             # a number or literal cut by the window's end decodes too: read on and again
             if end >= len(self.buf) and not self.eof and self._more():
                 continue
@@ -104,6 +106,11 @@ class JsonStream:
         self.pos = pos
         if not self._more(len(self.buf) - pos):
             raise self._truncated() from None
+
+    def _too_deep(self, pos: int) -> NotAnNsysExport:
+        """A value nested deeper than Python's JSON decoder recurses: no profiler writes one."""
+        return NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: a value at character "
+                               f"{self.offset + pos} is nested too deeply to be an event")
 
     def _truncated(self) -> NotAnNsysExport:
         return NotAnNsysExport(
@@ -178,6 +185,8 @@ class JsonStream:
                 self.count = n
                 self._after_error(e, pos)
                 continue
+            except RecursionError:
+                raise self._too_deep(pos) from None
             if end >= len(buf) and not self.eof:  # a bare number cut by the window
                 self.pos = pos
                 if self._more():
