@@ -66,7 +66,9 @@ class ColumnReader:
             # batch, DuckDB's errors reach Python as RuntimeError (a malformed page), or as a
             # SystemError around a UnicodeDecodeError (text that is not UTF-8; a TypeError
             # where that text is a list's group key)
-            except (duckdb.Error, RuntimeError, UnicodeError, SystemError, TypeError):
+            except (duckdb.Error, RuntimeError, UnicodeError, SystemError, TypeError) as e:
+                if interrupted(e):  # Ctrl-C during the query: not damage to read around
+                    raise KeyboardInterrupt from None
                 self.fallbacks += 1
             else:
                 return got
@@ -85,6 +87,13 @@ class ColumnReader:
             self._tried = True
             self._duck = attach(self.db)
         return self._duck
+
+
+def interrupted(e: BaseException) -> bool:
+    """Whether DuckDB stopped because the user pressed Ctrl-C (it reports that as an
+    error, past the first batch as a RuntimeError saying so)."""
+    import duckdb
+    return isinstance(e, duckdb.InterruptException) or "interrupted" in str(e).lower()
 
 
 def attach(db: Path) -> Any:

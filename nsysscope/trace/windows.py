@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..util.progress import note, progress
 from .apis import LAUNCH_APIS, process_of
-from .columnar import attach, sql_text
+from .columnar import attach, interrupted, sql_text
 from .formats import json_kind
 from .load import Trace, damage_reported, read_trace
 from .schema import Schema, connect_readonly
@@ -237,6 +237,8 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
     try:
         return TraceWindows(path, db, duck, per_window or WINDOW_LAUNCHES)
     except (duckdb.Error, OSError) as e:  # no room for the copy, say: read it whole
+        if interrupted(e):  # Ctrl-C while copying: stop, as everywhere else
+            raise KeyboardInterrupt from None
         note(f"reading {Path(path).name} whole: its copy for reading in windows failed "
              f"({str(e).splitlines()[0][:160]})")
         return None

@@ -97,3 +97,23 @@ def test_a_null_integer_is_reported_by_either_engine(case1_copy, monkeypatch, ta
         monkeypatch.setattr(columnar, "attach", lambda db: None)
     with pytest.raises(NotAnNsysExport, match="a value of the wrong type"):
         load(case1_copy)
+
+
+def test_ctrl_c_during_a_duckdb_query_stops_the_run(case1_copy, monkeypatch):
+    """DuckDB reports Ctrl-C as an error of the query; the reader took that for damage, read
+    everything again through sqlite3 and finished with exit 0. A real interrupt of a real
+    query (``interrupt()`` from another thread, what DuckDB's Ctrl-C handler calls) must stop
+    the read with KeyboardInterrupt (the CLI's exit 130)."""
+    import threading
+    fetch = columnar._fetch
+
+    def interrupted_fetch(duck, sql, params):
+        threading.Timer(0.2, duck.interrupt).start()
+        # a query long enough to be interrupted: ~10^13 rows of a cross join, counted
+        return fetch(duck, "SELECT count(*) FROM range(10000000) a, range(1000000) b", ())
+
+    monkeypatch.setattr(columnar, "_fetch", interrupted_fetch)
+    with Schema(connect_readonly(case1_copy), case1_copy) as s:
+        with pytest.raises(KeyboardInterrupt):
+            tables.api_table(s)
+        assert s.fallbacks == 0
