@@ -4,8 +4,11 @@ could not be written beside their report.
 Where: ``$NSYSSCOPE_CACHE``, else ``$XDG_CACHE_HOME/nsysscope``, else ``~/.cache/nsysscope``.
 How big: at most ``$NSYSSCOPE_CACHE_MAX`` (``500M``, ``2G``, a number of bytes; ``0`` or
 ``none``: no limit), default :data:`DEFAULT_MAX_BYTES`. After each new entry the least
-recently used entries are removed until the folder fits; the entry just written is never
-removed. A file's last use is its access time (set on every cache hit) or, when later, its
+recently used entries are removed until the folder fits; an entry used in the last
+:data:`IN_USE_S` seconds is never removed (another run, the gate's other side or a batch
+worker, may be about to open it again), so the folder can exceed the cap while several
+traces are in use. Temporary files of runs that died (untouched as long) go too. A file's
+last use is its access time (set on every cache hit) or, when later, its
 modification time. ``nsysscope cache info`` shows the folder, ``nsysscope cache clear``
 empties it, and ``--no-cache`` (or :func:`disable_cache`) sends one run's files to a temporary
 folder removed when it exits.
@@ -36,6 +39,10 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g"
           "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
 
 _temporary: Path | None = None
+
+#: an entry used this recently may be in use by another run: eviction keeps it; a temporary
+#: file untouched this long is a dead run's (a live one writes to it all the time)
+IN_USE_S = 600
 
 #: the names the cache gives its files: the trace's stem and a fingerprint of the source
 ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}\.sqlite")
@@ -116,18 +123,20 @@ def touch(path: Path) -> None:
 
 
 def evict(keep: Path | None = None, limit: int | None = None) -> list[CacheEntry]:
-    """Remove least recently used entries until the folder fits the cap; never ``keep``.
-    Returns what was removed."""
+    """Remove least recently used entries until the folder fits the cap; never ``keep`` nor
+    an entry used in the last :data:`IN_USE_S` seconds. Returns what was removed."""
     if cache_disabled():
         return []
+    _remove_dead_temporaries(cache_dir())
     cap = max_bytes() if limit is None else limit
     if cap is None:
         return []
     items = entries()
     total = sum(c.size for c in items)
     removed = []
+    recent = time.time() - IN_USE_S
     for c in items:
-        if total <= cap:
+        if total <= cap or c.last_used > recent:  # the rest are newer still
             break
         if keep is not None and c.path == keep:
             continue
@@ -151,16 +160,22 @@ def clear() -> tuple[int, int]:
         except OSError:
             continue
         n, size = n + 1, size + c.size
-    now = time.time()
+    _remove_dead_temporaries(folder)
+    return n, size
+
+
+def _remove_dead_temporaries(folder: Path) -> None:
+    """Temporary files (``.NAME.XXXXXX.tmp``) of runs that died writing an entry: untouched
+    for :data:`IN_USE_S` seconds (a run in progress keeps writing its own)."""
+    dead = time.time() - IN_USE_S
     for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
         if not ENTRY_NAME.fullmatch(tmp.name[1:].rsplit(".", 2)[0]):  # .NAME.XXXXXX.tmp
             continue
         try:
-            if now - tmp.stat().st_mtime > 24 * 3600:  # a run in progress keeps its own
+            if tmp.stat().st_mtime < dead:
                 tmp.unlink()
         except OSError:
             pass
-    return n, size
 
 
 def human(n: float) -> str:

@@ -417,9 +417,12 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     folder.mkdir()
     theirs = folder / "my_export.sqlite"
     theirs.write_bytes(b"SQLite format 3\x00" + bytes(11 << 20))
-    # one decompressed sample is ~7.5 MB: a 10 MB cap keeps one
+    # one decompressed sample is ~7.5 MB: a 10 MB cap keeps one (the other last used an hour
+    # ago: one used in the last ten minutes may be another run's, and stays)
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "10M")
     for name in ("healthy", "case1"):
+        for c in cache.entries(folder):
+            os.utime(c.path, ns=(time.time_ns() - 3600 * 10**9,) * 2)
         assert run("summarize", sample_path(name), "-o", tmp_path / f"{name}.json").exit_code == 0
     names = [c.path.name for c in cache.entries(folder)]
     assert len(names) == 1 and names[0].startswith("h200_case1_300-")
@@ -530,6 +533,25 @@ def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
     mtime = files[0].stat().st_mtime_ns
     cache.touch(files[0])  # a cache hit: "a" is now the most recently used ...
     assert files[0].stat().st_mtime_ns == mtime  # ... and its content time is kept
+    os.utime(files[0], ns=(10**18 + 5 * 10**9, mtime))  # (used after the others, long ago)
     removed = cache.evict(keep=files[2], limit=2048)
     assert [c.path.name for c in removed] == [files[1].name]
     assert sorted(p.name for p in tmp_path.iterdir()) == [files[0].name, files[2].name]
+
+
+def test_cache_keeps_what_another_run_may_be_reading(tmp_path, monkeypatch):
+    """Eviction removed the entry the gate's other side, or another batch worker, had just
+    written and was about to open again ("cannot open as SQLite"): entries used in the last
+    ten minutes stay, over the cap; a dead run's temporary file untouched as long goes."""
+    from nsysscope.trace import cache
+    monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
+    now = time.time_ns()
+    old, fresh = tmp_path / f"old-{0:016x}.sqlite", tmp_path / f"fresh-{1:016x}.sqlite"
+    dead, live = tmp_path / f".{old.name}.abc123.tmp", tmp_path / f".{fresh.name}.def456.tmp"
+    for f in (old, fresh, dead, live):
+        f.write_bytes(b"x" * 1024)
+    for f, age_s in ((old, 3600), (fresh, 60), (dead, 3600), (live, 5)):
+        os.utime(f, ns=(now - age_s * 10**9,) * 2)
+    removed = cache.evict(limit=1)
+    assert [c.path for c in removed] == [old]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, live.name])
