@@ -7,7 +7,9 @@ The file's first bytes decide what it is, its name only when they cannot:
 * An Nsight Systems report (``.nsys-rep``, or the older ``.qdrep``) is exported with
   ``nsys export --type sqlite`` (nsys from ``--nsys``, ``$NSYS`` or ``PATH``) next to the
   report when that folder can be written, else into the user cache folder, and reused while it
-  is newer than the report. An export the user made already, ``NAME.sqlite`` beside
+  is the export of the report as it is now: nsysscope sets its modification time to the
+  report's, so a report replaced by another capture (even an older file, as ``cp -p`` or
+  ``rsync -a`` leave it) is exported again. An export the user made already, ``NAME.sqlite`` beside
   ``NAME.nsys-rep`` (what ``nsys export`` and ``nsys stats`` write), is read instead when it is
   newer than the report, with a note saying so.
 
@@ -30,12 +32,14 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
 from ..errors import NsysUnavailable, UnreadableInput
 from ..util.progress import note
 from .cache import cache_dir, cache_disabled, evict, touch
+from .schema import truncation
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -232,8 +236,19 @@ def _find_nsys(explicit: str | None) -> str:
 
 
 def _fresh(cache: Path, report: Path) -> bool:
+    """Whether ``cache`` was written after ``report`` (a file the user made)."""
     try:
         return cache.is_file() and cache.stat().st_mtime_ns >= report.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
+def _exported_from(export: Path, report: Path) -> bool:
+    """Whether ``export`` is nsysscope's export of ``report`` as it is now: it carries the
+    report's modification time (:func:`_exported` sets it). Newer-than was not enough: a
+    report replaced by another capture with an older time kept the first one's export."""
+    try:
+        return export.is_file() and export.stat().st_mtime_ns == report.stat().st_mtime_ns
     except OSError:
         return False
 
@@ -304,9 +319,9 @@ def _exported(report: Path, nsys: str | None) -> Path:
     beside = report.with_name(stem + CACHE_SUFFIX)
     cached = cache_dir() / f"{stem}-{_fingerprint(report)}.sqlite"
     if not cache_disabled():
-        if _fresh(beside, report):
+        if _exported_from(beside, report):
             return beside
-        if _fresh(cached, report):
+        if _exported_from(cached, report):
             touch(cached)
             return cached
     try:
@@ -340,6 +355,11 @@ def _exported(report: Path, nsys: str | None) -> Path:
         with tmp.open("rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 raise _export_error(report, exe, "the exported file is not SQLite")
+        cut = truncation(tmp)
+        if cut:  # never kept to be reused: the next run exports again
+            raise _export_error(report, exe, f"the exported file is truncated ({cut})")
+        made = report.stat().st_mtime_ns
+        os.utime(tmp, ns=(time.time_ns(), made))  # what _exported_from recognises
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -118,6 +118,27 @@ def test_a_newer_report_is_exported_again(tiny_report, tmp_path):
 
 @needs_nsys
 @pytest.mark.slow  # runs nsys
+def test_a_report_replaced_by_an_older_file_is_exported_again(tiny_report, tmp_path):
+    """Another capture copied over the report keeping its own, older, time (``cp -p``,
+    ``rsync -a``): the export beside it was newer than the report, so it was read as this
+    capture's. nsysscope's export carries its report's time, and any other time is another
+    report."""
+    rep = place(tiny_report, tmp_path)
+    assert report(rep, env={"NSYS": NSYS}).returncode == 3
+    cache = rep.with_name("run.nsysscope-cache.sqlite")
+    assert cache.stat().st_mtime_ns == rep.stat().st_mtime_ns
+    first = cache.stat().st_ino
+    older = rep.stat().st_mtime_ns - 7200 * 10**9
+    os.utime(rep, ns=(older, older))
+    # nsys must run again: with none to run, the export beside it is not used
+    r = report(rep, env={"NSYS": str(tmp_path / "no-such-nsys")}, cwd=tmp_path)
+    assert r.returncode == 6
+    assert report(rep, env={"NSYS": NSYS}).returncode == 3
+    assert cache.stat().st_ino != first and cache.stat().st_mtime_ns == older
+
+
+@needs_nsys
+@pytest.mark.slow  # runs nsys
 def test_read_only_folder_exports_into_the_user_cache(tiny_report, tmp_path):
     why = _no_dac_works()
     if why:
