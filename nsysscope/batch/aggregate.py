@@ -49,8 +49,10 @@ def worst_line(agg: Aggregate) -> str:
     """One sentence on the trace that stalls most (or that none does)."""
     w = agg.worst
     if w is None or w.summary is None:
-        return "No trace stalls in steady state." if agg.analysed else \
-            "No trace could be analysed."
+        if not agg.analysed:
+            return "No trace could be analysed."
+        return "No trace stalls in steady state." if agg.steady_launches else \
+            "No trace has a steady-state launch to judge (all are warm-up)."
     who = f"rank {w.rank} ({Path(w.path).name})" if w.rank is not None else Path(w.path).name
     s = w.summary
     kind = max(s.stalls, key=lambda k: s.stalls[k]) if w.stalled else LaunchClass.LAUNCH_BOUND

@@ -10,7 +10,7 @@ import click
 from .. import render
 from ..analysis.windows import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
-from ..errors import SomeTracesFailed, UnreadableInput
+from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import is_db_name, per_launch_table, write_db
 from ..util.progress import note
 from .export import write_perfetto_file
@@ -114,6 +114,11 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
             raise SomeTracesFailed(
                 f"{len(failed)} of {len(batch.traces)} traces could not be analysed (see their "
                 f"rows); the first: {failed[0].error}", batch.exit_code)
+        if not batch.aggregate.steady_launches:  # as one trace with nothing steady: exit 8
+            how = f"--warmup {warmup}" if warmup is not None else "the default warm-up"
+            raise NothingSteady(f"nothing steady to judge: {how} leaves no steady launch in "
+                                f"any of the {len(batch.traces)} traces; lower --warmup or "
+                                "capture more steps")
         return 0
     if scheduler or jobs or timings:
         used = [o for o, v in (("--scheduler", scheduler), ("-j", jobs), ("--timings", timings))

@@ -42,14 +42,16 @@ def _rows(b: BatchResult) -> list[list[str]]:
                      f"{r.stall_share:.1%}", _num(s.window_us.p50), _num(s.gpu_gap_us.p50),
                      _num(s.gpu_busy, "{:.1%}"), _num(s.launches_per_s),
                      s.verdict.split(":")[0]])
-    broken = any(r.summary is not None and not r.summary.overlap_ok for r in b.traces)
+    broken = any(r.summary is not None and r.summary.steady_launches and
+                 not r.summary.overlap_ok for r in b.traces)
     rows.append(["all", f"{agg.analysed} of {agg.traces} traces", str(agg.launches),
                  str(agg.steady_launches), str(sum(agg.stalls.values())),
                  f"{agg.stall_share:.1%}", _num(agg.window_p50_us), _num(agg.gpu_idle_p50_us),
                  _num(agg.gpu_busy_mean, "{:.1%}") + " mean",
                  _num(agg.launches_per_s_mean) + " mean",
                  "OVERLAP BROKEN somewhere" if broken else
-                 ("overlap ok" if agg.analysed else "")])
+                 ("overlap ok" if agg.steady_launches else
+                  "nothing steady to judge" if agg.analysed else "")])
     return rows
 
 

@@ -155,3 +155,18 @@ def test_one_trace_of_several_processes_is_no_rank_in_the_database(sample_path, 
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT rank FROM summary").fetchall() == [(None,)]
         assert c.execute("SELECT rank FROM meta").fetchall() == [(None,)]
+
+
+def test_traces_with_nothing_steady_exit_8_as_one_does(ranks):
+    """Every trace warm-up: exit 0, the aggregate said 'OVERLAP BROKEN somewhere' and then
+    'No trace stalls in steady state.'; one trace in that state exits 8."""
+    r = CliRunner().invoke(cli, ["report", str(ranks), "--warmup", "100000", "-j", "1"])
+    assert r.exit_code == 8, r.output
+    assert r.stderr == ("nsysscope: error: nothing steady to judge: --warmup 100000 leaves no "
+                        "steady launch in any of the 3 traces; lower --warmup or capture more "
+                        "steps\n")
+    assert "OVERLAP BROKEN" not in r.stdout and "nothing steady to judge" in r.stdout
+    assert "No trace has a steady-state launch to judge (all are warm-up)." in r.stdout
+    # some traces judged: exit 0, and the rows say which are not
+    r = CliRunner().invoke(cli, ["report", str(ranks), "--warmup", "200", "-j", "1"])
+    assert r.exit_code == 0 and "OVERLAP BROKEN somewhere" in r.stdout
