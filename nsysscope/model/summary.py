@@ -157,6 +157,11 @@ class Distributions(Record):
         if n > self.sampled_from:
             raise ValueError(f"'sampled_from' is {self.sampled_from}, fewer than the {n} "
                              "launches it holds")
+        for name in lengths:
+            bad = next((v for v in getattr(self, name) if v is not None and
+                        not math.isfinite(v)), None)
+            if bad is not None:  # JSON has no NaN or infinity; Python's reader takes them
+                raise ValueError(f"'{name}' holds {bad}, not a time")
 
 
 @dataclass(frozen=True)

@@ -527,6 +527,8 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
      "('launches_per_s' is inf, not a rate (a finite number >= 0))"),
     (lambda d: d["distributions"].update(window_us=d["distributions"]["window_us"][:5]),
      "('window_us' has 5 values for 293 launches (klass))"),
+    (lambda d: d["distributions"]["gpu_idle_us"].__setitem__(3, float("inf")),
+     "('gpu_idle_us' holds inf, not a time)"),
 ])
 def test_a_summary_with_a_wrong_value_is_exit_2(summary_file, tmp_path, edit, words):
     d = json.loads(summary_file("healthy").read_text())
