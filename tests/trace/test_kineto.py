@@ -512,3 +512,24 @@ def test_the_gate_says_when_one_side_is_a_torch_profiler_trace():
     assert not any("nsys versions" in n for n in r.notes)
     assert not any("profilers" in n for n in compare(_second_nsys("healthy"),
                                                      _second_nsys("case1")).notes)
+
+
+def test_events_with_times_no_clock_gives_are_left_out_with_a_note(tmp_path):
+    """A ts of 1e300 was cast into int64 garbage with numpy's two-line RuntimeWarning on
+    stderr; infinity and text the same. They are left out, counted in one note, and the
+    analysis is the undamaged trace's (the events damaged are aten ops, not CUDA calls)."""
+    src = KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz"
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    ops = [e for e in d["traceEvents"] if e.get("cat") == "cpu_op"][:3]
+    for e, ts in zip(ops, (1e300, float("inf"), "x"), strict=True):
+        e["ts"] = ts
+    bad = tmp_path / "damaged.pt.trace.json"
+    bad.write_text(json.dumps(d))
+    r = subprocess.run([sys.executable, "-m", "nsysscope", "report", str(bad), "--format",
+                        "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0
+    assert r.stderr == ("nsysscope: note: damaged.pt.trace.json: 3 events without a usable "
+                        "time (ts, dur: missing, not a number, or beyond any clock) left out\n")
+    got = json.loads(r.stdout)
+    want = analyze(load(src)).summary
+    assert got["classes"] == want.classes and got["window_us"]["p50"] == want.window_us.p50

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotAnNsysExport, UnreadableInput
+from ...util.progress import note
 from ..apis import LAUNCH_APIS, wanted_api
 from ..gpu_work import GRAPH_WORK_COLUMNS
 from ..load import Trace, TraceMeta
@@ -79,6 +80,9 @@ def _categorical(codes: np.ndarray, table: dict[str, int]) -> pd.Categorical:
 
 
 def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
+    if c.skipped:
+        note(f"{path.name}: {c.skipped} event{'s' if c.skipped > 1 else ''} without a usable "
+             "time (ts, dur: missing, not a number, or beyond any clock) left out")
     origin = _origin(c)
     api_all = _api_all(c, origin)
     wanted_codes = {code for name, code in c.names.items() if wanted_api(name)}

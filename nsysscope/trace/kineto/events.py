@@ -27,6 +27,9 @@ MEMORY_KINDS = {"pageable": 0, "pinned": 1, "device": 2, "array": 3, "managed": 
 _COPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)(?:\s*\(\s*([^)>]*?)\s*->\s*([^)]*?)\s*\))?", re.I)
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
+#: microseconds beyond which a Kineto time is no clock's (int64 nanoseconds end at 9.2e15 us)
+_MAX_US = 1e15
+
 
 class Collector:
     """The kept fields of the kept events, in typed arrays (floats for times, in us)."""
@@ -72,7 +75,12 @@ class Collector:
         except (KeyError, TypeError, ValueError):
             self.skipped += 1
             return None
-        return (ts, dur) if ts == ts and dur == dur else None  # NaN
+        # NaN, infinity, or a time no clock gives (nanoseconds past int64: 1e300, say) is
+        # damage: skipped and counted, not cast into garbage
+        if not (abs(ts) < _MAX_US and abs(dur) < _MAX_US):
+            self.skipped += 1
+            return None
+        return ts, dur
 
     def add(self, e: Any) -> None:
         if type(e) is not dict:
