@@ -242,8 +242,8 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
     """
     src = Path(src)
     if is_kineto(src):  # a torch.profiler JSON trace (``slim``: see scrub/kineto)
-        if dst is not None and not in_place and Path(dst).exists() and not force:
-            raise ScrubError(f"{dst}: exists; give --force to overwrite it")
+        if dst is not None and not in_place:
+            _check_target(src, Path(dst), force, json=True)
         return scrub_kineto(src, dst, slim=slim, in_place=in_place)  # type: ignore[return-value]
     keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
     dst = _destination(src, dst, in_place, force)
@@ -324,6 +324,14 @@ def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -
     if dst is None:
         raise ScrubError("scrub needs a destination, or --in-place (in_place=True)")
     dst = Path(dst)
+    _check_target(src, dst, force, json=False)
+    return dst
+
+
+def _check_target(src: Path, dst: Path, force: bool, json: bool) -> None:
+    """Refuse a destination that is the source, not a regular file, there already (without
+    ``force``), in no folder, or named for the other kind of trace (``json``: the source is a
+    torch.profiler JSON trace, written as JSON; else an nsys export, written as SQLite)."""
     if dst.exists() and dst.resolve() == src.resolve():
         raise ScrubError(f"{dst}: the destination is the source; --in-place (in_place=True) "
                          "rewrites it")
@@ -335,7 +343,13 @@ def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -
         raise ScrubError(f"{dst}: already exists; pass --force (force=True) to overwrite it")
     if not dst.parent.is_dir():
         raise ScrubError(f"{dst.parent}: destination directory does not exist")
-    return dst
+    named_json = dst.name.lower().endswith((".json", ".json.gz"))
+    if json != named_json:
+        raise ScrubError(
+            f"{dst}: {src.name} is a torch.profiler trace, written as JSON: name the "
+            "destination .json or .json.gz" if json else
+            f"{dst}: {src.name} is an nsys export, written as SQLite: name the destination "
+            ".sqlite (or .sqlite.xz/.gz)")
 
 
 def _is_sqlite(path: Path) -> bool:

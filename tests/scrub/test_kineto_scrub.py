@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,23 @@ def test_cli(raw_like, tmp_path):
     proc = run("--slim", raw_like, out)
     assert proc.returncode == 0, proc.stderr
     assert run("--check", out).returncode == 0
+
+
+def test_a_destination_of_the_wrong_kind_or_no_file_is_refused(tmp_path):
+    """A torch.profiler trace scrubbed to ``.sqlite`` was JSON under an SQLite name; onto a
+    FIFO or a device the scrubbed file replaced it (the JSON path had none of the export
+    path's destination checks). The export path refuses a JSON name likewise."""
+    from nsysscope.scrub import ScrubError
+    from nsysscope.trace import resolve
+    with pytest.raises(ScrubError, match="is a torch.profiler trace, written as JSON: name the "
+                                         "destination .json or .json.gz"):
+        scrub(SAMPLE, tmp_path / "out.sqlite")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ScrubError, match="not a regular file"):
+        scrub(SAMPLE, fifo, force=True)
+    export = resolve(REPO / "sample_traces" / "h200_case1_300.sqlite.xz")
+    with pytest.raises(ScrubError, match="is an nsys export, written as SQLite: name the "
+                                         "destination .sqlite"):
+        scrub(export, tmp_path / "out.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["fifo.json"]  # nothing written
