@@ -232,8 +232,14 @@ def test_an_output_named_as_a_trace_of_a_folder_is_refused(tmp_path):
     shutil.copyfile(kineto, folder / "other.pt.trace.json.gz")
     before = kineto.read_bytes()
     line = one_error_line(run("report", folder, "-j", "1", "-o", kineto), 2)
-    assert line.endswith(f"-o {kineto}: is the input {kineto}; nsysscope never writes over its "
-                         "input: name another file")
+    assert line.endswith(f"-o {kineto}: is a torch.profiler trace; nsysscope never writes "
+                         "over a trace: name another file")
+    other = tmp_path / "out.txt"  # a name that is no trace, but one of the folder's: refused
+    (folder / "x.sqlite").symlink_to(other)
+    other.write_text("not a trace")
+    line = one_error_line(run("report", folder, "-j", "1", "-o", other), 2)
+    assert line.endswith(f"-o {other}: is the input {folder / 'x.sqlite'}; nsysscope never "
+                         "writes over its input: name another file")
     assert kineto.read_bytes() == before
 
 
