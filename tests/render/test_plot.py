@@ -340,3 +340,78 @@ def test_a_polling_loop_is_drawn_as_one_wait(analysed):
     waits = bars(ax, "block:gpu_to_cpu")
     assert waits and all((x1 - x0) * scale > 1e6 for x0, x1, _, _ in waits)  # ms, not µs tries
     assert any(t.get_text().startswith("EventQuery x") for t in ax.texts)
+
+
+# -- several processes in one trace -------------------------------------------------------------
+
+def test_the_typical_launch_is_typical_of_its_own_process(analysed):
+    """Two ranks, one stalling (p50 gap 1.36 ms) and one not (33 us): the pooled median
+    (434 us) is neither's, and the pick was rank 0's shortest gap. It is now a launch within
+    a few percent of its own process's median, among that process's neighbours."""
+    for name in ("tp2_case1_rank0", "twoproc", "case1", "healthy"):
+        L = analysed(name).launches
+        r = L.loc[pick_launch(L, "typical")]
+        own = L[(L["proc"] == r["proc"]) & L["steady"]]["gpu_idle_ns"]
+        assert abs(r["gpu_idle_ns"] - own.median()) <= 0.05 * own.median() + 1e3, name
+
+
+def test_each_thread_s_windows_alternate_rows(analysed):
+    """The two overlap-window rows alternated by launch number, which interleaves across
+    processes: one rank's windows were all on the second row, overlapping, the labelled row
+    empty."""
+    p = TracePlots(analysed("tp2_case1_rank0"))
+    ax = p.timeline(which="worst").axes[0]
+    by_row: dict[str, int] = {}
+    for line in ax.lines:
+        if line.get_gid() == "window":
+            row = row_of(ax, float(np.max(line.get_ydata())) - 0.22)
+            by_row[row] = by_row.get(row, 0) + 1
+    two = [k.split(":", 1)[1] for k in ax.nsysscope_rows if k.startswith("win2:")]
+    assert two  # the waiting rank's windows overlap: its lane has two rows
+    for tid in two:
+        first, second = by_row.get(f"win:{tid}", 0), by_row.get(f"win2:{tid}", 0)
+        assert first >= 1 and abs(first - second) <= 1, by_row
+
+
+def test_series_intervals_and_warm_up_are_each_process_s(analysed):
+    """Launch intervals came from the global issue order, blanked at every change of thread
+    (26 of 200 on tp2; none for one engine for a third of twoproc), and the warm-up shading
+    covered the first process's launches only."""
+    from nsysscope.render.plots import series_figure
+    a = analysed("twoproc")
+    fig = series_figure(a)
+    interval_ax = fig.axes[2]
+    shown = sum(len(c.get_offsets()) for c in interval_ax.collections
+                if isinstance(c, PathCollection))
+    L = a.launches
+    assert shown == L["next_api_start_ns"].notna().sum() >= len(L) - 2
+    spans = [p for p in interval_ax.patches if p.get_gid() is None and p.get_alpha() == 0.3]
+    assert len(spans) == 2  # one warm-up span per engine
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "warm-up of each process (10 launches in all, not judged)" in legend
+
+
+def test_dollar_signs_in_names_are_drawn_as_they_are(sample_path, tmp_path):
+    """NVTX text with '$' was parsed as matplotlib math: '$x$' became an italic x, and
+    '$\\badcmd{$' stopped both timelines of the HTML report (an unknown symbol)."""
+    import shutil
+    import sqlite3
+
+    from nsysscope import analyze, load
+    from nsysscope.trace import resolve
+    case1_sqlite_copy = tmp_path / "case1.sqlite"
+    shutil.copyfile(resolve(sample_path("case1")), case1_sqlite_copy)
+    with sqlite3.connect(case1_sqlite_copy) as c:
+        c.execute("UPDATE NVTX_EVENTS SET text = 'sample $\\badcmd{$ x' WHERE text = 'sample'")
+    fig = TracePlots(analyze(load(case1_sqlite_copy))).timeline(which="worst")
+    fig.savefig(io.BytesIO(), format="png")  # drawing is where math text fails
+    assert "sample $\\badcmd{$ x" in fig.axes[0].get_title(loc="left")
+    assert any(t.get_text().startswith("sample $\\badcmd{$") for t in fig.axes[0].texts)
+
+
+def test_the_comparison_s_verdicts_fit_the_figure(analysed):
+    a, b = analysed("tp2_healthy"), analysed("tp2_case1_rank0")
+    fig = compare_figure(a, b)
+    title = fig._suptitle.get_text()
+    assert len(title.splitlines()) >= 3 and max(len(x) for x in title.splitlines()) <= 165
+    assert "all-reduce for pid" in title.replace("\n    ", " ")  # the end of the long verdict

@@ -3,6 +3,7 @@ and, when both are analyses, a timeline of each on one time scale (the gate page
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,15 @@ from .style import (
     OKABE_ITO,
     NsysscopeFigure,
     class_order,
+    plain_text,
     us_axis_formatter,
     use_log,
 )
 from .timeline import draw_timeline
 from .views import TraceViews
+
+#: characters of a verdict line on top of the 14-inch figure, at 9.5 pt
+_VERDICT_CHARS = 165
 
 
 def _name_of(source: Any, default: str) -> str:
@@ -44,6 +49,7 @@ def _summary_of(source: Any) -> Summary | None:
     return s if isinstance(s, Summary) else None
 
 
+@plain_text
 def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timelines: bool = True,
                    which: tuple[str, str] = ("typical", "worst")) -> Figure:
     """Baseline ``a`` next to candidate ``b`` (each an Analysis, an OpenTrace or a Summary
@@ -60,7 +66,11 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
              if timelines and isinstance(x, Analysis)]
     both_traces = bool(drawn)
     sa, sb = _summary_of(a), _summary_of(b)
-    head = 0.45 if (sa and sb) else 0.1  # inches for the verdict lines on top
+    # each side's verdict on top, wrapped to the figure's width (a long one ran off it)
+    verdicts = [line for lab, s_ in ((labels[0], sa), (labels[1], sb)) if sa and sb
+                for line in textwrap.wrap(f"{lab}: {times_in(s_.verdict)}", _VERDICT_CHARS,
+                                          subsequent_indent="    ")]
+    head = 0.2 * len(verdicts) + 0.05 if verdicts else 0.1  # inches for them
     height = 4.6 + 3.1 * len(drawn) + (1.1 if drawn else 0.0) + head
     fig = NsysscopeFigure(figsize=(14, height))
     if both_traces:
@@ -101,7 +111,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                 alpha=0.4 if i == 0 else 1.0, edgecolor="black", linewidth=0.6,
                 hatch="//" if i == 0 else None)
         for p_, s_ in zip(yy, share, strict=True):
-            ax.text(s_ + 0.01, p_, f"{s_:.0%}" if s_ >= 0.005 else "0", va="center", fontsize=7)
+            ax.text(s_ + 0.01, p_, f"{s_:.0%}" if s_ >= 0.005 else "0%", va="center", fontsize=7)
     ax.set_yticks(pos)
     ax.set_yticklabels(klasses, fontsize=8)
     ax.invert_yaxis()
@@ -134,10 +144,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         fig.legend(handles=list(legend.values()), loc="lower center", ncol=LEGEND_COLUMNS,
                    fontsize=LEGEND_SIZE, frameon=False)
         bottom = (0.26 * -(-len(legend) // LEGEND_COLUMNS) + 0.05) / height
-    if sa and sb:
-        fig.suptitle(f"{labels[0]}: {times_in(sa.verdict)}\n"
-                     f"{labels[1]}: {times_in(sb.verdict)}", x=0.01, y=0.995, ha="left",
-                     va="top", fontsize=9.5)
+    if verdicts:
+        fig.suptitle("\n".join(verdicts), x=0.01, y=0.995, ha="left", va="top", fontsize=9.5)
     fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout makes room for the suptitle
     return fig
 

@@ -19,6 +19,7 @@ from .style import (
     LEGEND_SIZE,
     NsysscopeFigure,
     class_order,
+    plain_text,
     us_axis_formatter,
     use_log,
 )
@@ -111,6 +112,7 @@ def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
                   frameon=False, ncol=1)
 
 
+@plain_text
 def distributions_figure(source: Any, kind: str = "cdf", name: str | None = None) -> Figure:
     """CDFs (or histograms, ``kind="hist"``) of the overlap window and the GPU idle gap of
     the steady-state launches, one curve per class. ``source``: an Analysis, or a Summary

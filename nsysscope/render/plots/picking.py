@@ -26,14 +26,24 @@ def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
                          "stall_cost_ns": cost}, index=L.index)
 
 
-def pick_launch(launches: pd.DataFrame, which: str = "worst") -> int | None:
-    """The launch index ``which`` names.
+def pick_launch(launches: pd.DataFrame, which: str = "worst",
+                proc: int | None = None) -> int | None:
+    """The launch index ``which`` names, of process ``proc`` when given.
 
     ``"worst"``: the steady-state stall that cost the GPU most idle time, counting the stall
     itself and not the host's own slowness after it (:func:`stall_costs`; a stall the host also
     slowed down ranks lower); with no stalls, the longest GPU gap. ``"typical"``: a steady
     launch whose GPU gap is close to the median and whose neighbours (drawn beside it) are
-    typical too: same class as most steady launches, steady, gaps near the median."""
+    typical too: same class as most steady launches, steady, gaps near the median. Typical
+    is judged within one process (by default the one with most steady launches): two
+    engines' gaps pooled have a median neither has, and a launch's neighbours in issue order
+    are the other engine's."""
+    if proc is not None:
+        launches = launches[launches["proc"] == proc]
+    elif which == "typical" and launches["proc"].nunique() > 1:
+        steady = launches.loc[launches["steady"], "proc"]
+        main = (steady if len(steady) else launches["proc"]).value_counts().index[0]
+        launches = launches[launches["proc"] == main]
     if launches.empty:
         return None
     steady = launches[launches["steady"] & launches["gpu_idle_ns"].notna()]

@@ -21,6 +21,7 @@ from .style import (
     STALLS,
     NsysscopeFigure,
     class_order,
+    plain_text,
     us_axis_formatter,
     use_log,
 )
@@ -35,6 +36,20 @@ def _thin(idx: np.ndarray, n: int) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, n).astype(int)]
 
 
+def _warmup_spans(L: pd.DataFrame, t: np.ndarray) -> list[tuple[float, float]]:
+    """Per process, from its first warm-up launch to its first steady one (seconds on the
+    figure's axis ``t``); a process with no steady launch: to its last warm-up launch."""
+    spans = []
+    warm = L["warmup"].to_numpy(dtype=bool)
+    steady = L["steady"].to_numpy(dtype=bool)
+    for rows in L.groupby("proc", sort=False).indices.values():
+        w, s = rows[warm[rows]], rows[steady[rows]]
+        if len(w):
+            spans.append((float(t[w[0]]), float(t[s[0]] if len(s) else t[w[-1]])))
+    return spans
+
+
+@plain_text
 def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
                   name: str | None = None) -> Figure:
     """Per-launch values over the capture: GPU idle gap, overlap window and launch interval,
@@ -48,8 +63,9 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
     t_first = float(L["api_start_ns"].min())
     t = (L["api_start_ns"].to_numpy(dtype=float) - t_first) / 1e9
     klass = L["klass"].astype(str).to_numpy()
-    interval = np.diff(L["api_start_ns"].to_numpy(dtype=float), append=np.nan) / 1e3
-    interval[L["tid"].to_numpy() != np.roll(L["tid"].to_numpy(), -1)] = np.nan
+    # to the next launch of the same process and stream (launches of several processes
+    # interleave in issue order)
+    interval = (L["next_api_start_ns"] - L["api_start_ns"]).to_numpy(dtype=float) / 1e3
     panels = [("gpu_idle_us", L["gpu_idle_ns"].to_numpy(dtype=float) / 1e3, "GPU idle",
                "GPU idle after each replay, until the next one (shorter is better)"),
               ("window_us", L["window_ns"].to_numpy(dtype=float) / 1e3, "overlap window",
@@ -57,10 +73,11 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
               ("interval_us", interval, "launch interval",
                "Launch-to-launch interval (≈ step time)")]
     warm = int(analysis.summary.warmup_launches)
+    warm_spans = _warmup_spans(L, t)
     thinned = len(L) > max_points
     for ax, (col, v, label, title) in zip(axes, panels, strict=True):
-        if warm > 0 and warm < len(L):
-            ax.axvspan(t[0], t[min(warm, len(t) - 1)], color="#BBBBBB", alpha=0.3, lw=0, zorder=0)
+        for a, b in warm_spans:  # each process's own warm-up
+            ax.axvspan(a, b, color="#BBBBBB", alpha=0.3, lw=0, zorder=0)
         if thinned:  # binned envelope so nothing is hidden by thinning
             ok = np.isfinite(v)
             if ok.sum() > 1:
@@ -104,9 +121,11 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
             if ll not in lab:
                 h.append(hh)
                 lab.append(ll)
-    if warm:
+    if warm_spans:
         h.append(Patch(color="#BBBBBB", alpha=0.5))
-        lab.append(f"warm-up ({warm} launches, not judged)")
+        several = len(warm_spans) > 1
+        lab.append(f"warm-up{' of each process' if several else ''} ({warm} launches"
+                   f"{' in all' if several else ''}, not judged)")
     fig.legend(h, lab, fontsize=LEGEND_SIZE, loc="lower center", ncol=min(len(h), 4), frameon=False,
                markerscale=1.8)
     axes[-1].set_xlabel("time since the first graph launch (s)")

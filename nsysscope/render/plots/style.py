@@ -10,6 +10,7 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
@@ -19,6 +20,12 @@ from ...util.units import axis_us
 from ..palette import CLASS_COLORS, OKABE_ITO
 
 __all__ = ["CLASS_COLORS", "OKABE_ITO", "NsysscopeFigure"]
+
+
+#: every figure's text is drawn as it is, never as matplotlib math: a ``$`` in an NVTX range,
+#: a thread name or a source line italicised the text between two of them, or stopped the
+#: figure (a ``$\\cmd{$`` is an unknown symbol). Public figure functions are decorated with it.
+plain_text = matplotlib.rc_context({"text.parse_math": False})
 
 
 class NsysscopeFigure(Figure):

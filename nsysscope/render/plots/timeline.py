@@ -41,6 +41,7 @@ from .style import (
     UNPAIRED_WAIT_COLOR,
     axes_width_chars,
     fig_ax,
+    plain_text,
 )
 from .views import TraceViews
 
@@ -49,6 +50,7 @@ _IDLE_LEGEND = "GPU idle (hatched, tinted by the stall that caused it)"
 _BAND_LEGEND = "GPU idle, carried across the host lanes (pale band)"
 
 
+@plain_text
 def timeline_figure(views: TraceViews, steps: Sequence[int] | None = None,
                     which: str | None = None, ax: Any = None, *,
                     launches: Sequence[int] | None = None, context: int = 1,
@@ -86,6 +88,7 @@ def _title(views: TraceViews, what: str, focus: int | None) -> str:
     return title
 
 
+@plain_text
 def draw_timeline(views: TraceViews, ax: Any, t0: float, t1: float,
                   focus: int | None = None) -> dict[str, Any]:
     """Draw the window [t0, t1] (ns) into ``ax``; returns the number of rows and the legend."""
@@ -200,7 +203,9 @@ def _draw_windows(c: Canvas, w: Window) -> None:
         rows = list(part.itertuples())
         for i, r in enumerate(rows):
             color = CLASS_COLORS.get(str(r.klass), _HEALTHY) if r.stall else _HEALTHY
-            base = c.y[f"win2:{tid}"] if two and r.launch % 2 else c.y[key]
+            # consecutive windows of the thread alternate rows (by their order here: launch
+            # numbers interleave across processes, so one rank's are often all odd)
+            base = c.y[f"win2:{tid}"] if two and i % 2 else c.y[key]
             k = i + (2 if two else 1)  # a label beside it stops at the row's next bracket
             _bracket(c, r, base + 0.22, color, float(starts[k]) if k < len(rows) else c.width)
         if len(part):

@@ -161,18 +161,22 @@ class TraceViews:
         return steps.sort_values(["tid", "start_ns"], kind="stable") \
             .drop_duplicates(["tid", "step"]).reset_index(drop=True)
 
+    def proc_of(self, pid: int) -> int:
+        """The process key of ``pid``; ValueError naming the pids that launched graphs."""
+        L, procs = self.analysis.launches, self.analysis.trace.processes
+        own = procs.loc[(procs["pid"] == pid) & procs["proc"].isin(L["proc"].unique()), "proc"]
+        if own.empty:
+            known = sorted(int(p) for p in procs.loc[procs["proc"].isin(L["proc"].unique()),
+                                                     "pid"])
+            raise ValueError(f"no graph launches of pid {pid} in this trace (pids "
+                             f"{', '.join(map(str, known))})")
+        return int(own.iloc[0])
+
     def launching_tid(self, pid: int | None = None) -> int | None:
         """The thread that launched most graphs (of process ``pid``, when given)."""
         L = self.analysis.launches
         if pid is not None:
-            procs = self.analysis.trace.processes
-            own = procs.loc[procs["pid"] == pid, "proc"]
-            L = L[L["proc"].isin(own)]
-            if L.empty:
-                known = sorted(int(p) for p in procs.loc[procs["proc"].isin(
-                    self.analysis.launches["proc"].unique()), "pid"])
-                raise ValueError(f"no graph launches of pid {pid} in this trace (pids "
-                                 f"{', '.join(map(str, known))})")
+            L = L[L["proc"] == self.proc_of(pid)]
         return int(L["tid"].mode().iloc[0]) if len(L) else None
 
     def steps_of(self, tid: int | None = None) -> pd.DataFrame:
@@ -237,7 +241,8 @@ class TraceViews:
                     raise ValueError(f"no NVTX steps {ranges(ids)} in this trace (its 'step N' "
                                      f"ranges run from {int(st.min())} to {int(st.max())}); "
                                      "pass launches=... for launch indices")
-                return span[0], span[1], None, f"steps {ranges(ids)}"
+                whose = f" of pid {pid}" if pid is not None else ""
+                return span[0], span[1], None, f"steps {ranges(ids)}{whose}"
             try:
                 span = self._span_of_launches(ids)
             except ValueError as e:
@@ -247,7 +252,7 @@ class TraceViews:
                 raise
             return span[0], span[1], None, f"launches {ranges(ids)}"
         which = which or "typical"
-        focus = pick_launch(L, which)
+        focus = pick_launch(L, which, None if pid is None else self.proc_of(pid))
         if focus is None:
             raise ValueError("this trace has no graph launches to show")
         row = L.set_index("launch").loc[focus]
