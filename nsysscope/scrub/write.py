@@ -367,17 +367,15 @@ def _temp_beside(dst: Path, suffix: str) -> Path:
 
 
 def _compress(src: Path, dst: Path, xz: bool) -> None:
-    """``src`` xz- (preset 9) or gzip-compressed into ``dst``."""
+    """``src`` xz- (preset 9) or gzip-compressed into ``dst``; the same input gives the same
+    bytes (gzip: no time and no file name in the header, which would name the temporary
+    file)."""
     import gzip
     import lzma
     import shutil
 
-    def xz_open(p: Path) -> BinaryIO:
-        return lzma.open(p, "wb", preset=9)
-
-    def gz_open(p: Path) -> BinaryIO:
-        return gzip.open(p, "wb", mtime=0)
-
-    opener = xz_open if xz else gz_open
-    with open(src, "rb") as f, opener(dst) as g:
-        shutil.copyfileobj(f, g, 1 << 22)
+    with open(src, "rb") as f, open(dst, "wb") as raw:
+        g: BinaryIO = lzma.open(raw, "wb", preset=9) if xz else \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+        with g:
+            shutil.copyfileobj(f, g, 1 << 22)

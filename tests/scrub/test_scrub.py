@@ -7,6 +7,7 @@ a local time zone), so the scrubber is tested on real data without shipping the 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import lzma
 import os
@@ -264,6 +265,22 @@ def test_scrub_removes_leaks_and_restores_sample(raw_like, sample, tmp_path):
         assert c.execute("SELECT text FROM DIAGNOSTIC_EVENT "
                          "WHERE text LIKE 'Profiling has started on%'").fetchone()[0] == \
             "Profiling has started on host for user."
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".gz"])
+def test_a_compressed_destination_is_the_same_bytes_each_time(raw_like, tmp_path, suffix):
+    """A ``.gz`` destination was an internal error (gzip.open takes no mtime); each is the
+    scrubbed export compressed, the same bytes for the same input, and reads as the plain
+    one does."""
+    plain = tmp_path / "clean.sqlite"
+    scrub(raw_like, plain)
+    outs = [tmp_path / f"{n}.sqlite{suffix}" for n in ("a", "b")]
+    for out in outs:
+        scrub(raw_like, out)
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    opener = lzma.open if suffix == ".xz" else gzip.open
+    with opener(outs[0]) as f:
+        assert f.read() == plain.read_bytes()
 
 
 def test_scrub_changes_nothing_the_analysis_reads(raw_like, tmp_path):
