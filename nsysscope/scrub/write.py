@@ -376,6 +376,6 @@ def _compress(src: Path, dst: Path, xz: bool) -> None:
 
     with open(src, "rb") as f, open(dst, "wb") as raw:
         g: BinaryIO = lzma.open(raw, "wb", preset=9) if xz else \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-        with g:
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # noqa: SIM115
+        with g:  # closed here, before raw
             shutil.copyfileobj(f, g, 1 << 22)
