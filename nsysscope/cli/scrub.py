@@ -59,7 +59,5 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     result = scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
                              drop_nvtx_text=drop_nvtx_text, in_place=in_place, force=force,
                              nsys=nsys, slim=slim, **keep)
-    dropped = sum(getattr(result, "rows_deleted", {}).values())
-    click.echo(f"scrubbed copy written to {dst or src} ({getattr(result, 'leaks_found', 0)} "
-               f"leaks removed, {dropped} rows dropped)", err=True)
+    click.echo(f"scrubbed copy written to {dst or src} ({result.counts()})", err=True)
     return 0

@@ -123,6 +123,10 @@ def test_cli(raw_like, tmp_path):
     assert HOST not in proc.stdout  # the listing is redacted
     proc = run("--slim", raw_like, out)
     assert proc.returncode == 0, proc.stderr
+    # what it did (it said "0 leaks removed, 0 rows dropped", the export's counts)
+    r = scrub(raw_like, tmp_path / "api.pt.trace.json.gz", slim=True)
+    assert r.strings_rewritten == 28 and r.dropped == 0  # 27 paths, the host name twice
+    assert proc.stderr == f"scrubbed copy written to {out} (28 strings rewritten)\n"
     assert run("--check", out).returncode == 0
 
 

@@ -70,6 +70,12 @@ class KinetoScrubResult:
     #: python_function events dropped by ``slim``
     dropped: int = 0
 
+    def counts(self) -> str:
+        """What was done, for the command's one line (the export's counts said 0 leaks for a
+        trace whose paths and names were rewritten)."""
+        slim = f", {self.dropped} python_function events dropped" if self.dropped else ""
+        return f"{self.strings_rewritten} strings rewritten{slim}"
+
 
 def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = False,
                  in_place: bool = False) -> KinetoScrubResult:
