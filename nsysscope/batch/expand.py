@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UnreadableInput
+from ..trace.files import CACHE_SUFFIX
 
 #: what a trace file's name ends with
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
                   ".trace.json.gz")
-_CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
 _GLOB = re.compile(r"[*?\[]")
 
@@ -22,7 +22,7 @@ _GLOB = re.compile(r"[*?\[]")
 
 def is_trace_name(name: str) -> bool:
     n = name.lower()
-    return n.endswith(TRACE_SUFFIXES) and not n.endswith(_CACHE_SUFFIX)
+    return n.endswith(TRACE_SUFFIXES) and not n.endswith(CACHE_SUFFIX)
 
 
 def names_many(spec: str) -> bool:

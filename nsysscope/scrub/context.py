@@ -16,15 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UnreadableInput
+from ..trace.files import GZIP_MAGIC, REPORT_MAGIC, REPORT_SUFFIXES, SQLITE_MAGIC, XZ_MAGIC
 from ..trace.schema import truncation
-from ..trace.sources import (
-    GZIP_MAGIC,
-    REPORT_MAGIC,
-    REPORT_SUFFIXES,
-    SQLITE_MAGIC,
-    XZ_MAGIC,
-    resolve,
-)
+from ..trace.sources import resolve
 from .policy import (
     _ENV_VAR,
     _GENERIC_HOSTS,

@@ -12,8 +12,8 @@ import zlib
 from pathlib import Path
 
 from ..errors import UnreadableInput
+from .files import GZIP_MAGIC, REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, read_head
 from .schema import connect_readonly
-from .sources import GZIP_MAGIC, REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, _read_head
 
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
@@ -28,7 +28,7 @@ def json_kind(path: str | os.PathLike) -> str | None:
 
     A file that cannot be read raises :class:`UnreadableInput`, as :func:`resolve` does."""
     p = Path(path)
-    head = _read_head(p)
+    head = read_head(p)
     if head.startswith((GZIP_MAGIC, XZ_MAGIC)):
         opener = gzip.open if head.startswith(GZIP_MAGIC) else lzma.open
         try:

@@ -139,7 +139,7 @@ def test_outputs_never_write_over_a_trace(sample_path, tmp_path, args):
     analysis, and the file is left as it was (before: overwritten with the report; an export
     named by --per-launch got nsysscope's tables added, then the write failed)."""
     from nsysscope.trace import resolve
-    from nsysscope.trace.sources import REPORT_MAGIC
+    from nsysscope.trace.files import REPORT_MAGIC
     a, b, rep = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "old.nsys-rep"
     for p in (a, b):
         shutil.copyfile(resolve(sample_path("case1")), p)

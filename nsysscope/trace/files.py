@@ -1,0 +1,95 @@
+"""What every input file is checked and named by: the first bytes of each kind of trace, the
+accepted kinds in words, and the names and temporary files of what nsysscope derives from an
+input (a decompressed copy, an export), shared by :mod:`.sources` and :mod:`.nsys_rep`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from pathlib import Path
+
+from ..errors import UnreadableInput
+from .cache import cache_dir
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # the first bytes of every .nsys-rep / .qdrep
+
+CACHE_SUFFIX = ".nsysscope-cache.sqlite"
+
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler "
+            "JSON traces")
+
+def read_head(p: Path, n: int = 64) -> bytes:
+    """The first bytes of ``p``, after checking it is a readable, non-empty regular file.
+
+    Readability is checked by opening the file: ``os.access`` says yes to root, and to anyone
+    on file systems that decide at open time (NFS with root squash, FUSE, ACLs)."""
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise UnreadableInput(f"{p}: no such file") from None
+    except PermissionError:
+        raise UnreadableInput(f"{p}: permission denied (cannot reach the file)") from None
+    except OSError as e:
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UnreadableInput(f"{p}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableInput(f"{p}: not a regular file ({ACCEPTS})")
+    try:
+        with p.open("rb") as f:
+            head = f.read(n)
+    except PermissionError:
+        raise UnreadableInput(f"{p}: permission denied") from None
+    except OSError as e:
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    if not head:
+        raise UnreadableInput(f"{p}: empty file")
+    return head
+
+def fingerprint(p: Path) -> str:
+    st = p.stat()
+    key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
+    return hashlib.sha256(key).hexdigest()[:16]
+
+def stem(p: Path) -> str:
+    """``trace.sqlite.xz`` -> ``trace``; ``run.nsys-rep`` -> ``run``."""
+    name = re.sub(r"\.(xz|gz)$", "", p.name, flags=re.I)
+    for suffix in (".sqlite", ".db") + REPORT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)] or name
+    return name
+
+def cache_folder() -> Path:
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UnreadableInput(f"cannot create the cache folder {folder}: {e.strerror or e} "
+                              "(set NSYSSCOPE_CACHE to a writable folder)") from None
+    return folder
+
+def temp_beside(final: Path) -> Path:
+    """A fresh, empty temporary file in ``final``'s folder: rename it onto ``final`` when
+    complete. Raises OSError when the folder cannot be written."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    return Path(tmp)
+
+def cache_temp(final: Path) -> Path:
+    try:
+        return temp_beside(final)
+    except OSError as e:
+        raise UnreadableInput(f"cannot write to the cache folder {final.parent}: "
+                              f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable "
+                              "folder)") from None
