@@ -18,17 +18,23 @@ untouched:
   (command lines, paths, process names) and to environment values. Bytes that LZ4 copies
   from earlier output follow their source.
 
-The script then decodes the blocks again and fails if their structure changed or a marker
-of the capture machine is still readable.
+The environment's names are blanked as well as its values, and the kernel's version strings.
+The script then decodes the blocks again and fails if their structure changed or a marker of
+the capture machine is still readable: generic ones (:data:`MARKERS`) and those given with
+``--marker`` (the machine's own host, container and process names: never committed here).
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
-MARKERS = [b"/root", b"process_api", b"firecracker", b"device-run", b"mad-oxygen", b"HOME=/",
-           b"OUT=/", b"pkill", b"0.0.0.0:", b"auth-required", b"CONTAINER_NAME=m"]
+#: generic signs of a machine's environment left readable; the names of the capture machine's
+#: own processes and hosts are given on the command line (``--marker``), never written here
+MARKERS = [b"/root", b"/home/", b"HOME=/", b"PWD=/", b"USER=", b"HOSTNAME="]
+#: kernel version strings (uname -r, uname -v), as nsys records the system
+KERNEL = [rb"\d+\.\d+\.\d+-[A-Za-z0-9._+-]+", rb"#\d+ SMP[\x20-\x7e]*"]
 
 
 def lz4_decode(d: bytes, start: int, stop: int | None = None):
@@ -122,9 +128,13 @@ def proto_strings(out: bytes, min_len: int = 2):
 
 
 def env_pairs(d: bytes) -> dict[bytes, bytes]:
+    """The environment's ``NAME=VALUE`` pairs: a run of NUL-terminated ones, the last of
+    which may end with a newline instead (it kept ``_=/path/of/nsys`` readable)."""
     pairs: dict[bytes, bytes] = {}
-    for m in re.finditer(rb"(?:[A-Za-z_][A-Za-z0-9_]*=[\x20-\x7e]*\x00){20,}", d):
-        for name, value in re.findall(rb"([A-Za-z_][A-Za-z0-9_]*)=([\x20-\x7e]*)\x00", m.group()):
+    for m in re.finditer(rb"(?:[A-Za-z_][A-Za-z0-9_]*=[\x20-\x7e]*\x00){20,}"
+                         rb"(?:[A-Za-z_][A-Za-z0-9_]*=[\x20-\x7e]*\n)?", d):
+        for name, value in re.findall(rb"([A-Za-z_][A-Za-z0-9_]*)=([\x20-\x7e]*)[\x00\n]",
+                                      m.group()):
             pairs.setdefault(name, value)
     return pairs
 
@@ -139,9 +149,11 @@ def redact(raw: bytes) -> bytes:
             d[i] = ord("x")
 
     pairs = env_pairs(raw)
-    for name, value in pairs.items():  # NAME=VALUE\0, and protobuf (NAME, VALUE) pairs
-        for m in re.finditer(re.escape(name + b"=" + value) + rb"\x00", raw):
+    for name, value in pairs.items():  # NAME=VALUE\0, and protobuf (NAME, VALUE) pairs: the
+        # names too (they say what the machine runs), keeping the '=' and every length
+        for m in re.finditer(re.escape(name + b"=" + value) + rb"[\x00\n]", raw):
             if not inside(m.start()):
+                blank(m.start(), m.start() + len(name))
                 blank(m.start() + len(name) + 1, m.end() - 1)
         for m in re.finditer(rb"\x0a" + re.escape(bytes([len(name)]) + name) + rb"\x12", raw):
             j, length, shift = m.end(), 0, 0
@@ -152,12 +164,17 @@ def redact(raw: bytes) -> bytes:
                 if not raw[j - 1] & 0x80:
                     break
             if raw[j:j + length] == value and not inside(j):
+                blank(m.start() + 2, m.end() - 1)
                 blank(j, j + length)
     for value in pairs.values():  # other plain copies of long values
         if len(value) >= 8:
             for m in re.finditer(re.escape(value), bytes(d)):
                 if not inside(m.start()):
                     blank(m.start(), m.end())
+    for pattern in KERNEL:  # the kernel's version strings
+        for m in re.finditer(pattern, bytes(d)):
+            if not inside(m.start()):
+                blank(m.start(), m.end())
     uuid = rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     for m in re.finditer(uuid, raw):  # GPU and session UUIDs -> 00000000-0000-...
         if not inside(m.start()):
@@ -170,7 +187,10 @@ def redact(raw: bytes) -> bytes:
         text = bytes(out)
         for name in pairs:
             for m in re.finditer(re.escape(name + b"=") + rb"[\x20-\x7e]*", text):
+                ranges.append((m.start(), m.start() + len(name)))
                 ranges.append((m.start() + len(name) + 1, m.end()))
+        for pattern in KERNEL:
+            ranges += [m.span() for m in re.finditer(pattern, text)]
         hit = bytearray(len(out))
         for a, b in ranges:
             hit[a:b] = b"\x01" * (b - a)
@@ -181,25 +201,33 @@ def redact(raw: bytes) -> bytes:
     return bytes(d)
 
 
-def check(raw: bytes, red: bytes) -> list[bytes]:
+def check(raw: bytes, red: bytes, markers: list[bytes]) -> list[bytes]:
     """What is still readable: markers in the plain bytes or in the decoded blocks."""
     assert len(raw) == len(red)
-    left = [m for m in MARKERS if m in red]
+    left = [m for m in markers if m in red]
+    left += [m.group() for p in KERNEL for m in re.finditer(p, red)]
     for s, e in find_blocks(raw):
         _, a, sa = lz4_decode(raw, s, e)
         _, b, sb = lz4_decode(red, s, e)
         assert [x[:2] for x in sa] == [x[:2] for x in sb] and len(a) == len(b), \
             "LZ4 structure changed"
-        left += [m for m in MARKERS if m in bytes(b)]
+        left += [m for m in markers if m in bytes(b)]
     return left
 
 
 if __name__ == "__main__":
-    src, dst = sys.argv[1], sys.argv[2]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("src")
+    ap.add_argument("dst")
+    ap.add_argument("--marker", action="append", default=[], metavar="TEXT",
+                    help="text of the capture machine that must not be left readable (its "
+                         "host, container or process names); repeat")
+    a = ap.parse_args()
+    src, dst = a.src, a.dst
     with open(src, "rb") as f:
         raw = f.read()
     red = redact(raw)
-    left = check(raw, red)
+    left = check(raw, red, MARKERS + [m.encode() for m in a.marker])
     if left:
         sys.exit(f"still readable: {left}")
     with open(dst, "wb") as f:
