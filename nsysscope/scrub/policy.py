@@ -48,6 +48,9 @@ Policy (what counts as a leak, and what it becomes):
 ``machine_id``
     GPU UUIDs (``TARGET_INFO_GPU.uuid`` and the ``Uuid`` in ``GpuInfo``) become
     ``00000000-0000-0000-0000-00000000000N``, N the GPU's rank in the file, so GPUs stay distinct.
+``secret`` / ``ip``
+    Tokens, secret-named values (``--api-key VALUE`` on two argument rows included), URL
+    passwords and IP addresses anywhere in a text: :mod:`.secrets`.
 ``timezone``
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
     ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.
@@ -142,9 +145,11 @@ class ScrubResult:
 # --------------------------------------------------------------------------------------------
 # patterns
 
-# an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', ':', '>'), so
-# 'kworker/3:1', 'steps/s', URLs and our own '<path>/x' placeholders are not matched
-PATH_PATTERN = re.compile(r"(?<![\w.\-/~:>\\])/[A-Za-z0-9._+@%~\-]+(?:/[A-Za-z0-9._+@%~\-]*)*")
+# an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', '>'), so
+# 'kworker/3:1', 'steps/s', a URL's host and path and our own '<path>/x' placeholders are not
+# matched; after ':' it is (``file:/home/bob/x.pt``, ``ckpt:/data/x``); its parts may hold any
+# letter (``/home/josé/model.pt``: an ASCII-only pattern stopped at the 'é' and left the rest)
+PATH_PATTERN = re.compile(r"(?<![\w.\-/~>\\])/[\w.+@%~\-]+(?:/[\w.+@%~\-]*)*")
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 _SITE = re.compile(r"/(?:site|dist)-packages/(.*)$")
 _STDLIB = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
@@ -158,7 +163,7 @@ _KNOWN_ENV = frozenset({
 _SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
-_HOME_NAME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
+_HOME_NAME = re.compile(r"(?<![\w.\-/~>\\])/(?:home|Users)/([\w.\-]+)")
 _GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
 _GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 

@@ -31,13 +31,18 @@ from .policy import (
     rewrite_path,
 )
 from .private import Keep, scan_private
+from .secrets import SECRET, redact_secrets, secret_option
 
 _META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_SYSTEM_ENV"})
+#: a META_DATA_CAPTURE row holding one argument of the profiled command
+_ARGUMENT = re.compile(r"PROCESS_\d+:ARGUMENT_\d+")
 
 
 def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> str:
-    """``value`` with paths, user/host names and GPU UUIDs scrubbed; appends what it found."""
-    new = value
+    """``value`` with secrets and addresses, paths, user/host names and GPU UUIDs scrubbed;
+    appends what it found."""
+    new, found = redact_secrets(value)
+    kinds += found
     if ctx.gpu_uuids and "-" in new:
         def uuid_sub(m: re.Match[str]) -> str:
             rep = ctx.gpu_uuids.get(m.group(0).lower())
@@ -76,11 +81,21 @@ def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
     has_name = table in _META_TABLES
     sel = ", ".join(_q(c) for c in cols)
     namecol = ", name" if has_name else ""
+    after_secret_option = False  # the previous command-line argument was --api-key, say
     for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {_q(table)}"):
         rowid = row[0]
         name = row[1] if has_name else None
         values = row[2:] if has_name else row[1:]
         key: int | str = name if has_name else rowid
+        if has_name and _ARGUMENT.fullmatch(str(name)):
+            value = dict(zip(cols, values, strict=True)).get("value")
+            text = value if isinstance(value, str) else ""
+            if after_secret_option and text and not text.startswith("-") and text != SECRET:
+                yield _Finding(table, "value", rowid, key, [("secret", f"{name} …")], SECRET,
+                               value)
+                after_secret_option = False
+                continue
+            after_secret_option = secret_option(text)
         if whole_env:
             yield _Finding(table, cols[0], rowid, key, [("env", f"{table} row")], _DELETE)
             continue
@@ -132,7 +147,7 @@ def _scan_cell(ctx: _Context, table: str, col: str, rowid: int, key: int | str,
         if rule:
             kinds.append((rule[0], _redact_name(value)))
             new_value = rule[1]
-    if new_value is value and ("/" in value or ctx.word_patterns or ctx.gpu_uuids):
+    if new_value is value:
         new_value = _rewrite_text(value, ctx, kinds)
     if kinds and new_value != value:
         return _Finding(table, col, rowid, key, kinds, new_value, value)

@@ -148,3 +148,24 @@ def test_a_destination_of_the_wrong_kind_or_no_file_is_refused(tmp_path):
                                          "destination .sqlite"):
         scrub(export, tmp_path / "out.json")
     assert [p.name for p in tmp_path.iterdir()] == ["fifo.json"]  # nothing written
+
+
+def test_secrets_addresses_and_the_trace_id_go(tmp_path):
+    """A ``record_function`` named with a secret was kept and ``--check`` said nothing; the
+    trace's random ``trace_id`` (nsys's session UUID) was kept; a path after ':' too."""
+    d = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    d["trace_id"] = "9F3A51C2E0B44D7A8C1E2F3A4B5C6D7E"
+    op = next(e for e in d["traceEvents"] if e.get("cat") == "user_annotation")
+    op["name"] = "load AWS_SECRET_ACCESS_KEY=abc123def456 from file:/home/bob/y.pt, 10.0.0.7:29500"
+    raw = tmp_path / "raw.pt.trace.json"
+    raw.write_text(json.dumps(d))
+    kinds = {x.kind for x in find_leaks(raw)}
+    assert {"secret", "ip", "abs_path"} <= kinds
+    out = tmp_path / "clean.pt.trace.json"
+    r = scrub(raw, out)
+    text = out.read_text()
+    for s in ("abc123def456", "/home/bob", "10.0.0.7", "9F3A51C2"):
+        assert s not in text, s
+    assert json.loads(text)["trace_id"] == "0" * 32
+    assert r.kinds["secret"] == 1 and r.kinds["ip"] == 1
+    assert find_leaks(out) == []

@@ -464,3 +464,46 @@ def test_schema_3_7_2_fixtures(name, tmp_path):
     assert kept.remaining == ()
     for t in ("PROCESSES", "ThreadNames", "ProcessStreams"):
         assert table_rows(src, t) == table_rows(tmp_path / "kept.sqlite", t), t
+
+
+def test_secrets_addresses_and_odd_paths_anywhere_are_scrubbed(sample, tmp_path):
+    """A server's command line and free text carried what the environment rules never saw
+    (``scrub --check`` said clean): ``--api-key VALUE`` on two argument rows, a database URL's
+    password, a token in the middle of an NVTX range, a rendezvous address, a path after ':'
+    and one with a non-ASCII letter (the ASCII-only pattern stopped at it)."""
+    raw = tmp_path / "server.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    secrets = ["mysecretvalue123", "Sup3rS3cret", "sk-abcdefghijklmnopqrstuvwx",
+               "hf_AbCdEfGhIjKlMnOpQrStUv12", "10.1.2.3", "/home/bob/x.pt", "josé"]
+    with sqlite3.connect(raw) as c:
+        n = c.execute("SELECT COUNT(*) FROM META_DATA_CAPTURE "
+                      "WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchone()[0]
+        c.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
+            (f"PROCESS_0:ARGUMENT_{n}", "--api-key"),
+            (f"PROCESS_0:ARGUMENT_{n + 1}", "mysecretvalue123"),
+            (f"PROCESS_0:ARGUMENT_{n + 2}", "--db=postgres://admin:Sup3rS3cret@db/x"),
+            (f"PROCESS_0:ARGUMENT_{n + 3}", "--hf-token=hf_AbCdEfGhIjKlMnOpQrStUv12")])
+        row = c.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'sample' "
+                        "LIMIT 1").fetchone()[0]
+        c.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?",
+                  ("sample OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx via 10.1.2.3:29500", row))
+        top = c.execute("SELECT MAX(id) FROM StringIds").fetchone()[0]
+        c.executemany("INSERT INTO StringIds VALUES (?, ?)", [
+            (top + 1, "load ckpt:/home/bob/x.pt"), (top + 2, "/home/josé/model.pt")])
+        c.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", (top + 1, row + 1))
+        c.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", (top + 2, row + 2))
+    c.close()
+    found = {(x.kind, x.table) for x in find_leaks(raw)}
+    assert {("secret", "META_DATA_CAPTURE"), ("secret", "NVTX_EVENTS"),
+            ("ip", "NVTX_EVENTS"), ("abs_path", "StringIds")} <= found
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    data = out.read_bytes()
+    for s in secrets:
+        assert s.encode() not in data, s
+    assert find_leaks(out) == []
+    m = dict(sqlite3.connect(out).execute("SELECT name, value FROM META_DATA_CAPTURE"))
+    assert m[f"PROCESS_0:ARGUMENT_{n}"] == "--api-key"  # the option stays, its value goes
+    assert m[f"PROCESS_0:ARGUMENT_{n + 1}"] == "<secret>"
+    assert m[f"PROCESS_0:ARGUMENT_{n + 2}"] == "--db=postgres://admin:<secret>@db/x"

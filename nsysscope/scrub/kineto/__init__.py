@@ -21,6 +21,11 @@ What a Kineto trace gives away, and what it becomes:
 ``user``
     A ``/home/NAME/`` or ``/Users/NAME/`` in any path: NAME becomes ``user`` wherever it recurs
     as a whole word (paths are rewritten anyway).
+``secret`` / ``ip``
+    Tokens, secret-named values and URL passwords, and IP addresses, in any string: as the
+    nsys scrub does (:mod:`..secrets`).
+``trace_id``
+    The trace's random id, like nsys's session UUID: it becomes all zeros.
 
 Kept: every timestamp, id and number, event names (CUDA API, kernels, copies, ranges), GPU
 properties (``deviceProperties``: model names, no serial numbers), process and thread names
@@ -42,6 +47,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +124,8 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
                 if key == "traceEvents" and value is None:
                     out.write("[")
                     state["in_events"] = True
+                elif key == "trace_id" and isinstance(value, str):  # a random per-trace id
+                    out.write(json.dumps(re.sub(r"[0-9A-Fa-f]", "0", value)))
                 else:
                     out.write(json.dumps(clean.value(value), ensure_ascii=False))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..policy import PATH_PATTERN, Leak, PathLike, is_leaky_path
+from ..secrets import redact_secrets
 from .survey import _stream, _strings, _survey, _whole_word
 
 
@@ -35,6 +36,8 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
             for word, kind in words:
                 if _whole_word(word).search(text):
                     leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
+            for kind, excerpt in redact_secrets(text)[1]:
+                leaks.append(Leak(where, "string", key, kind, excerpt))
 
     seen_text: set[str] = set()
     index = {"n": 0}

@@ -25,6 +25,7 @@ from ..policy import (
     is_leaky_path,
     rewrite_path,
 )
+from ..secrets import redact_secrets
 
 _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
 _HOME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
@@ -223,7 +224,10 @@ class _Cleaner:
         hit = self._cache.get(s)
         if hit is not None:
             return hit
-        out = PATH_PATTERN.sub(self._path, s) if "/" in s else s
+        out, found = redact_secrets(s)
+        for kind, _ in found:
+            self.kinds[kind] += 1
+        out = PATH_PATTERN.sub(self._path, out) if "/" in out else out
         for word, rx, new in self.words:
             if word in out:
                 out, n = rx.subn(new, out)

@@ -1,0 +1,103 @@
+"""Secrets and addresses inside any text of a trace, for both scrubs (nsys exports and
+torch.profiler traces).
+
+A server's command line and its NVTX or ``record_function`` names can carry what no trace
+should: ``--api-key=sk-...`` (vLLM and sglang take one), a Hugging Face or GitHub token, a
+database URL with its password, ``AWS_SECRET_ACCESS_KEY=...`` in a logged string, the address
+of the machine a rank rendezvoused with. The environment rules of :mod:`.policy` see only a
+text that *is* an environment variable; these find one anywhere in a text and replace just it:
+
+``secret``
+    well-known token formats (``hf_...``, ``ghp_...``/``github_pat_...``, ``sk-...``,
+    ``AKIA...``, ``xox?-...``, a JWT), the value of a secret-named variable or option
+    (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*ACCESS_KEY*``,
+    ``*PRIVATE_KEY*``, ``*CREDENTIAL*``: ``NAME=value``, ``--api-key=value``,
+    ``--api-key value``) and the password of a URL (``scheme://user:password@host``), each
+    becoming ``<secret>``;
+``ip``
+    an IPv4 address (each part 0-255, not inside a longer dotted number) other than
+    ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
+    port, after ``=``, ``@`` or ``/``, or in a text that names an address), not a four-part
+    version number (``cudnn 9.1.0.70``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+SECRET = "<secret>"
+IP = "<ip>"
+
+#: a name that says its value is a secret: one of its parts (split at ``_``, ``-`` or ``.``)
+#: is one of these words (``HF_TOKEN``, ``hf-token``, ``AWS_ACCESS_KEY_ID``; not
+#: ``max_tokens`` or ``author``)
+_WORD = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|API[_\-]?KEY|ACCESS[_\-]?KEY|" \
+        r"PRIVATE[_\-]?KEY|SECRET[_\-]?KEY|CREDENTIALS?|AUTH)"
+SECRET_NAME = r"(?:[A-Za-z0-9]+[_\-.])*" + _WORD + r"(?:[_\-.][A-Za-z0-9]+)*"
+_TOKENS = re.compile(
+    r"(?<![\w\-])(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|"
+    r"sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,}|"
+    r"eyJ[\w\-]{8,}\.eyJ[\w\-]{8,}\.[\w\-]{8,})(?![\w\-])|(?<=Bearer )[\w\-.~+/=]{8,}")
+#: NAME=value or --name=value, and --name value (an option: the value follows a space)
+_NAMED = re.compile(r"(?i)(?<![\w\-.])((?:--?)?" + SECRET_NAME + r")(?![\w])(=)([^\s\"',;&]+)|"
+                    r"(?<![\w\-.])(--?" + SECRET_NAME + r")(?![\w])(\s+)(?!-)([^\s\"',;&]+)")
+_URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]+):([^/\s@]+)@")
+_IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)"
+#: an address, not a version number: before a port, after '=', '@' or '/', or anywhere in a
+#: text that names an address (``--master-addr 10.0.0.7``, ``host 10.1.2.3``)
+_IP_HERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?=:\d)|(?<=[=@/])" + _IPV4 + r"(?![\d.]*\d)")
+_IP_ANYWHERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?![\d.]*\d)")
+_NAMES_AN_ADDRESS = re.compile(r"(?i)addr|host|\bip\b|endpoint|master|server|url|peer")
+_HARMLESS_IP = re.compile(r"0\.0\.0\.0|127\.|255\.")
+# cheap first looks: most texts of a trace (kernel and range names) hold none of these
+_DIGIT_DOT = re.compile(r"\d\.\d")
+_MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer ")
+_MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a trace's texts repeat (range names, per row)
+def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``text`` with its secrets and IP addresses replaced, and what was found as (kind,
+    excerpt) pairs, the excerpt saying what it was without repeating it."""
+    found: list[tuple[str, str]] = []
+
+    def token(m: re.Match[str]) -> str:
+        found.append(("secret", m.group(0)[:3] + "…"))
+        return SECRET
+
+    def named(m: re.Match[str]) -> str:
+        name, sep, value = m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)
+        if value == SECRET:
+            return m.group(0)
+        found.append(("secret", f"{name}{sep.strip() or ' '}…"))
+        return f"{name}{sep}{SECRET}"
+
+    def password(m: re.Match[str]) -> str:
+        if m.group(2) == SECRET:
+            return m.group(0)
+        found.append(("secret", "://…:…@"))
+        return f"{m.group(1)}:{SECRET}@"
+
+    def ip(m: re.Match[str]) -> str:
+        if _HARMLESS_IP.match(m.group(0)):
+            return m.group(0)
+        found.append(("ip", m.group(0).split(".", 1)[0] + ".…"))
+        return IP
+
+    out = text
+    if "." in out and _DIGIT_DOT.search(out):
+        out = (_IP_ANYWHERE if _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
+    if _MAYBE_TOKEN.search(out):
+        out = _TOKENS.sub(token, out)
+    if _MAYBE_NAMED.search(out):
+        out = _NAMED.sub(named, out)
+    if "://" in out:
+        out = _URL_PASSWORD.sub(password, out)
+    return out, tuple(found)
+
+
+def secret_option(arg: str) -> bool:
+    """Whether a command-line argument is a secret-named option whose value is the next
+    argument (``--api-key``, ``--hf-token``): nsys records each argument on a row of its own."""
+    return bool(re.fullmatch(r"(?i)--?" + SECRET_NAME, arg))
