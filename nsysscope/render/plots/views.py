@@ -186,11 +186,6 @@ class TraceViews:
         st = self.all_steps
         return st[st["tid"] == tid].drop(columns="tid").reset_index(drop=True)
 
-    @property
-    def steps(self) -> pd.DataFrame:
-        """The ``step N`` ranges of the thread that launched most graphs: step, start, end."""
-        return self.steps_of()
-
     @cached_property
     def thread_names(self) -> dict[int, str]:
         th = self.analysis.trace.threads
