@@ -23,6 +23,21 @@ from .columnar import ColumnReader
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
 SUPPORTED_MAJOR = 3
 
+_GPU = frozenset({"start", "end", "streamId", "deviceId", "correlationId"})
+#: the columns nsysscope reads from each table without a fallback (a table it reads
+#: optional columns of, such as ``eventSyncId`` or ``returnValue``, may lack those)
+REQUIRED_COLUMNS: dict[str, frozenset[str]] = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": frozenset({"start", "end", "nameId", "globalTid",
+                                               "correlationId"}),
+    "CUPTI_ACTIVITY_KIND_KERNEL": _GPU,
+    "CUPTI_ACTIVITY_KIND_MEMCPY": _GPU | {"copyKind", "bytes"},
+    "CUPTI_ACTIVITY_KIND_MEMSET": _GPU | {"bytes"},
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": frozenset({"correlationId", "streamId"}),
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": frozenset({"correlationId", "eventSyncId", "streamId"}),
+    "NVTX_EVENTS": frozenset({"start", "end", "eventType", "globalTid"}),
+    "StringIds": frozenset({"id", "value"}),
+}
+
 _API_SUFFIX = re.compile(r"(_v\d+)+$|_ptsz$|_ptds$")
 
 
@@ -97,6 +112,21 @@ class Schema:
                 f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
                 "make one with: nsys export --type sqlite REPORT.nsys-rep")
         self._check_version()
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        """A table nsysscope reads that lacks a column it reads without a fallback is a schema
+        it does not know: said here, by name (a missing ``"end"`` read as the text 'end', which
+        SQLite takes an unknown quoted name for, and was reported as a value of the wrong
+        type)."""
+        for table, needed in REQUIRED_COLUMNS.items():
+            if table in self.tables:
+                missing = sorted(needed - self.columns(table))
+                if missing:
+                    raise NotAnNsysExport(
+                        f"{self.path}: {table} has no column {', '.join(missing)}: an export "
+                        f"schema nsysscope does not know ({self.schema_version}, nsys "
+                        f"{self.nsys_version}; tested: {', '.join(TESTED_SCHEMAS)})")
 
     @cached_property
     def _reader(self) -> ColumnReader:

@@ -331,6 +331,11 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
                                        "3.20.3)"))
     p = copy_of(case1, d / "enum_names_null.sqlite", "UPDATE ENUM_CUDA_MEM_KIND SET name = NULL;")
     add("enum_names_null", Case(p, 0, args=("--format", "json"), check=still_case1))
+    p = copy_of(case1, d / "renamed_end.sqlite",
+                'ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME RENAME COLUMN "end" TO "finish";')
+    add("runtime_without_end", Case(p, 5, f"{p}: CUPTI_ACTIVITY_KIND_RUNTIME has no column end: "
+                                          "an export schema nsysscope does not know (3.20.3, "
+                                          "nsys 2025.3.2.0; tested: 3.7.2, 3.20.3)"))
     p = d / "deep.pt.trace.json"
     p.write_text('{"traceEvents":' + "[" * 100_000 + "]" * 100_000 + "}")
     add("kineto_nested_too_deeply", Case(p, 5, f"{p}: corrupt torch.profiler trace: a value at "
@@ -359,7 +364,7 @@ CASES = [
     "case1_without_SYNCHRONIZATION", "case1_without_CUDA_EVENT", "case1_without_NVTX_EVENTS",
     "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
     "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
-    "kineto_nested_too_deeply",
+    "kineto_nested_too_deeply", "runtime_without_end",
 ]
 
 
