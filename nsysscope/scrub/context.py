@@ -23,12 +23,12 @@ from .policy import (
     _ENV_VAR,
     _GENERIC_HOSTS,
     _GENERIC_USERS,
-    _HOME_NAME,
     _JSON_IDS,
     _SITE,
     _STDLIB,
     _UUID,
     _ZERO_UUID,
+    HOME_NAME,
     HOST_PLACEHOLDER,
     KEEP_PATH_PREFIXES,
     PATH_PATTERN,
@@ -321,7 +321,7 @@ def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
     if "HOSTNAME" in env:
         hosts.add(env["HOSTNAME"])
     for p in list(paths) + [env.get("HOME", "")]:
-        if m := _HOME_NAME.match(p):
+        if m := HOME_NAME.match(p):
             users.add(m.group(1))
     users -= {USER_PLACEHOLDER, ""}
     hosts -= _GENERIC_HOSTS

@@ -163,7 +163,7 @@ _KNOWN_ENV = frozenset({
 _SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
-_HOME_NAME = re.compile(r"(?<![\w.\-/~>\\])/(?:home|Users)/([\w.\-]+)")
+HOME_NAME = re.compile(r"(?<![\w.\-/~>\\])/(?:home|Users)/([\w.\-]+)")
 _GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
 _GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 

@@ -169,3 +169,17 @@ def test_secrets_addresses_and_the_trace_id_go(tmp_path):
     assert json.loads(text)["trace_id"] == "0" * 32
     assert r.kinds["secret"] == 1 and r.kinds["ip"] == 1
     assert find_leaks(out) == []
+
+
+def test_json_without_an_events_array_is_no_trace_to_scrub(tmp_path):
+    """``"traceEvents": 5`` is refused by report (exit 5); scrub wrote it back as a trace and
+    --check called it clean."""
+    from nsysscope.scrub import ScrubError
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text('{"traceEvents": 5, "schemaVersion": 1}')
+    for call in (lambda: scrub(bad, tmp_path / "out.pt.trace.json"), lambda: find_leaks(bad)):
+        with pytest.raises(ScrubError, match="JSON, but not a torch.profiler trace: no "
+                                             "traceEvents array") as e:
+            call()
+        assert e.value.exit_code == 5
+    assert not (tmp_path / "out.pt.trace.json").exists()

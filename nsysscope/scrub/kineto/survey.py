@@ -17,10 +17,12 @@ from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
 from ...trace.schema import api_base_name
 from ..policy import (
+    HOME_NAME,
     HOST_PLACEHOLDER,
     KEEP_PATH_PREFIXES,
     PATH_PATTERN,
     USER_PLACEHOLDER,
+    NotAnExport,
     ScrubError,
     is_leaky_path,
     rewrite_path,
@@ -28,7 +30,6 @@ from ..policy import (
 from ..secrets import redact_secrets
 
 _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
-_HOME = re.compile(r"(?<![\w.\-/~:>\\])/(?:home|Users)/([A-Za-z0-9._\-]+)")
 #: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
 _WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 _PY_FILE = re.compile(r"^(/.*\.py)\(\d+\): ")
@@ -73,12 +74,17 @@ def _stream(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-
                 on_field("traceEvents", None)
                 s.events(on_event)
             elif first == "{":
+                events = False
                 for key in s.fields():
                     if key == "traceEvents" and s.is_array():
+                        events = True
                         on_field(key, None)
                         s.events(on_event)
                     else:
                         on_field(key, s.value())
+                if not events:  # as report says of it (exit 5), not a trace written back
+                    raise NotAnExport(f"{path}: JSON, but not a torch.profiler trace: no "
+                                      "traceEvents array")
             else:
                 raise ScrubError(f"{path}: not a torch.profiler JSON trace")
     except OSError as e:
@@ -100,7 +106,7 @@ def _survey(src: Path, slim: bool) -> _Context:
                 value.strip() not in _GENERIC:
             named_hosts.add(value.strip())
         for text in _strings(value):
-            homes.update(_HOME.findall(text))
+            homes.update(HOME_NAME.findall(text))
 
     def on_event(e: Any) -> None:
         ctx.events += 1
@@ -129,11 +135,11 @@ def _survey(src: Path, slim: bool) -> _Context:
                 ctx.calls[1].append(ts + dur)
                 ctx.calls[2].append(_gtid(e))
         if isinstance(name, str) and "/" in name:
-            homes.update(_HOME.findall(name))
+            homes.update(HOME_NAME.findall(name))
         args = e.get("args")
         if type(args) is dict and cat == "Trace":
             for text in _strings(args):
-                homes.update(_HOME.findall(text))
+                homes.update(HOME_NAME.findall(text))
 
     _stream(src, on_field, on_event)
     ctx.working_dir = _working_dir(ctx.py_files)
