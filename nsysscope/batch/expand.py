@@ -15,6 +15,7 @@ from ..trace.files import CACHE_SUFFIX
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
                   ".trace.json.gz")
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
+_EXPLICIT = re.compile(r"(?i)[^a-z]?(?:rank|rk)")  # of the _RANK words, those that say rank
 _GLOB = re.compile(r"[*?\[]")
 
 
@@ -77,4 +78,8 @@ def rank_of(path: str | Path, processes: int = 1) -> int | None:
     if the trace holds one process (``processes``, when known): a file of several is no one
     rank's, whatever its name says."""
     matches = list(_RANK.finditer(Path(path).name))
-    return int(matches[-1].group(1)) if matches and processes <= 1 else None
+    if not matches or processes > 1:
+        return None
+    # an explicit rank wins over a device or node number (rank1_gpu0 is rank 1); else the last
+    ranked = [m for m in matches if _EXPLICIT.match(m.group(0))]
+    return int((ranked or matches)[-1].group(1))

@@ -1,7 +1,9 @@
 """Per-launch results as an SQLite database (``report --per-launch FILE.db``), with sqlite-utils.
 
-One database holds any number of traces; every row carries the ``trace`` it came from (the
-path as given). Writing a trace again replaces its rows. Tables:
+One database holds any number of traces; every row carries the ``trace`` it came from: the
+path as given, its absolute path where another file's rows already carry that name (two
+folders' ``rank0.sqlite``), and the time range read after it (``--from/--to``). A trace is
+its file and range: writing it again replaces its rows, and only its. Tables:
 
 ``launches``   the per-launch table (``Analysis.launches``) plus ``pid`` and ``os_tid``
                (``tid`` is nsys's global thread id: pid = (tid >> 24) & 0xFFFFFF, OS tid =
@@ -12,8 +14,10 @@ path as given). Writing a trace again replaces its rows. Tables:
                ``window_us``...) as JSON; the per-launch ``distributions`` are left out (every
                value is in ``launches``)
 ``processes``  one row per process that launched graphs (``Analysis.processes``)
-``meta``       one row per trace: path, nsys version, export schema, GPUs, graph trace mode,
-               nsysscope version, analysis config, and the rank its name gives
+``meta``       one row per trace: path, absolute path, the time range read (``time_range``,
+               nanoseconds as JSON; null: the whole trace), nsys version, export schema, GPUs,
+               graph trace mode, nsysscope version, analysis config, and the rank its name
+               gives
 
 Column types follow the DataFrames (integers, floats, text; booleans as 0/1). No timestamp is
 written: the same traces give the same database.
@@ -58,11 +62,14 @@ def write_db(path: str | os.PathLike[str], analysis: Analysis, trace: str | None
              rank: int | None = None) -> None:
     """Add ``analysis`` to the database at ``path`` (created when missing) as trace ``trace``
     (default: the trace's path), replacing that trace's earlier rows."""
-    label = str(trace if trace is not None else analysis.summary.trace.path)
-    tables = dict(_trace_tables(analysis, label, rank))
+    t = analysis.summary.trace
+    given = str(trace if trace is not None else t.path)
+    key = (_abspath(t.path), _range(t.time_range_ns))
     with _open(path) as db:
+        label = _labels(db, {given: key})[given]
+        tables = dict(_trace_tables(analysis, label, rank))
         with db.conn:
-            _forget(db, [label], [_abspath(analysis.summary.trace.path)])
+            _forget(db, [key])
             for name, (columns, rows) in tables.items():
                 _insert(db, name, columns, rows)
         _index(db)
@@ -81,11 +88,14 @@ def append_parts(path: str | os.PathLike[str], parts: Iterable[str | os.PathLike
             src = Database(sqlite3.connect(part))
             try:
                 meta = list(src["meta"].rows) if src["meta"].exists() else []
+                keys = {m["trace"]: (m["abspath"], m.get("time_range")) for m in meta}
+                labels = _labels(db, keys)
                 with db.conn:
-                    _forget(db, [m["trace"] for m in meta], [m["abspath"] for m in meta])
+                    _forget(db, list(keys.values()))
                     for name in TABLES:
                         if src[name].exists():
-                            _insert(db, name, src[name].columns_dict, src[name].rows)
+                            _insert(db, name, src[name].columns_dict,
+                                    _relabelled(src[name].rows, labels))
             finally:
                 src.conn.close()
         _index(db)
@@ -121,13 +131,46 @@ def _abspath(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _forget(db: Database, labels: list[str], abspaths: list[str]) -> None:
-    """Delete the rows of the traces named ``labels``, or whose file is one of ``abspaths``."""
+def _range(span: Any) -> str | None:
+    """A time range read (``TraceInfo.time_range_ns``) as the database keeps it: JSON, or
+    None for the whole trace."""
+    return json.dumps(list(span)) if span else None
+
+
+def _known(db: Database) -> dict[str, tuple[str, str | None]]:
+    """The traces already in the database: label -> (absolute path, time range)."""
     if not db["meta"].exists():
-        return
-    marks = ",".join("?" * len(abspaths)) or "NULL"
-    old = {r[0] for r in db.execute(f"SELECT trace FROM meta WHERE abspath IN ({marks})",
-                                    abspaths)} | set(labels)
+        return {}
+    ranged = "time_range" in db["meta"].columns_dict
+    sql = f"SELECT trace, abspath, {'time_range' if ranged else 'NULL'} FROM meta"
+    return {r[0]: (r[1], r[2]) for r in db.execute(sql)}
+
+
+def _labels(db: Database, keys: dict[str, tuple[str, str | None]]) -> dict[str, str]:
+    """Each new trace's label (by the label it was given): its own, unless rows of another
+    file or range carry it already: then its absolute path, and its range."""
+    known = _known(db)
+    out = {}
+    for label, (abspath, span) in keys.items():
+        if label in known and known[label] != (abspath, span):
+            label_for = abspath + (f" {span}" if span else "")
+        else:
+            label_for = label
+        out[label] = label_for
+    return out
+
+
+def _relabelled(rows: Iterable[dict[str, Any]], labels: dict[str, str]) -> Iterator[dict]:
+    for row in rows:
+        if "trace" in row and labels.get(row["trace"], row["trace"]) != row["trace"]:
+            row = {**row, "trace": labels[row["trace"]]}
+        yield row
+
+
+def _forget(db: Database, keys: list[tuple[str, str | None]]) -> None:
+    """Delete the rows of the traces that are one of ``keys`` (absolute path, time range)."""
+    known = _known(db)
+    old = {label for label, key in known.items() if key in set(keys)}
     if not old:
         return
     marks = ",".join("?" * len(old))
@@ -172,12 +215,14 @@ def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[s
         yield "processes", _frame(processes, label)
     t = s.trace
     yield "meta", _records([{
-        "trace": label, "path": t.path, "abspath": _abspath(t.path), "rank": rank,
+        "trace": label, "path": t.path, "abspath": _abspath(t.path),
+        "time_range": _range(t.time_range_ns), "rank": rank,
         "nsys_version": t.nsys_version, "schema_version": t.schema_version,
         "gpus": json.dumps(list(t.gpus)), "graph_trace": t.graph_trace,
         "nsysscope_version": __version__, "config": json.dumps(a.config.to_dict()),
         "launches": s.launches}],
-        {"trace": str, "path": str, "abspath": str, "rank": int, "nsys_version": str,
+        {"trace": str, "path": str, "abspath": str, "time_range": str, "rank": int,
+         "nsys_version": str,
          "schema_version": str, "gpus": str, "graph_trace": str, "nsysscope_version": str,
          "config": str, "launches": int})
 

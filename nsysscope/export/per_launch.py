@@ -46,6 +46,8 @@ def per_launch_table(result: Any) -> pd.DataFrame:
         at = out.columns.get_loc("tid") + 1
         out.insert(at, "pid", pid)
         out.insert(at + 1, "os_tid", tid)
+    if "step" in out.columns:  # numbers, or none: an integer column however the trace starts
+        out["step"] = pd.to_numeric(out["step"], errors="coerce").astype("Int64")
     if "cause_copy_kind" in out.columns:
         out["cause_copy_kind"] = _names(out["cause_copy_kind"], COPY_KINDS)
     for col in ("cause_src_kind", "cause_dst_kind"):

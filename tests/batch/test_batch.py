@@ -29,6 +29,10 @@ def test_expand_and_rank(ranks, tmp_path):
     assert batch.expand([str(ranks / "rank*.sqlite.xz"), str(ranks / "rank1.sqlite.xz")]) == files
     assert [batch.rank_of(p) for p in files] == [0, 1, 2]
     assert batch.rank_of("trace_gpu-7.sqlite") == 7 and batch.rank_of("trace.sqlite") is None
+    # an explicit rank wins over a device or node number (the last number won: rank1_gpu0
+    # was rank 0, so two ranks' files were one rank)
+    assert [batch.rank_of(n) for n in ("rank1_gpu0.sqlite", "worker_rank2_dev0.sqlite",
+                                       "rank5_node1.sqlite", "node3_gpu5.sqlite")] == [1, 2, 5, 5]
     assert batch.names_many(str(ranks)) and batch.names_many(str(ranks / "*.xz"))
     assert not batch.names_many(str(files[0]))
     (tmp_path / "empty").mkdir()

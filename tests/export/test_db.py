@@ -113,3 +113,49 @@ def test_errors_are_one_line(tmp_path):
                                 str(tmp_path / "missing" / "x.db")])
         assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
         assert "no such folder" in r.output
+
+
+def test_two_files_of_one_name_and_a_range_are_three_traces(tmp_path, monkeypatch):
+    """Two folders' rank0 (one healthy, one case 1), each reported from its own folder: the
+    second deleted the first's rows (same label). A --from/--to read replaced the whole
+    trace's rows, and the database did not say it was a part."""
+    for run, sample in (("runA", "h200_healthy_300"), ("runB", "h200_case1_300")):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "rank0.sqlite.xz").symlink_to(SAMPLES / f"{sample}.sqlite.xz")
+    db = tmp_path / "runs.db"
+    for run in ("runA", "runB"):
+        monkeypatch.chdir(tmp_path / run)
+        r = CliRunner().invoke(cli, ["report", "rank0.sqlite.xz", "--per-launch", str(db)])
+        assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["report", "rank0.sqlite.xz", "--from", "5", "--to", "6",
+                                 "--per-launch", str(db)])
+    assert r.exit_code == 0, r.output
+    b = str(tmp_path / "runB" / "rank0.sqlite.xz")
+    meta = rows(db, "SELECT trace, abspath, time_range FROM meta ORDER BY rowid")
+    assert meta == [("rank0.sqlite.xz", str(tmp_path / "runA" / "rank0.sqlite.xz"), None),
+                    (b, b, None), (f"{b} [5000000000, 6000000000]", b,
+                                   "[5000000000, 6000000000]")]
+    stalls = dict(rows(db, "SELECT trace, SUM(stall) FROM launches GROUP BY trace"))
+    assert stalls["rank0.sqlite.xz"] < 5 and stalls[b] > 290  # healthy kept; case 1 whole
+    # the same file again replaces only its own rows (whole or range)
+    r = CliRunner().invoke(cli, ["report", "rank0.sqlite.xz", "--per-launch", str(db)])
+    assert r.exit_code == 0 and rows(db, "SELECT COUNT(*) FROM meta")[0][0] == 3
+
+
+def test_step_is_an_integer_column_whatever_trace_comes_first(tmp_path):
+    """A first trace without 'step N' ranges made the column TEXT: later steps compared and
+    sorted as text ('13' < '2')."""
+    from nsysscope.trace import resolve
+    nonvtx = tmp_path / "nonvtx.sqlite"
+    nonvtx.write_bytes(resolve(SAMPLES / "h200_poll_healthy_100.sqlite.xz").read_bytes())
+    with sqlite3.connect(nonvtx) as c:
+        c.execute("DELETE FROM NVTX_EVENTS")
+    c.close()
+    db = tmp_path / "ty.db"
+    for trace in (nonvtx, SAMPLES / "h200_healthy_300.sqlite.xz"):
+        r = CliRunner().invoke(cli, ["report", str(trace), "--per-launch", str(db)])
+        assert r.exit_code == 0, r.output
+    types = {name: ty for _, name, ty, *_ in rows(db, "PRAGMA table_info(launches)")}
+    assert types["step"] == "INTEGER"
+    assert rows(db, "SELECT typeof(step), COUNT(*) FROM launches WHERE step IS NOT NULL "
+                    "GROUP BY 1") == [("integer", 300)]
