@@ -17,13 +17,14 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def how(b: BatchResult) -> str:
-    """How the traces were analysed, for the title: workers, cluster, and (when timed) the
-    wall time."""
-    if b.scheduler:
-        text = f" on the Dask cluster at {b.scheduler}"
-    else:
-        text = f" ({b.workers} worker processes)" if b.workers > 1 else ""
-    if b.timed and b.seconds is not None:
+    """How the traces were analysed, for the title, with ``--timings`` only: workers or
+    cluster, and the wall time. Without it the output is the same bytes for the same traces,
+    whatever ``-j`` or the machine's CPU count (the default ``-j``)."""
+    if not b.timed:
+        return ""
+    text = f" on the Dask cluster at {b.scheduler}" if b.scheduler else \
+        f" ({b.workers} worker process{'es' if b.workers > 1 else ''})"
+    if b.seconds is not None:
         text += f", {b.seconds:.1f} s"
     return text
 

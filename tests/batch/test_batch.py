@@ -91,8 +91,10 @@ def test_dask_local_cluster(ranks):
 
 def test_output_is_the_same_bytes_for_the_same_traces(ranks):
     """No wall times unless asked for: two runs of the same traces write the same bytes."""
-    runs = [CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--format", fmt])
-            for fmt in ("text", "json", "text", "json")]
+    # -j 1 and -j 2 too (the title said "(2 worker processes)", and the default -j is the
+    # machine's CPU count)
+    runs = [CliRunner().invoke(cli, ["report", str(ranks), "-j", j, "--format", fmt])
+            for fmt, j in (("text", "1"), ("json", "1"), ("text", "2"), ("json", "2"))]
     assert all(r.exit_code == 0 for r in runs), runs[0].output
     assert runs[0].output == runs[2].output and runs[1].output == runs[3].output
     assert runs[0].output.splitlines()[0] == "nsysscope report: 3 traces"
@@ -101,7 +103,7 @@ def test_output_is_the_same_bytes_for_the_same_traces(ranks):
                                      "json"])
     assert all(t["seconds"] > 0 for t in json.loads(timed.output)["traces"])
     text = CliRunner().invoke(cli, ["report", str(ranks), "-j", "1", "--timings"]).output
-    assert text.splitlines()[0].startswith("nsysscope report: 3 traces, ")
+    assert text.splitlines()[0].startswith("nsysscope report: 3 traces (1 worker process), ")
 
 
 def test_batch_json_round_trips(ranks):
