@@ -41,11 +41,18 @@ def aggregate(results: list[TraceResult]) -> Aggregate:
         gpu_idle_p50_us=_p50([r.gpu_idle_values_us for r in ok]),
         gpu_busy_mean=_mean([s.gpu_busy for s in summaries]),
         launches_per_s_mean=_mean([s.launches_per_s for s in summaries]), worst=worst)
-    agg.worst_line = worst_line(agg)
+    agg.worst_line = worst_line(agg, shown_names([r.path for r in results]))
     return agg
 
 
-def worst_line(agg: Aggregate) -> str:
+def shown_names(paths: list[str]) -> dict[str, str]:
+    """How each trace is named in the table and the worst-trace line: its file name, or the
+    path as given where another trace has the same file name (two runs' ``rank0.sqlite``)."""
+    names = [Path(p).name for p in paths]
+    return {p: p if names.count(n) > 1 else n for p, n in zip(paths, names, strict=True)}
+
+
+def worst_line(agg: Aggregate, names: dict[str, str] | None = None) -> str:
     """One sentence on the trace that stalls most (or that none does)."""
     w = agg.worst
     if w is None or w.summary is None:
@@ -53,7 +60,8 @@ def worst_line(agg: Aggregate) -> str:
             return "No trace could be analysed."
         return "No trace stalls in steady state." if agg.steady_launches else \
             "No trace has a steady-state launch to judge (all are warm-up)."
-    who = f"rank {w.rank} ({Path(w.path).name})" if w.rank is not None else Path(w.path).name
+    name = (names or {}).get(w.path, Path(w.path).name)
+    who = f"rank {w.rank} ({name})" if w.rank is not None else name
     s = w.summary
     kind = max(s.stalls, key=lambda k: s.stalls[k]) if w.stalled else LaunchClass.LAUNCH_BOUND
     top = next((x for x in s.sites if x.klass == kind), None)

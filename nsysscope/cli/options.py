@@ -41,7 +41,7 @@ def analysis_options(f: F) -> F:
     read and analysed."""
     f = click.option("--warmup", type=click.IntRange(min=0), default=None, metavar="N",
                      help="Launches to treat as warm-up, 0 or more (default: max(5, 2%)); "
-                          "none left to judge exits 8.")(f)
+                          "none left to judge: report, summarize and gate exit 8.")(f)
     f = click.option("--launch-bound-us", type=click.FloatRange(min=0, min_open=True),
                      callback=_finite, default=AnalysisConfig.launch_bound_gap_us,
                      show_default=True, metavar="US",

@@ -4,8 +4,8 @@ text, Markdown or JSON (``nsysscope.many/1``)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from ..batch.aggregate import shown_names
 from ..model import BatchResult
 
 _HEAD = ["rank", "trace", "launches", "steady", "stalls", "stall %", "window p50 us",
@@ -32,8 +32,9 @@ def how(b: BatchResult) -> str:
 def _rows(b: BatchResult) -> list[list[str]]:
     agg = b.aggregate
     rows = []
+    names = shown_names([r.path for r in b.traces])
     for r in b.traces:
-        name = Path(r.path).name
+        name = names[r.path]
         s = r.summary
         if s is None:
             rows.append([r.label, name, "-", "-", "-", "-", "-", "-", "-", "-",

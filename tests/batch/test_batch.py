@@ -176,3 +176,20 @@ def test_traces_with_nothing_steady_exit_8_as_one_does(ranks):
     # some traces judged: exit 0, and the rows say which are not
     r = CliRunner().invoke(cli, ["report", str(ranks), "--warmup", "200", "-j", "1"])
     assert r.exit_code == 0 and "OVERLAP BROKEN somewhere" in r.stdout
+
+
+def test_two_traces_of_one_file_name_are_told_apart(sample_path, tmp_path):
+    """Two runs' rank0 in one report: both rows and the worst-trace line said only
+    'rank0.sqlite.xz', one healthy and one stalling every step."""
+    for run, name in (("runA", "healthy"), ("runB", "case1")):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "rank0.sqlite.xz").symlink_to(sample_path(name))
+    a, b = (str(tmp_path / run / "rank0.sqlite.xz") for run in ("runA", "runB"))
+    r = CliRunner().invoke(cli, ["report", a, b, "-j", "1"])
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.stdout.splitlines() if "rank0.sqlite.xz" in line]
+    assert any(a in line for line in rows) and any(b in line for line in rows)
+    assert f"rank 0 ({b}) stalls most" in r.stdout
+    # one trace per name: the file name alone, as before
+    r = CliRunner().invoke(cli, ["report", a, str(sample_path("case1")), "-j", "1"])
+    assert f"rank 0 ({a})" not in r.stdout and "h200_case1_300.sqlite.xz stalls most" in r.stdout
