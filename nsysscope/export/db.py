@@ -150,14 +150,8 @@ def _labels(db: Database, keys: dict[str, tuple[str, str | None]]) -> dict[str, 
     """Each new trace's label (by the label it was given): its own, unless rows of another
     file or range carry it already: then its absolute path, and its range."""
     known = _known(db)
-    out = {}
-    for label, (abspath, span) in keys.items():
-        if label in known and known[label] != (abspath, span):
-            label_for = abspath + (f" {span}" if span else "")
-        else:
-            label_for = label
-        out[label] = label_for
-    return out
+    return {label: label if known.get(label, key) == key else
+            key[0] + (f" {key[1]}" if key[1] else "") for label, key in keys.items()}
 
 
 def _relabelled(rows: Iterable[dict[str, Any]], labels: dict[str, str]) -> Iterator[dict]:
@@ -169,8 +163,8 @@ def _relabelled(rows: Iterable[dict[str, Any]], labels: dict[str, str]) -> Itera
 
 def _forget(db: Database, keys: list[tuple[str, str | None]]) -> None:
     """Delete the rows of the traces that are one of ``keys`` (absolute path, time range)."""
-    known = _known(db)
-    old = {label for label, key in known.items() if key in set(keys)}
+    wanted = set(keys)
+    old = {label for label, key in _known(db).items() if key in wanted}
     if not old:
         return
     marks = ",".join("?" * len(old))

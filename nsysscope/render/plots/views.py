@@ -163,26 +163,33 @@ class TraceViews:
 
     def proc_of(self, pid: int) -> int:
         """The process key of ``pid``; ValueError naming the pids that launched graphs."""
-        L, procs = self.analysis.launches, self.analysis.trace.processes
-        own = procs.loc[(procs["pid"] == pid) & procs["proc"].isin(L["proc"].unique()), "proc"]
+        procs = self.analysis.trace.processes
+        launching = procs[procs["proc"].isin(self.analysis.launches["proc"].unique())]
+        own = launching.loc[launching["pid"] == pid, "proc"]
         if own.empty:
-            known = sorted(int(p) for p in procs.loc[procs["proc"].isin(L["proc"].unique()),
-                                                     "pid"])
-            raise ValueError(f"no graph launches of pid {pid} in this trace (pids "
-                             f"{', '.join(map(str, known))})")
+            known = ", ".join(str(int(p)) for p in sorted(launching["pid"]))
+            raise ValueError(f"no graph launches of pid {pid} in this trace (pids {known})")
         return int(own.iloc[0])
 
     def launching_tid(self, pid: int | None = None) -> int | None:
         """The thread that launched most graphs (of process ``pid``, when given)."""
+        if pid is None:
+            return self._main_tid
         L = self.analysis.launches
-        if pid is not None:
-            L = L[L["proc"] == self.proc_of(pid)]
+        L = L[L["proc"] == self.proc_of(pid)]
+        return int(L["tid"].mode().iloc[0]) if len(L) else None
+
+    @cached_property
+    def _main_tid(self) -> int | None:
+        """The thread that launched most graphs of the trace (asked for by every step
+        lookup without a thread)."""
+        L = self.analysis.launches
         return int(L["tid"].mode().iloc[0]) if len(L) else None
 
     def steps_of(self, tid: int | None = None) -> pd.DataFrame:
         """:attr:`all_steps` of thread ``tid`` (default: :meth:`launching_tid`): step, start,
         end, by start."""
-        tid = self.launching_tid() if tid is None else tid
+        tid = self._main_tid if tid is None else tid
         st = self.all_steps
         return st[st["tid"] == tid].drop(columns="tid").reset_index(drop=True)
 
