@@ -10,6 +10,14 @@ are one collective (a process's second kernel in such a group starts a new one).
 collective the rank whose kernel started last is the one the others waited for; each other
 rank's wait is that start minus its own (at most its kernel's duration).
 
+nsys records no NCCL communicator, so an export of several independent groups (data parallel
+over tensor parallel) would let one group's kernel end near another's and be matched with it.
+:func:`communicators` first tells the groups apart: the ranks of one group end (almost)
+every collective together, ranks of different groups only by chance. On the two-rank H200
+captures every kernel of a rank has its peer's end within 10 us (99 % within 1.5 us); laid
+over each other, the two captures' ranks do so for 12-13 % of their kernels
+(``tests/analysis/test_collectives.py``). Kernels are matched within a group only.
+
 :func:`collective_waits` returns one row per matched kernel: ``proc, corr_id, start_ns,
 end_ns, wait_ns, waited_for`` (the latecomer's process, -1 for the latecomer itself), ``op``
 (``all-reduce``, ``all-gather``...);
@@ -26,6 +34,9 @@ import pandas as pd
 #: collective kernels of different ranks that end this close together are one collective;
 #: NVLink all-reduce ranks finish within a few microseconds of each other
 MATCH_NS = 20_000
+#: two ranks are in one group when at least this share of each one's collective kernels has
+#: the other's end within ``match_ns`` (1.0 within a group, 0.12-0.13 across groups: above)
+SAME_GROUP = 0.9
 
 COLUMNS = ["proc", "corr_id", "start_ns", "end_ns", "wait_ns", "waited_for", "op"]
 _OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
@@ -45,9 +56,10 @@ def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.
     if c.empty or c["proc"].nunique() < 2:
         return pd.DataFrame({k: pd.Series(dtype="int64" if k != "op" else object)
                              for k in COLUMNS})
-    c = c.sort_values(["end_ns", "proc"], kind="stable").reset_index(drop=True)
-    end = c["end_ns"].to_numpy()
-    group = np.cumsum(np.r_[True, np.diff(end) > match_ns])
+    c = c.assign(comm=c["proc"].map(communicators(c, match_ns)).to_numpy())
+    c = c.sort_values(["comm", "end_ns", "proc"], kind="stable").reset_index(drop=True)
+    end, comm = c["end_ns"].to_numpy(), c["comm"].to_numpy()
+    group = np.cumsum(np.r_[True, (np.diff(end) > match_ns) | (comm[1:] != comm[:-1])])
     # a process appearing twice in one group: its kernels are consecutive collectives
     nth = c.groupby([group, c["proc"].to_numpy()]).cumcount().to_numpy()
     gid = pd.factorize(pd.MultiIndex.from_arrays([group, nth]))[0]
@@ -63,6 +75,41 @@ def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.
     return pd.DataFrame({"proc": c["proc"].to_numpy(), "corr_id": c["corr_id"].to_numpy(),
                          "start_ns": start, "end_ns": end, "wait_ns": wait.astype(np.int64),
                          "waited_for": waited_for.astype(np.int64), "op": ops.to_numpy()})
+
+
+def communicators(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.Series:
+    """The group of ranks each process of ``collectives`` waits with, by process (0, 1, ...
+    in the order of each group's first process): two processes are in one group when at least
+    :data:`SAME_GROUP` of each one's kernels has an end of the other's within ``match_ns``,
+    and groups are joined through shared members. A loop over pairs of processes (a server's
+    handful), each pair compared in numpy."""
+    ends = {p: np.sort(e.to_numpy()) for p, e in collectives.groupby("proc")["end_ns"]}
+    procs = sorted(ends)
+    parent = {p: p for p in procs}
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            p = parent[p]
+        return p
+
+    for i, p in enumerate(procs):
+        for q in procs[i + 1:]:
+            if min(_matched(ends[p], ends[q], match_ns), _matched(ends[q], ends[p], match_ns)) \
+                    >= SAME_GROUP:
+                parent[root(q)] = root(p)
+    roots = [root(p) for p in procs]
+    return pd.Series(pd.factorize(pd.Series(roots))[0], index=pd.Index(procs, name="proc"))
+
+
+def _matched(ends: np.ndarray, other: np.ndarray, match_ns: int) -> float:
+    """The share of ``ends`` with an end of ``other`` (sorted) within ``match_ns``."""
+    if not len(ends) or not len(other):
+        return 0.0
+    at = np.searchsorted(other, ends)
+    before = other[np.clip(at - 1, 0, len(other) - 1)]
+    after = other[np.clip(at, 0, len(other) - 1)]
+    nearest = np.minimum(np.abs(ends - before), np.abs(after - ends))
+    return float(np.mean(nearest <= match_ns))
 
 
 def attach_waits(launches: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
