@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..errors import UnreadableInput
 from ..trace.files import CACHE_SUFFIX
+from ..trace.formats import is_results_db
+from ..util.progress import note
 
 #: what a trace file's name ends with
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
@@ -35,7 +37,8 @@ def names_many(spec: str) -> bool:
 def expand(specs: Iterable[str | Path]) -> list[Path]:
     """Trace files named by ``specs``: files as given, folders' trace files (not recursive,
     sorted), and glob patterns (``**`` recurses). Duplicates are dropped; a folder or glob
-    with no trace in it is an error."""
+    with no trace in it is an error. A folder or glob leaves out nsysscope's own per-launch
+    databases (``--per-launch launches.sqlite`` written beside the traces), with a note."""
     out: list[Path] = []
     seen: set[str] = set()
 
@@ -48,15 +51,14 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
     for spec in map(str, specs):
         p = Path(spec)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and is_trace_name(q.name))
+            found = _traces(sorted(q for q in p.iterdir() if q.is_file()))
             if not found:
                 raise UnreadableInput(f"{spec}: no trace files in this folder "
                                       f"({', '.join(TRACE_SUFFIXES)})")
             for q in _natural(found):
                 add(q)
         elif _GLOB.search(spec) and not p.exists():
-            found = [Path(q) for q in glob.glob(spec, recursive=True)]
-            found = [q for q in found if q.is_file() and is_trace_name(q.name)]
+            found = _traces(Path(q) for q in glob.glob(spec, recursive=True) if Path(q).is_file())
             if not found:
                 raise UnreadableInput(f"{spec}: no trace file matches")
             for q in _natural(found):
@@ -64,6 +66,20 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
         else:
             add(p)  # a missing or unreadable file gets its error row from the worker
     return out
+
+
+def _traces(files: Iterable[Path]) -> list[Path]:
+    """The trace files of ``files`` found in a folder or by a glob: by name, less
+    nsysscope's own per-launch databases."""
+    found = []
+    for q in files:
+        if not is_trace_name(q.name):
+            continue
+        if q.name.lower().endswith(".sqlite") and is_results_db(q):
+            note(f"{q}: left out: nsysscope's per-launch database, not a trace")
+            continue
+        found.append(q)
+    return found
 
 
 def _natural(paths: Iterable[Path]) -> list[Path]:

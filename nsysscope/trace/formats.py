@@ -57,6 +57,25 @@ def is_kineto(path: str | os.PathLike) -> bool:
         return False
 
 
+def is_results_db(p: Path) -> bool:
+    """Whether ``p`` is a database of nsysscope's own per-launch results (``report
+    --per-launch FILE.sqlite``: ``launches`` and ``meta`` tables, no nsys export table), which
+    a folder of traces often holds beside them; never raises."""
+    try:
+        with p.open("rb") as f:
+            if not f.read(len(SQLITE_MAGIC)).startswith(SQLITE_MAGIC):
+                return False
+        conn = connect_readonly(p)
+        try:
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error, UnreadableInput):
+        return False
+    return {"launches", "meta"} <= tables and "META_DATA_EXPORT" not in tables
+
+
 def file_kind(p: Path) -> str | None:
     """What ``p`` is, when it is something nsysscope never writes over: ``"an nsys export"``
     (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"``, ``"an Nsight Systems

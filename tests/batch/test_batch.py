@@ -77,6 +77,30 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
     assert res.exit_code == 2
 
 
+def test_the_per_launch_database_beside_the_traces_is_not_a_trace(sample_path, tmp_path):
+    """``report DIR --per-launch DIR/launches.sqlite`` run twice: the second run read the
+    database as a trace, and refused to write over its own input (exit 2)."""
+    for i, name in enumerate(("healthy", "case1")):
+        (tmp_path / f"rank{i}.sqlite.xz").symlink_to(sample_path(name))
+    db = tmp_path / "launches.sqlite"
+    for _ in range(2):
+        res = CliRunner().invoke(cli, ["report", str(tmp_path), "--per-launch", str(db),
+                                       "-j", "1"])
+        assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "nsysscope report: 2 traces"
+    assert res.stderr == f"nsysscope: note: {db}: left out: nsysscope's per-launch database, " \
+        "not a trace\n"
+    assert [p.name for p in batch.expand([str(tmp_path / "*.sqlite*")])] == \
+        ["rank0.sqlite.xz", "rank1.sqlite.xz"]
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(DISTINCT trace), COUNT(*) FROM launches").fetchone() \
+            == (2, 600)
+    # named as a file, it is what the user asked for: read, and refused as not an export
+    res = CliRunner().invoke(cli, ["report", str(db)])
+    assert res.exit_code == 5
+
+
 def test_dask_local_cluster(ranks):
     distributed = pytest.importorskip("dask.distributed")
     paths = batch.expand([str(ranks)])
