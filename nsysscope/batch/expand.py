@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UnreadableInput
-from ..trace.files import CACHE_SUFFIX
+from ..trace.cache import CACHE_SUFFIX
 from ..trace.formats import is_results_db
 from ..util.progress import note
 

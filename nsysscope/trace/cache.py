@@ -15,8 +15,9 @@ folder removed when it exits.
 
 Exports written beside a report (``NAME.nsysscope-cache.sqlite``) are the report's, not the
 cache folder's: they are neither counted nor evicted. Nor is any file of the folder that the
-cache did not name (``NAME-<16 hex digits>.sqlite``): a folder the user points
-``$NSYSSCOPE_CACHE`` at may hold their own traces.
+cache did not name (``NAME-<16 hex digits>.nsysscope-cache.sqlite``): a folder the user points
+``$NSYSSCOPE_CACHE`` at may hold their own traces, named as they like (a capture named by a
+16-digit hash, ``run-<hash>.sqlite``, was once taken for an entry and removed).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ _temporary: Path | None = None
 #: file untouched this long is a dead run's (a live one writes to it all the time)
 IN_USE_S = 600
 
-#: the names the cache gives its files: the trace's stem and a fingerprint of the source
-ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}\.sqlite")
+#: what the name of every export nsysscope writes ends with, in the cache or beside a report
+CACHE_SUFFIX = ".nsysscope-cache.sqlite"
+#: the names the cache gives its files: the trace's stem, a fingerprint of the source, and
+#: :data:`CACHE_SUFFIX`
+ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}" + re.escape(CACHE_SUFFIX))
 
 
 def cache_dir() -> Path:

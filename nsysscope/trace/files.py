@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UnreadableInput
-from .cache import cache_dir
+from .cache import CACHE_SUFFIX, cache_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -21,8 +21,6 @@ XZ_MAGIC = b"\xfd7zXZ\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # the first bytes of every .nsys-rep / .qdrep
-
-CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
@@ -61,6 +59,10 @@ def fingerprint(p: Path) -> str:
     st = p.stat()
     key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
     return hashlib.sha256(key).hexdigest()[:16]
+
+def cache_entry(p: Path) -> Path:
+    """Where the cache keeps the export or decompressed copy of ``p`` (:mod:`.cache`)."""
+    return cache_dir() / f"{stem(p)}-{fingerprint(p)}{CACHE_SUFFIX}"
 
 def stem(p: Path) -> str:
     """``trace.sqlite.xz`` -> ``trace``; ``run.nsys-rep`` -> ``run``."""

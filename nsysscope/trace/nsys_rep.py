@@ -22,13 +22,12 @@ from pathlib import Path
 
 from ..errors import NsysUnavailable, UnreadableInput
 from ..util.progress import note
-from .cache import cache_dir, cache_disabled, evict, touch
+from .cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
 from .files import (
-    CACHE_SUFFIX,
     SQLITE_MAGIC,
+    cache_entry,
     cache_folder,
     cache_temp,
-    fingerprint,
     stem,
     temp_beside,
 )
@@ -148,7 +147,7 @@ def exported(report: Path, nsys: str | None) -> Path:
         note(f"reading {own.name}, the export beside {report.name} (newer than the report)")
         return own
     beside = report.with_name(name + CACHE_SUFFIX)
-    cached = cache_dir() / f"{name}-{fingerprint(report)}.sqlite"
+    cached = cache_entry(report)
     if not cache_disabled():
         if _exported_from(beside, report):
             return beside

@@ -33,11 +33,10 @@ from .files import (
     REPORT_SUFFIXES,
     SQLITE_MAGIC,
     XZ_MAGIC,
+    cache_entry,
     cache_folder,
     cache_temp,
-    fingerprint,
     read_head,
-    stem,
 )
 from .nsys_rep import exported
 
@@ -86,7 +85,8 @@ def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
 
 
 def _decompressed(p: Path, opener) -> Path:
-    final = cache_folder() / f"{stem(p)}-{fingerprint(p)}.sqlite"
+    cache_folder()  # made, if it is not there
+    final = cache_entry(p)
     if final.is_file():
         touch(final)
         return final

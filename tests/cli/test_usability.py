@@ -423,6 +423,9 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     folder.mkdir()
     theirs = folder / "my_export.sqlite"
     theirs.write_bytes(b"SQLite format 3\x00" + bytes(11 << 20))
+    # named by a hash as the cache's entries once were: cache clear removed it
+    hashed = folder / "run-0123456789abcdef.sqlite"
+    hashed.write_bytes(b"SQLite format 3\x00")
     # one decompressed sample is ~7.5 MB: a 10 MB cap keeps one (the other last used an hour
     # ago: one used in the last ten minutes may be another run's, and stays)
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "10M")
@@ -437,7 +440,7 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     r = run("cache", "clear")
     assert r.exit_code == 0 and r.output.startswith("removed 1 file (")
     assert cache.entries(folder) == []
-    assert theirs.stat().st_size == 16 + (11 << 20)
+    assert theirs.stat().st_size == 16 + (11 << 20) and hashed.is_file()
     # --no-cache leaves the cache folder alone (a subprocess: the switch lasts a process)
     p = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", "--no-cache",
                         str(sample_path("healthy")), "-o", str(tmp_path / "h.json")],
@@ -532,7 +535,8 @@ def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
     files = []
     for i, name in enumerate(("a", "b", "c")):
-        f = tmp_path / f"{name}-{i:016x}.sqlite"  # named as the cache names its files
+        f = tmp_path / f"{name}-{i:016x}.nsysscope-cache.sqlite"  # named as the cache names
+        # its files
         f.write_bytes(b"x" * 1024)
         os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
         files.append(f)
@@ -552,7 +556,8 @@ def test_cache_keeps_what_another_run_may_be_reading(tmp_path, monkeypatch):
     from nsysscope.trace import cache
     monkeypatch.setenv("NSYSSCOPE_CACHE", str(tmp_path))
     now = time.time_ns()
-    old, fresh = tmp_path / f"old-{0:016x}.sqlite", tmp_path / f"fresh-{1:016x}.sqlite"
+    old = tmp_path / f"old-{0:016x}.nsysscope-cache.sqlite"
+    fresh = tmp_path / f"fresh-{1:016x}.nsysscope-cache.sqlite"
     dead, live = tmp_path / f".{old.name}.abc123.tmp", tmp_path / f".{fresh.name}.def456.tmp"
     for f in (old, fresh, dead, live):
         f.write_bytes(b"x" * 1024)

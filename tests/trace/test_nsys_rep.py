@@ -156,7 +156,8 @@ def test_read_only_folder_exports_into_the_user_cache(tiny_report, tmp_path):
         assert_one_line_error(first, 3, f"{rep}: {NO_CUDA}")
         assert [p.name for p in folder.iterdir()] == ["run.nsys-rep"]
         exported = list(cache.iterdir())
-        assert len(exported) == 1 and re.fullmatch(r"run-[0-9a-f]{16}\.sqlite", exported[0].name)
+        assert len(exported) == 1
+        assert re.fullmatch(r"run-[0-9a-f]{16}\.nsysscope-cache\.sqlite", exported[0].name)
         assert sqlite_ok(exported[0])
         stamp = exported[0].stat().st_mtime_ns
         second = report(rep, env={**env, "NSYS": str(tmp_path / "no-such-nsys")}, wrap=wrap,
