@@ -102,7 +102,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (2, "usage error, or a file that cannot be read or written"),
     (3, "nothing to analyse: no CUDA data, or no CUDA graph launches"),
     (4, "the gate's two sides are not comparable (different GPU models)"),
-    (5, "SQLite, but not an nsys export, a truncated export, or an unknown schema"),
+    (5, "a damaged trace: not nsys SQLite, truncated, unknown schema, corrupt JSON"),
     (6, "a .nsys-rep needs nsys, and it is missing or too old for the report"),
     (7, "the profiler lost the data (e.g. nsys too old for the CUDA version)"),
     (8, "nothing steady to judge: every launch is warm-up"),

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from ..errors import UnreadableInput
 from ..trace.cache import CACHE_SUFFIX
-from ..trace.formats import is_results_db
+from ..trace.formats import is_results_db, json_kind
 from ..util.progress import note
 
 #: what a trace file's name ends with
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
-                  ".trace.json.gz")
+                  ".trace.json.gz", ".trace.json.xz")
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
 _EXPLICIT = re.compile(r"(?i)[^a-z]?(?:rank|rk)")  # of the _RANK words, those that say rank
 _GLOB = re.compile(r"[*?\[]")
@@ -70,16 +70,30 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
 
 def _traces(files: Iterable[Path]) -> list[Path]:
     """The trace files of ``files`` found in a folder or by a glob: by name, less
-    nsysscope's own per-launch databases."""
+    nsysscope's own outputs (per-launch databases, timelines) that sit among them."""
     found = []
     for q in files:
         if not is_trace_name(q.name):
             continue
-        if q.name.lower().endswith(".sqlite") and is_results_db(q):
-            note(f"{q}: left out: nsysscope's per-launch database, not a trace")
+        own = _own_output(q)
+        if own:
+            note(f"{q}: left out: nsysscope's {own}, not a trace")
             continue
         found.append(q)
     return found
+
+
+def _own_output(q: Path) -> str | None:
+    """What of nsysscope's own ``q`` is (judged by content), or None."""
+    name = q.name.lower()
+    if name.endswith(".sqlite") and is_results_db(q):
+        return "per-launch database"
+    try:
+        if ".json" in name and json_kind(q) == "timeline":
+            return "timeline (export, --perfetto)"
+    except (UnreadableInput, OSError):
+        pass
+    return None
 
 
 def _natural(paths: Iterable[Path]) -> list[Path]:

@@ -98,7 +98,8 @@ _CODES = "\n".join(f"  {code:>2}  {text}" for code, text in EXIT_CODES)
              epilog=f"\b\nExit codes:\n{_CODES}")
 @click.version_option(__version__, prog_name="nsysscope")
 def cli() -> None:
-    """Find what destroys CPU/GPU overlap in an inference engine, from an nsys trace.
+    """Find what destroys CPU/GPU overlap in an inference engine, from an nsys or
+    torch.profiler trace.
 
     Every error is one line on stderr, 'nsysscope: error: ...', and its exit code (below).
     """

@@ -8,6 +8,7 @@ from ..analysis import analyze
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
 from ..trace import load
+from ..util.progress import note
 from .options import analysis_options, check_writable, config_from, use_cache
 
 
@@ -30,6 +31,9 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     check_writable(perfetto, "--perfetto", [trace])
     use_cache(no_cache)
     a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
+    if all_kernels and a.trace.meta.format == "kineto":
+        note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
+             "trace's replays are drawn as one slice each")
     n = write_perfetto_file(perfetto, a, all_kernels)
     click.echo(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
                "https://ui.perfetto.dev", err=True)

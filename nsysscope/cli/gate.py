@@ -126,8 +126,9 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
                  **limits: Any) -> int:
     """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
 
-    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep) or a summary JSON from
-    'nsysscope summarize' or 'nsysscope report --format json'. Compares steady-state
+    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, torch.profiler JSON) or a
+    summary JSON from 'nsysscope summarize' or 'nsysscope report --format json'. Compares
+    steady-state
     per-launch distributions with a noise model (README, "Regression gate"): stall shares per
     class, the overlap window, the GPU idle gap and fraction, and the launch rate. One run
     writes the text report (stdout, or -o) and any of --markdown, --junit, --html, --json.

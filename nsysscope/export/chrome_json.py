@@ -67,7 +67,8 @@ def _plain(v: Any) -> Any:
 @contextmanager
 def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[EventWriter]:
     """An :class:`EventWriter` on ``path`` (gzip when it ends in ``.gz``), written to a
-    temporary name and renamed into place when complete."""
+    temporary name and renamed into place when complete; ``other`` goes in ``otherData``,
+    after ``"source": "nsysscope"``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     raw = open(tmp, "wb")  # noqa: SIM115 - closed below, also on error
@@ -75,8 +76,11 @@ def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[
         binary = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) \
             if path.name.lower().endswith(".gz") else raw
         out = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")  # type: ignore[arg-type]
+        # "source" first: the head that tells nsysscope's timelines from traces
+        # (nsysscope.trace.formats.TIMELINE_HEAD)
         out.write('{"displayTimeUnit":"ns","otherData":'
-                  + json.dumps(other, separators=(",", ":")) + ',"traceEvents":[')
+                  + json.dumps({"source": "nsysscope", **other}, separators=(",", ":"))
+                  + ',"traceEvents":[')
         writer = EventWriter(out)
         yield writer
         out.write("\n]}\n")

@@ -64,7 +64,7 @@ def write_perfetto(path: str | os.PathLike[str], a: Analysis, all_kernels: bool 
     """Write ``a`` as a Perfetto/Chrome trace to ``path`` (gzip if ``.gz``); the number of
     events written."""
     tr = a.trace
-    other = {"source": "nsysscope", "nsysscope_version": __version__, "trace": tr.meta.path,
+    other = {"nsysscope_version": __version__, "trace": tr.meta.path,
              "nsys_version": tr.meta.nsys_version, "gpus": list(tr.meta.gpus),
              "verdict": a.summary.verdict}
     with open_trace(path, other) as w:

@@ -17,7 +17,7 @@ from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
 from ..model.schema import WrongKind
-from ..trace.formats import is_kineto
+from ..trace.formats import json_kind
 from .checks import check_comparable, run_checks
 from .findings import finding, latent_notes, new_latent, verdict
 from .thresholds import GateThresholds
@@ -127,8 +127,11 @@ def is_summary_file(path: str | Path) -> bool:
     """True for a JSON file (``summarize`` or ``report --format json`` output); traces are
     SQLite or compressed."""
     p = Path(path)
-    if is_kineto(p):  # a torch.profiler trace, .json like a summary
-        return False
+    try:
+        if json_kind(p) in ("kineto", "timeline"):  # .json like a summary: a torch.profiler
+            return False  # trace, or a timeline (load says it is not a trace)
+    except (UnreadableInput, OSError):
+        pass
     if p.suffix.lower() == ".json":
         return True
     try:

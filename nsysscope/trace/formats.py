@@ -1,6 +1,6 @@
 """What a file is, from its content: the kind of JSON it holds (a torch.profiler (Kineto)
-trace, an nsysscope summary, or other JSON; plain, gzip or xz; never judged by its name), and
-whether it is a trace nsysscope must never write over."""
+trace, an nsysscope summary or timeline, or other JSON; plain, gzip or xz; never judged by its
+name), and whether it is a trace nsysscope must never write over."""
 
 from __future__ import annotations
 
@@ -18,13 +18,18 @@ from .schema import connect_readonly
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
 _JSON_START = (b"{", b"[")
+#: how nsysscope's own timelines (``export``, ``--perfetto``) begin: a Chrome trace too, but
+#: one nsysscope wrote (:func:`nsysscope.export.chrome_json.open_trace`)
+TIMELINE_HEAD = b'{"displayTimeUnit":"ns","otherData":{"source":"nsysscope"'
 
 
 def json_kind(path: str | os.PathLike) -> str | None:
     """What a JSON input is, from its content (plain, gzip or xz; never by name):
     ``"kineto"`` (a torch.profiler / Chrome trace: a ``traceEvents`` key, or an array of
-    events, in its head), ``"summary"`` (nsysscope's own summary JSON), ``"json"`` (any
-    other JSON), or None when it is not JSON at all (SQLite, a report, anything else).
+    events, in its head), ``"timeline"`` (nsysscope's own Perfetto timeline: output, to be
+    written over again, not a trace), ``"summary"`` (nsysscope's own summary JSON),
+    ``"json"`` (any other JSON), or None when it is not JSON at all (SQLite, a report,
+    anything else).
 
     A file that cannot be read raises :class:`UnreadableInput`, as :func:`resolve` does."""
     p = Path(path)
@@ -42,6 +47,8 @@ def json_kind(path: str | os.PathLike) -> str | None:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(_JSON_START):
         return None
+    if text.startswith(TIMELINE_HEAD):
+        return "timeline"
     if b'"traceEvents"' in text or (text.startswith(b"[") and b'"ph"' in text):
         return "kineto"
     if b'"verdict"' in text and b'"trace"' in text:

@@ -94,7 +94,12 @@ def load(path: str | Path, nsys: str | None = None,
     JSON trace, plain or compressed: told apart by content); of an nsys export, only
     ``time_range`` when given (:mod:`.time_range`)."""
     span = time_range or WHOLE
-    if json_kind(path) is not None:
+    kind = json_kind(path)
+    if kind == "timeline":
+        raise UnreadableInput(f"{path}: an nsysscope timeline (export or --perfetto output), "
+                              "not a trace: open it in https://ui.perfetto.dev, and give "
+                              "nsysscope the trace it was made from")
+    if kind is not None:
         if not span.whole:
             raise UnreadableInput(f"{path}: a time range is read from nsys exports only, not "
                                   "from torch.profiler traces")

@@ -163,3 +163,28 @@ def test_unwritable_destination_is_one_line(tmp_path):
     r = CliRunner().invoke(cli, ["export", str(TWIN), "--perfetto",
                                  str(tmp_path / "missing" / "x.json.gz")])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+
+
+def test_a_timeline_is_written_again_and_never_read_as_a_trace(tmp_path):
+    """Running an export again failed (exit 2: "is a torch.profiler trace; nsysscope never
+    writes over a trace"), as did report on it (exit 3, no CUDA data) and a folder holding it
+    (an error row); plain and gzipped alike."""
+    from nsysscope.trace.formats import json_kind
+    for name in ("t.trace.json.gz", "t.trace.json"):
+        out = tmp_path / name
+        for _ in range(2):
+            export(TWIN, out)
+        assert json_kind(out) == "timeline"
+        r = CliRunner().invoke(cli, ["report", str(out)])
+        assert r.exit_code == 2 and r.stderr == (
+            f"nsysscope: error: {out}: an nsysscope timeline (export or --perfetto output), not "
+            "a trace: open it in https://ui.perfetto.dev, and give nsysscope the trace it was "
+            "made from\n")
+        assert CliRunner().invoke(cli, ["gate", str(out), str(TWIN)]).exit_code == 2
+    (tmp_path / "rank0.sqlite.xz").symlink_to(TWIN)
+    r = CliRunner().invoke(cli, ["report", str(tmp_path), "-j", "1"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("nsysscope report: ") and "t.trace.json" not in r.stdout
+    assert sorted(r.stderr.splitlines()) == sorted(
+        f"nsysscope: note: {tmp_path / n}: left out: nsysscope's timeline (export, --perfetto), "
+        "not a trace" for n in ("t.trace.json", "t.trace.json.gz"))

@@ -338,6 +338,10 @@ def test_json_that_is_not_a_trace(tmp_path):
     p = tmp_path / "list.json"
     p.write_text("[1, 2, 3]")
     _one_line(cli("report", p), 5, "not a torch.profiler trace")
+    p = tmp_path / "null.json"  # was "no traceEvents array (top-level keys: traceEvents)"
+    p.write_text('{"traceEvents": null}')
+    _one_line(cli("report", p), 5, "not a torch.profiler trace: its traceEvents is not an array "
+                                   "of events (null)")
 
 
 def test_a_summary_given_to_report(tmp_path):
@@ -520,16 +524,79 @@ def test_events_with_times_no_clock_gives_are_left_out_with_a_note(tmp_path):
     analysis is the undamaged trace's (the events damaged are aten ops, not CUDA calls)."""
     src = KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz"
     d = json.loads(gzip.decompress(src.read_bytes()))
-    ops = [e for e in d["traceEvents"] if e.get("cat") == "cpu_op"][:3]
-    for e, ts in zip(ops, (1e300, float("inf"), "x"), strict=True):
+    ops = [e for e in d["traceEvents"] if e.get("cat") == "cpu_op"][:4]
+    for e, ts in zip(ops, (1e300, float("inf"), "x", True), strict=True):  # True was 1.0 us
         e["ts"] = ts
     bad = tmp_path / "damaged.pt.trace.json"
     bad.write_text(json.dumps(d))
     r = subprocess.run([sys.executable, "-m", "nsysscope", "report", str(bad), "--format",
                         "json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0
-    assert r.stderr == ("nsysscope: note: damaged.pt.trace.json: 3 events without a usable "
+    assert r.stderr == ("nsysscope: note: damaged.pt.trace.json: 4 events without a usable "
                         "time (ts, dur: missing, not a number, or beyond any clock) left out\n")
     got = json.loads(r.stdout)
     want = analyze(load(src)).summary
     assert got["classes"] == want.classes and got["window_us"]["p50"] == want.window_us.p50
+
+
+def _nostack_case1_events() -> dict:
+    return json.loads(gzip.decompress(
+        (KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz").read_bytes()))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("pid", 2**70), ("tid", [1]), ("cat", ["cuda_runtime"]), ("args", {"correlation": 2**64})])
+def test_an_event_field_no_trace_holds_is_a_corrupt_trace(tmp_path, field, value):
+    """One CUDA call of a real trace damaged: an integer past 64 bits, a list where a thread
+    id or category is (all were exit 70, an internal error)."""
+    d = _nostack_case1_events()
+    call = next(e for e in d["traceEvents"] if e.get("cat") == "cuda_runtime")
+    call[field] = value
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text(json.dumps(d))
+    _one_line(cli("report", bad), 5, f"{bad}: corrupt torch.profiler trace: an event field of "
+                                     "the wrong type or size (")
+
+
+def test_a_number_of_thousands_of_digits_is_a_corrupt_trace(tmp_path):
+    raw = gzip.decompress((KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz")
+                          .read_bytes())
+    at = raw.index(b'"ts":') + len(b'"ts":')
+    end = raw.index(b",", at)
+    bad = tmp_path / "digits.json"
+    bad.write_bytes(raw[:at] + b"9" * 5000 + raw[end:])
+    _one_line(cli("report", bad), 5, "corrupt torch.profiler trace: an event field of the wrong "
+                                     "type or size (ValueError: ")
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path):
+    """json_kind took it for a trace, and the reader refused it (exit 5, "it starts with
+    '\\ufeff'")."""
+    raw = gzip.decompress((KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz")
+                          .read_bytes())
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + raw)
+    assert analyze(load(p)).summary.classes == analyze(load(
+        KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz")).summary.classes
+
+
+def test_launches_without_gpu_work_say_how_to_trace_it_with_torch_profiler(tmp_path):
+    """The advice was nsys's (-t cuda --cuda-graph-trace=node)."""
+    d = _nostack_case1_events()
+    d["traceEvents"] = [e for e in d["traceEvents"]
+                        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    p = tmp_path / "nogpu.json"
+    p.write_text(json.dumps(d))
+    proc = cli("report", p)
+    _one_line(proc, 7, "graph launches has GPU work in the trace")
+    assert "ProfilerActivity.CUDA" in proc.stderr and "cuda-graph-trace" not in proc.stderr
+
+
+def test_all_kernels_says_a_torch_profiler_trace_has_none_to_add(tmp_path):
+    """It wrote the same timeline as without the flag, and said nothing."""
+    out = tmp_path / "t.json.gz"
+    proc = cli("export", KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz", "--perfetto",
+               out, "--all-kernels")
+    assert proc.returncode == 0 and proc.stderr.startswith(
+        "nsysscope: note: --all-kernels reads a replay's kernels from an nsys export; a "
+        "torch.profiler trace's replays are drawn as one slice each\n"), proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ def read_kineto(path: str | Path) -> Trace:
                 raise NotAnNsysExport(f"{p}: not a JSON trace (it starts with {first[:1]!r})")
     except OSError as e:
         raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    except (OverflowError, TypeError, ValueError) as e:  # an event's field that no trace
+        # holds: a pid past 64 bits, a list for a thread id, a number of 5000 digits
+        raise NotAnNsysExport(f"{p}: corrupt torch.profiler trace: an event field of the "
+                              f"wrong type or size ({type(e).__name__}: {str(e)[:120]})") from None
     if not saw_events:
         raise _not_a_trace(p, top)
     return build_trace(c, top, p)
@@ -60,6 +65,10 @@ def _not_a_trace(p: Path, top: dict[str, Any]) -> Exception:
         return UnreadableInput(
             f"{p}: an nsysscope summary (summarize or report --format json output), not a "
             "trace; give it to 'nsysscope gate' as a side, or report the trace it came from")
+    if "traceEvents" in top:
+        return NotAnNsysExport(
+            f"{p}: JSON, but not a torch.profiler trace: its traceEvents is not an array of "
+            f"events ({json.dumps(top['traceEvents'])[:40]})")
     keys = ", ".join(sorted(top)[:5]) or "none"
     return NotAnNsysExport(
         f"{p}: JSON, but not a torch.profiler trace: no traceEvents array (top-level keys: "

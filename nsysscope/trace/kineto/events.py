@@ -71,7 +71,10 @@ class Collector:
 
     def _times(self, e: dict) -> tuple[float, float] | None:
         try:
-            ts, dur = float(e["ts"]), float(e.get("dur") or 0.0)
+            raw = e["ts"], e.get("dur") or 0.0
+            if bool in (type(raw[0]), type(raw[1])):  # float(True) is 1.0: no time
+                raise TypeError("a boolean time")
+            ts, dur = float(raw[0]), float(raw[1])
         except (KeyError, TypeError, ValueError):
             self.skipped += 1
             return None

@@ -43,7 +43,8 @@ class JsonStream:
 
     def __init__(self, f: BinaryIO, path: Path) -> None:
         self.f, self.path = f, path
-        self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # utf-8-sig: a byte order mark (which json_kind looks past) is not the document
+        self.text = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self.buf = ""
         self.pos = 0
         self.eof = False
