@@ -9,8 +9,8 @@ post-process k-1 and prepare k+1 while k runs.
 Each iteration is one NVTX range ``step N`` holding the phases ``schedule``, ``prepare``,
 ``launch``, ``sample``, ``wait_prev``, ``post`` and ``detokenize``. With ``overlap=False`` the
 same loop waits on the step it just launched: the plain synchronous reference.
-NB: the sample traces' Python stacks pin two places in this file (tests/test_source_lines.py):
-case 2's copy in ``_launch`` stays on line 116, and ``_sample`` spans line 127.
+NB: the sample traces' Python stacks pin two places in this file (tests/analysis/
+test_source_lines.py): case 2's copy in ``_launch`` stays on line 116, ``_sample`` spans 127.
 """
 
 from __future__ import annotations

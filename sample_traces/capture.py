@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Capture traces of engine_under_test on the GPU machine (see ../shared/gpu/README.md).
+"""Capture traces of engine_under_test on a GPU machine with nsys.
 
-Run from the repository root, with .gpu/ carried (nsys-capture.sh and its libraries):
+Run from the repository root. Each nsys capture goes through ``$NSYS_CAPTURE``: by default
+``.gpu/nsys-capture.sh`` where the machine has one (the H200 machine of the samples, whose
+report importer needed carried libraries), else ``sample_traces/nsys_capture.sh`` (nsys on
+PATH, or ``$NSYS``). Either is called as ``WRAPPER OUT_BASENAME -- COMMAND...`` and leaves
+``OUT_BASENAME.sqlite``.
 
     python3 sample_traces/capture.py OUTDIR SPEC... [--timeout S] [--budget S] [--pack DIR]
 
@@ -42,7 +46,9 @@ from pathlib import Path
 
 NSYS = "/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys"
 # overridable, for tests on a machine without nsys: $NSYS_CAPTURE, $CAPTURE_PYTHON
-CAPTURE = os.environ.get("NSYS_CAPTURE", ".gpu/nsys-capture.sh")
+_MACHINE_WRAPPER = ".gpu/nsys-capture.sh"
+CAPTURE = os.environ.get("NSYS_CAPTURE") or (
+    _MACHINE_WRAPPER if Path(_MACHINE_WRAPPER).is_file() else "sample_traces/nsys_capture.sh")
 PYTHON = os.environ.get("CAPTURE_PYTHON", "python3")
 ENGINE = [PYTHON, "-m", "engine_under_test"]
 PY_FLAGS = ("--python-sampling=true --python-sampling-frequency=2000", "--include-json true")

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Capture traces of engine_under_test on the GPU machine (see ../shared/gpu/README.md), from the
-# repository root:
+# Capture traces of engine_under_test on a GPU machine with nsys (capture.py says which nsys
+# wrapper it runs), from the repository root:
 #   sample_traces/capture.sh OUTDIR NAME:MODE:STEPS[:python|:aten|:][:ENGINE ARGS] ...
 # A thin wrapper of capture.py, which also takes pair:..., kineto:... and sleep:... specs, a
 # per-capture timeout and a budget for the whole command: see `python3 sample_traces/capture.py -h`.

@@ -1,18 +1,21 @@
 #!/bin/bash
 # Run-to-run noise and torch.profiler vs nsys, on one GPU (kind nvidia-h200), from the
 # repository root with .gpu carried:
-#   sample_traces/capture_runs.sh OUTDIR [all|runs|twins]   # PACK_DIR=$OUT packs OUTDIR
-# runs:  five separate healthy 200-step nsys runs (run1..run5, 5 s apart), then case1, case2
-#        and both, 200 steps each (about 5 minutes)
-# twins: torch.profiler captures kineto_{healthy,case1,case2,outcopy_case1} (100 steps) and
-#        nsys captures of exactly the same commands, nsys_twin_* (about 4 minutes)
+#   sample_traces/capture_runs.sh OUTDIR [all|runs|twins|twins2]   # PACK_DIR=$OUT packs OUTDIR
+# runs:   five separate healthy 200-step nsys runs (run1..run5, 5 s apart), then case1, case2
+#         and both, 200 steps each (about 5 minutes)
+# twins:  torch.profiler captures kineto_{healthy,case1,case2,outcopy_case1} (60 steps of 16
+#         layers) and nsys captures of exactly the same commands, nsys_twin_* (about 4 minutes;
+#         sample_traces/kineto/, "device run C")
+# twins2: the same without Python stacks (--torch-profile-no-stack), each followed by its nsys
+#         twin, nsys_twin2_* (sample_traces/kineto/, "device run D"; not in all)
 # all (the default) is both parts in one command: about 9 minutes, at the edge of a device run's
 # 10 minutes; CAPTURE_BUDGET (default 540 s) skips what would not fit, so prefer two runs:
 #   capture_runs.sh OUT1 runs   and   capture_runs.sh OUT2 twins
 # Compare modes within one part (one machine, one run), never across runs.
 # CAPTURE_ARGS adds options of capture.py, e.g. CAPTURE_ARGS=--dry-run prints the commands only.
 set -uo pipefail
-out=${1:?usage: capture_runs.sh OUTDIR [all|runs|twins]}
+out=${1:?usage: capture_runs.sh OUTDIR [all|runs|twins|twins2]}
 part=${2:-all}
 specs=()
 if [ "$part" = all ] || [ "$part" = runs ]; then
@@ -20,13 +23,25 @@ if [ "$part" = all ] || [ "$part" = runs ]; then
           "run4:healthy:200" "sleep:5" "run5:healthy:200"
           "case1_200:case1:200" "case2_200:case2:200" "both_200:both:200")
 fi
+# --layers 16: a ~8 ms replay, so that the host slowed by torch.profiler stays ahead of the GPU
 if [ "$part" = all ] || [ "$part" = twins ]; then
-  specs+=("kineto:kineto_healthy:healthy:100" "kineto:kineto_case1:case1:100"
-          "kineto:kineto_case2:case2:100" "kineto:kineto_outcopy_case1:case1:100:--output-copy"
-          "nsys_twin_healthy:healthy:100" "nsys_twin_case1:case1:100"
-          "nsys_twin_case2:case2:100" "nsys_twin_outcopy_case1:case1:100::--output-copy")
+  specs+=("kineto:kineto_healthy:healthy:60:--layers 16" "kineto:kineto_case1:case1:60:--layers 16"
+          "kineto:kineto_case2:case2:60:--layers 16"
+          "kineto:kineto_outcopy_case1:case1:60:--layers 16 --output-copy"
+          "nsys_twin_healthy:healthy:60::--layers 16" "nsys_twin_case1:case1:60::--layers 16"
+          "nsys_twin_case2:case2:60::--layers 16"
+          "nsys_twin_outcopy_case1:case1:60::--layers 16 --output-copy")
 fi
-[ ${#specs[@]} -gt 0 ] || { echo "capture_runs.sh: part must be all, runs or twins" >&2; exit 2; }
+if [ "$part" = twins2 ]; then
+  # NAME:MODE:EXTRA ENGINE ARGS
+  for twin in "healthy:healthy:" "case1:case1:" "case2:case2:" "outcopy_case1:case1: --output-copy"; do
+    IFS=: read -r name mode extra <<< "$twin"
+    specs+=("kineto:kineto_nostack_$name:$mode:60:--layers 16$extra --torch-profile-no-stack"
+            "nsys_twin2_$name:$mode:60::--layers 16$extra")
+  done
+fi
+[ ${#specs[@]} -gt 0 ] || { echo "capture_runs.sh: part must be all, runs, twins or twins2" >&2
+                            exit 2; }
 python3 "$(dirname "$0")/capture.py" "$out" "${specs[@]}" ${CAPTURE_ARGS:-}
 rc=$?
 ls -la "$out"

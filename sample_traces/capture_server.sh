@@ -1,8 +1,9 @@
 #!/bin/bash
 # The server-shaped captures, from the repository root with .gpu carried:
 #   sample_traces/capture_server.sh OUTDIR [all|tp2|one]    # PACK_DIR=$OUT packs OUTDIR
-# tp2 (needs 2 GPUs, kind nvidia-h200-x2; about 4 minutes): tensor parallel (TP=2, 12 layers
-#     per rank: 6 x TP) healthy, case1, case1 on rank 0 only; and two independent engines,
+# tp2 (needs 2 GPUs, kind nvidia-h200-x2; about 4 minutes): tensor parallel (TP=2: 12 layers,
+#     each rank holding half of every layer's heads and FFN) healthy, case1, case1 on rank 0
+#     only (with Python sampling), 100 steps ("device run C"); and two independent engines,
 #     healthy on GPU 0 and case1 on GPU 1, in one report
 # one (1 GPU is enough; about 4 minutes): vLLM-style output copy on a side stream (healthy,
 #     case1, case1 every 8th step) and event-polling waits (100 steps: polling makes ~550k
@@ -17,9 +18,9 @@ part=${2:-all}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 specs=()
 if [ "$part" = all ] || [ "$part" = tp2 ]; then
-  specs+=("tp2_healthy_200:healthy:200::--tp 2"
-          "tp2_case1_200:case1:200::--tp 2"
-          "tp2_case1_rank0_200:case1:200::--tp 2 --readback-ranks 0")
+  specs+=("tp2_healthy_100:healthy:100::--tp 2"
+          "tp2_case1_100:case1:100::--tp 2"
+          "tp2_case1_rank0_py_100:case1:100:python:--tp 2 --readback-ranks 0")
 fi
 if [ "$part" = all ] || [ "$part" = one ]; then
   specs+=("outcopy_healthy_200:healthy:200::--output-copy"

@@ -18,7 +18,8 @@ untouched:
   (command lines, paths, process names) and to environment values. Bytes that LZ4 copies
   from earlier output follow their source.
 
-The environment's names are blanked as well as its values, and the kernel's version strings.
+The environment's names are blanked as well as its values, and the kernel's version strings
+(nsys's own launch settings keep ``LD_PRELOAD={}``: its placeholder, nothing of the machine).
 The script then decodes the blocks again and fails if their structure changed or a marker of
 the capture machine is still readable: generic ones (:data:`MARKERS`) and those given with
 ``--marker`` (the machine's own host, container and process names: never committed here).

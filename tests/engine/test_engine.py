@@ -23,7 +23,7 @@ if str(REPO) not in sys.path:  # so plain ``pytest`` finds the engine, not only 
 
 from engine_under_test.backend import CpuBackend  # noqa: E402
 from engine_under_test.config import MODES, EngineConfig, ModelConfig  # noqa: E402
-from engine_under_test.engine import Engine, RunResult  # noqa: E402
+from engine_under_test.engine import Engine, ModelRunner, RunResult  # noqa: E402
 from engine_under_test.model import KVCache, Llama  # noqa: E402
 from engine_under_test.sampler import (  # noqa: E402
     TOP_K,
@@ -78,6 +78,64 @@ def test_modes_emit_identical_tokens(mode):
     assert other.outputs == healthy.outputs
     assert other.finished == healthy.finished
     assert other.digest == healthy.digest
+
+
+def _planted(monkeypatch, **overrides) -> tuple[list, list]:
+    """One short run with the two planted bugs' places watched: the readback each step's
+    ``sample`` asks ``finish_sampling`` for (step, readback), and each copy of the step inputs
+    to the device (whether from one of the engine's staging buffers, and non-blocking)."""
+    import engine_under_test.engine as engine_module
+    eng = Engine(MODEL, _cfg(**{**dict(steps=24), **overrides}), CpuBackend())
+    step: list[int] = []
+    readbacks: list[tuple[int, str | None]] = []
+    copies: list[tuple[bool, bool]] = []
+    runner = eng.runner
+    real_sample, real_finish, real_copy = ModelRunner.sample, engine_module.finish_sampling, \
+        torch.Tensor.copy_
+
+    def sample(self, k, *args):
+        step.append(k)
+        try:
+            return real_sample(self, k, *args)
+        finally:
+            step.pop()
+
+    def finish(*args):
+        if step:  # a step's sample (not the graphs' capture)
+            readbacks.append((step[-1], args[4] if len(args) > 4 else None))
+        return real_finish(*args)
+
+    staging = {b.data_ptr() for b in runner.h_ints}
+
+    def copy(dst, src, non_blocking=False):
+        if dst.data_ptr() == runner.d_ints.data_ptr():
+            copies.append((src.data_ptr() in staging, non_blocking))
+        return real_copy(dst, src, non_blocking)
+
+    monkeypatch.setattr(ModelRunner, "sample", sample)
+    monkeypatch.setattr(engine_module, "finish_sampling", finish)
+    monkeypatch.setattr(torch.Tensor, "copy_", copy)
+    eng.run()
+    monkeypatch.undo()
+    assert len(readbacks) >= 20 and len(copies) >= 20
+    return readbacks, copies
+
+
+def test_each_mode_plants_its_bug_where_it_says(monkeypatch):
+    """Every mode gives the same tokens (above), so deleting a planted bug passed every test:
+    case 1 reads greedy-ness back in ``sample`` on the steps it says (``is_greedy.all()``,
+    or ``.tolist()``); case 2 copies the step inputs from pageable memory (not the staging
+    buffers) with a blocking copy; healthy does neither."""
+    readbacks, copies = _planted(monkeypatch)
+    assert {r for _, r in readbacks} == {None} and set(copies) == {(True, True)}
+    readbacks, copies = _planted(monkeypatch, mode="case1")
+    assert {r for _, r in readbacks} == {"all"} and set(copies) == {(True, True)}
+    readbacks, _ = _planted(monkeypatch, mode="case1", readback="tolist", stall_every=4)
+    assert readbacks == [(k, "tolist" if k % 4 == 0 else None) for k, _ in readbacks]
+    readbacks, copies = _planted(monkeypatch, mode="case2")
+    assert {r for _, r in readbacks} == {None} and set(copies) == {(False, False)}
+    readbacks, copies = _planted(monkeypatch, mode="both")
+    assert {r for _, r in readbacks} == {"all"} and set(copies) == {(False, False)}
 
 
 def test_different_seed_gives_different_tokens():

@@ -101,7 +101,7 @@ def test_driver_rejects_a_malformed_spec_before_running_anything(tmp_path):
 
 
 @pytest.mark.parametrize("script, names", [
-    ("capture_server.sh", ["tp2_healthy_200", "tp2_case1_200", "tp2_case1_rank0_200",
+    ("capture_server.sh", ["tp2_healthy_100", "tp2_case1_100", "tp2_case1_rank0_py_100",
                            "outcopy_healthy_200", "outcopy_case1_200", "outcopy_case1_every8_200",
                            "twoproc_200", "poll_healthy_100", "poll_case1_100",
                            "poll_async_case1_100"]),
@@ -125,6 +125,52 @@ def test_capture_scripts_list_the_planned_captures(tmp_path, script, names):
             kineto = commands[f"kineto_{mode}"].split("--torch-profile")[0].split(": ", 1)[1]
             assert kineto.strip() in commands[f"nsys_twin_{mode}"]
         assert proc.stdout.count("== sleep 5 s") == 4
+        # as the committed twins were captured (sample_traces/README.md; their exports'
+        # META_DATA_CAPTURE says so): 60 steps of 16 layers
+        assert all("--steps 60 --layers 16" in commands[n] for n in names if "twin" in n
+                   or "kineto" in n)
     else:
+        assert "--python-sampling=true" in commands["tp2_case1_rank0_py_100"]
         assert "CUDA_VISIBLE_DEVICES=0" in commands["twoproc_200"]
         assert "CUDA_VISIBLE_DEVICES=1" in commands["twoproc_200"]
+
+
+def test_capture_runs_twins2_are_the_no_stack_captures_and_their_twins(tmp_path):
+    """"Device run D" (sample_traces/README.md) had no script: each torch.profiler capture
+    without stacks, then its nsys twin of the same command."""
+    proc = subprocess.run(["bash", str(REPO / "sample_traces" / "capture_runs.sh"),
+                           str(tmp_path / "o"), "twins2"], cwd=REPO,
+                          env=dict(os.environ, CAPTURE_ARGS="--dry-run"), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines()
+             if line.startswith("== ") and not line.startswith("== done")]
+    modes = ("healthy", "case1", "case2", "outcopy_case1")
+    assert [line.split(":")[0][3:] for line in lines] == [
+        n for m in modes for n in (f"kineto_nostack_{m}", f"nsys_twin2_{m}")]
+    for kineto, nsys in zip(lines[::2], lines[1::2], strict=True):
+        assert "--torch-profile-no-stack" in kineto and "--steps 60 --layers 16" in nsys
+        assert nsys.split(": ", 1)[1].split(" --json")[0] in kineto
+    assert "--mode case1 --steps 60 --layers 16 --output-copy" in lines[-1]
+
+
+def test_the_portable_nsys_wrapper_profiles_and_exports(tmp_path):
+    """capture.py's default nsys wrapper away from the H200 machine: a real nsys (2023.4 here)
+    profiles a CPU-only program with the samples' flags and leaves an export nsysscope reads
+    (and refuses, having no CUDA: exit 3)."""
+    sys.path.insert(0, str(REPO / "tests" / "trace"))
+    from test_nsys_rep import NSYS
+    if NSYS is None:
+        pytest.skip("nsys is not installed ($NSYS, PATH or /opt/nsys-2023.4: "
+                    ".ci/install-nsys.sh)")
+    out = tmp_path / "tiny"
+    proc = subprocess.run(["bash", str(REPO / "sample_traces" / "nsys_capture.sh"), str(out),
+                           "--", sys.executable, "-c", "print('hi')"],
+                          env=dict(os.environ, NSYS=NSYS), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert out.with_suffix(".nsys-rep").is_file() and out.with_suffix(".sqlite").is_file()
+    report = subprocess.run([sys.executable, "-m", "nsysscope", "report",
+                             str(out.with_suffix(".sqlite"))], capture_output=True, text=True,
+                            timeout=300)
+    assert report.returncode == 3 and "no CUDA data in this trace" in report.stderr

@@ -1,0 +1,19 @@
+#!/bin/bash
+# One nsys capture of a command, as capture.py takes it on any machine with nsys on PATH:
+#   sample_traces/nsys_capture.sh OUT_BASENAME -- COMMAND [ARGS...]
+# makes OUT_BASENAME.nsys-rep and exports OUT_BASENAME.sqlite. The flags are the samples'
+# (sample_traces/README.md): CUDA and NVTX, CUDA graphs traced per node, no CPU sampling.
+# NSYS: the nsys to run (default: nsys on PATH). NSYS_FLAGS: more profile flags (capture.py
+# passes --python-sampling=true ... or --pytorch=autograd-nvtx); NSYS_EXPORT_FLAGS: export flags
+# (--include-json true: the Python stacks are JSON NVTX payloads, exported only so).
+# The H200 machine these samples came from needed its report importer run by hand (a missing
+# library); capture.py uses such a machine's own wrapper, .gpu/nsys-capture.sh, when present.
+set -uo pipefail
+out=${1:?usage: nsys_capture.sh OUT_BASENAME -- COMMAND [ARGS...]}; shift
+[ "${1:-}" = "--" ] && shift
+nsys=${NSYS:-nsys}
+rm -f "$out.nsys-rep" "$out.sqlite"
+"$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node ${NSYS_FLAGS:-} \
+    -o "$out" -f true "$@"
+[ -f "$out.nsys-rep" ] || { echo "nsys_capture: no report made" >&2; exit 1; }
+"$nsys" export --type sqlite ${NSYS_EXPORT_FLAGS:-} -o "$out.sqlite" -f true "$out.nsys-rep"
