@@ -19,6 +19,7 @@ from .. import render
 from ..analysis.windows import analyze_file
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
+from ..gate.thresholds import source_note
 from .options import (
     analysis_options,
     check_distinct,
@@ -155,7 +156,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     base, cand = read_sides(baseline, candidate, cfg, nsys, events=fmt == "html")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
-        result = replace(result, notes=(*result.notes, f"thresholds from {source}"))
+        result = replace(result, notes=(*result.notes, source_note(source)))
     if settings:
         result = replace(result, notes=(*result.notes, settings))
     write_output(render.render("gate", fmt, result, baseline=base, candidate=cand,

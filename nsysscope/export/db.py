@@ -25,9 +25,11 @@ written: the same traces give the same database.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
+import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,7 @@ import pandas as pd
 
 from ..analysis import Analysis
 from ..errors import UnreadableInput
+from ..model import StallSite
 from ..model.schema import to_plain
 from ..util.version import __version__
 from .per_launch import per_launch_table
@@ -266,11 +269,23 @@ def _records(rows: list[dict[str, Any]], types: dict[str, type] | None = None) -
     return columns, iter(rows)
 
 
-#: the sites table's columns, so that a trace without stalls still has them
-_SITE_TYPES: dict[str, type] = {
-    "trace": str, "rank": int, "klass": str, "count": int, "lost_us": float, "share": float,
-    "phase": str, "op": str, "api_chain": str, "nvtx_path": str, "thread": str,
-    "mean_block_us": float, "example_launch": int, "fix": str, "source": str}
+def _site_types() -> dict[str, type]:
+    """The sites table's columns, from :class:`StallSite`'s fields (a nested one as JSON
+    text), so that a trace without stalls, or whose sites leave a value out, still makes
+    each column with its type (a first site without a projected gain made
+    ``speedup_if_fixed`` a TEXT column, and later traces' numbers text)."""
+    hints = typing.get_type_hints(StallSite)
+    types: dict[str, type] = {"trace": str, "rank": int}
+    for f in dataclasses.fields(StallSite):
+        if f.name == "extra":
+            continue
+        kind = next((t for t in typing.get_args(hints[f.name]) if t is not type(None)),
+                    hints[f.name])
+        types[f.name] = kind if kind in (int, float, str) else str
+    return types
+
+
+_SITE_TYPES = _site_types()
 
 
 def _value_type(v: Any) -> type:

@@ -20,7 +20,7 @@ from ..model.schema import WrongKind
 from ..trace.formats import json_kind
 from .checks import check_comparable, run_checks
 from .findings import finding, latent_notes, new_latent, verdict
-from .thresholds import GateThresholds
+from .thresholds import GateThresholds, load_thresholds, source_note
 
 
 def compare(baseline: Any, candidate: Any,
@@ -32,6 +32,9 @@ def compare(baseline: Any, candidate: Any,
     Each side is a :class:`Summary` (pure comparison), or anything :func:`summary_of` reads: a
     trace path, a summary JSON path, an :class:`~nsysscope.OpenTrace` or an
     :class:`~nsysscope.Analysis` (``config`` and ``nsys`` apply when a trace is analysed).
+    ``thresholds`` None: as ``nsysscope gate`` takes them, the defaults updated by the
+    ``[tool.nsysscope.gate]`` table of the ``pyproject.toml`` found from the working folder
+    (named in the notes).
     """
     if not isinstance(baseline, Summary):
         baseline_label = baseline_label or _label(baseline)
@@ -39,8 +42,9 @@ def compare(baseline: Any, candidate: Any,
     if not isinstance(candidate, Summary):
         candidate_label = candidate_label or _label(candidate)
         candidate = summary_of(candidate, config=config, nsys=nsys)
+    source = None
     if thresholds is None:
-        t = GateThresholds()
+        t, source = load_thresholds()
     elif isinstance(thresholds, dict):
         t = GateThresholds.from_dict(thresholds)
     else:
@@ -58,6 +62,8 @@ def compare(baseline: Any, candidate: Any,
         checks += scoped
         notes += more
         sides.update((x.name, (b, c)) for x in scoped)
+    if source is not None:
+        notes.append(source_note(source))
     regressions = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == FAIL)
     improvements = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == IMPROVED)
     passed = not regressions

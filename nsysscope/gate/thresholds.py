@@ -144,6 +144,11 @@ def table_from(path: str | Path) -> dict[str, Any]:
     return table
 
 
+def source_note(path: Path) -> str:
+    """The gate's note naming the file whose table set its thresholds."""
+    return f"thresholds from {path}"
+
+
 def load_thresholds(config: str | Path | None = None, overrides: dict[str, Any] | None = None,
                     start: str | Path | None = None,
                     options: dict[str, str] | None = None) -> tuple[GateThresholds, Path | None]:

@@ -159,3 +159,18 @@ def test_step_is_an_integer_column_whatever_trace_comes_first(tmp_path):
     assert types["step"] == "INTEGER"
     assert rows(db, "SELECT typeof(step), COUNT(*) FROM launches WHERE step IS NOT NULL "
                     "GROUP BY 1") == [("integer", 300)]
+
+
+def test_site_columns_have_their_types_whatever_trace_comes_first(tmp_path):
+    """The healthy trace's sites (launch-bound gaps) have no projected gain: written first, they
+    made speedup_if_fixed and launches_per_s_if_fixed TEXT columns, and case 1's 1.577 text."""
+    db = tmp_path / "sites.db"
+    for name in ("h200_healthy_300", "h200_case1_300"):
+        r = CliRunner().invoke(cli, ["report", str(SAMPLES / f"{name}.sqlite.xz"),
+                                     "--per-launch", str(db)])
+        assert r.exit_code == 0, r.output
+    types = {name: ty for _, name, ty, *_ in rows(db, "PRAGMA table_info(sites)")}
+    assert types["speedup_if_fixed"] == types["launches_per_s_if_fixed"] == "REAL"
+    assert types["pid"] == "INTEGER" and types["mean_polls"] == "REAL"
+    assert rows(db, "SELECT klass, typeof(speedup_if_fixed) FROM sites WHERE klass = "
+                    "'gpu_to_cpu'") == [("gpu_to_cpu", "real")]

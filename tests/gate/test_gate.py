@@ -409,6 +409,10 @@ def test_pyproject_thresholds_are_honoured(summary_file, tmp_path, monkeypatch):
         assert "GPU work per launch p50: 3.24 ms -> 3.24 ms" in r.stdout
         assert f"thresholds from {tmp_path / 'pyproject.toml'}" in r.stdout
         assert "-max(50 us, 10%)" in r.stdout
+        # nsysscope.compare takes them as the command does (it ran on the defaults, passed)
+        result = compare(summary_file("healthy"), summary_file("healthy_long"))
+        assert not result.passed and result.exit_code == 1
+        assert f"thresholds from {tmp_path / 'pyproject.toml'}" in result.notes
     # an option beats the pyproject value
     r = gate(summary_file("healthy"), summary_file("healthy_long"), "--fail-on-slowdown", "0")
     assert r.exit_code == 0, r.output
