@@ -64,8 +64,7 @@ class OpenTrace:
         pid, name, device, launch counts, a column per class, GPU busy, launches/s and time
         in collectives. ``proc`` is the process key the other tables use (``waited_for``
         names a peer by it)."""
-        p = self.analysis.processes
-        return p.rename(columns={c: str(c) for c in p.columns})
+        return self.analysis.processes
 
     def summary(self) -> Summary:
         return self.analysis.summary

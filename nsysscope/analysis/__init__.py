@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..errors import NothingToAnalyse, ProfilerLostData
 from ..model import Summary
+from ..trace.apis import LAUNCH_APIS
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from ..util.units import timeline_span
@@ -123,7 +124,7 @@ def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
 
 
 def _require_launches(trace: Trace) -> None:
-    n = int(trace.api["name"].isin({"cudaGraphLaunch", "cuGraphLaunch"}).sum())
+    n = int(trace.api["name"].isin(LAUNCH_APIS).sum())
     if n:
         return
     span = trace.meta.time_range_ns

@@ -77,9 +77,11 @@ class AnalysisConfig:
                 raise ValueError(f"{name} must be a finite number {where}, not {v!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON has them (a tuple as a list, so that a summary read back from
+        its JSON equals the one written)."""
         d = asdict(self)
         d.pop("source_root")  # where this machine keeps the source: not a setting, maybe private
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
     def warmup_for(self, n_launches: int) -> int:
         if self.warmup_launches is not None:

@@ -23,9 +23,8 @@ from ..trace.load import Trace
 from .config import AnalysisConfig
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
-           *LAUNCH_CLASSES, "busy_ns", "span_ns", "gpu_busy", "launches_per_s",
-           "collective_wait_ns",
-           "waited_for"]
+           *(str(k) for k in LAUNCH_CLASSES), "busy_ns", "span_ns", "gpu_busy",
+           "launches_per_s", "collective_wait_ns", "waited_for"]
 
 #: classes never in the steady state: nothing follows the last launch on a stream, and a
 #: launch without GPU work in the trace has no replay to judge

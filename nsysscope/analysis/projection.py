@@ -38,9 +38,6 @@ import pandas as pd
 
 from .launches import busy_until
 
-#: columns :func:`step_costs` adds to the launch table
-COLUMNS = ("period_ns", "gpu_work_ns", "host_blocked_ns")
-
 
 def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
     """``period_ns``, ``gpu_work_ns`` and ``host_blocked_ns`` for every launch."""

@@ -38,9 +38,6 @@ from ..trace.python_samples import PythonSamples
 from .config import AnalysisConfig
 from .sites import SITE_KEYS
 
-SOURCE_COLUMNS = ("src_file", "src_line", "src_function", "src_text", "src_samples",
-                  "src_block_samples")
-
 
 def library_predicate(globs: Iterable[str]) -> Callable[[str], bool]:
     """``is_library(path)`` for ``fnmatch`` globs (``*`` also matches ``/``)."""

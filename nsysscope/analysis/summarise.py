@@ -45,7 +45,7 @@ MAX_DISTRIBUTION = 4000
 
 #: the launch table's columns the summary's steady-state numbers read
 _SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns",
-               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns"]
+               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns"]
 
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
@@ -191,7 +191,6 @@ def _distributions(steady: pd.DataFrame) -> Distributions:
     def us(col: str) -> list[float | None]:
         return _us(s[col])
 
-    work = s["gpu_end_ns"] - s["gpu_start_ns"] + (s["gpu_gap_ns"] - s["gpu_idle_ns"])
     return Distributions(window_us=us("window_ns"), gpu_idle_us=us("gpu_idle_ns"),
                          klass=[str(k) for k in s["klass"]], sampled_from=len(steady),
-                         gpu_work_us=_us(work))
+                         gpu_work_us=us("gpu_work_ns"))  # .projection.step_costs

@@ -8,7 +8,7 @@ from ..model import ProcessSummary, StallSite, Summary
 from ..model.summary import NO_NVTX
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
-from ..util.units import us
+from ..util.units import pct, us
 from .config import AnalysisConfig
 
 
@@ -105,7 +105,7 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
                       f"(GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)")
     queued = n - stalled - lb  # a launch-bound gap: the next launch came after the GPU idled
     return True, (f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU; "
-                  f"GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else
+                  f"GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else
                   f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU")
 
 
@@ -128,9 +128,10 @@ def _located(top: StallSite | None) -> str:
 
 
 def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
-    """A process's status (``stalls``, ``waits_for_peer``, ``launch_bound``, ``healthy``) and
-    its one-line verdict. A rank whose own launches are on time but whose GPU spins in
-    collectives for a slower peer waits for that peer: it is neither stalled nor healthy."""
+    """A process's status (``stalls``, ``waits_for_peer``, ``launch_bound``, ``healthy``, or
+    ``idle`` without steady launches) and its one-line verdict. A rank whose own launches are
+    on time but whose GPU spins in collectives for a slower peer waits for that peer: it is
+    neither stalled nor healthy."""
     n = p.steady_launches
     stalled = sum(p.stalls.values())
     if not n:
@@ -148,7 +149,7 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     lb = p.classes.get("launch_bound", 0)
     if lb / n > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
         return "launch_bound", f"launch-bound on {lb}/{n} launches"
-    busy = f"; GPU busy {p.gpu_busy:.1%}" if p.gpu_busy is not None else ""
+    busy = f"; GPU busy {pct(p.gpu_busy)}" if p.gpu_busy is not None else ""
     return "healthy", (f"healthy: {n - stalled - lb}/{n} steady launches queued ahead of the "
                        f"GPU{busy}")
 
@@ -171,7 +172,7 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     if lb:
         return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
                       f"(pid {', '.join(str(p.pid) for p in lb)})")
-    busy = f"; GPU busy {s.gpu_busy:.1%}" if s.gpu_busy is not None else ""
+    busy = f"; GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else ""
     queued = s.steady_launches - sum(s.stalls.values()) - s.classes.get("launch_bound", 0)
     return True, (f"overlap healthy in all {n} processes: {queued}/{s.steady_launches} steady "
                   f"launches queued ahead of the GPU{busy}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import Aggregate, LaunchClass, TraceResult
-from ..util.units import ms
+from ..util.units import ms, pct
 
 
 def _p50(arrays: list[np.ndarray]) -> float | None:
@@ -67,4 +67,4 @@ def worst_line(agg: Aggregate, names: dict[str, str] | None = None) -> str:
     top = next((x for x in s.sites if x.klass == kind), None)
     where = f" at {top.where}" if top else ""
     return (f"{who} stalls most: {w.stalled}/{s.steady_launches} steady launches "
-            f"({w.stall_share:.1%}, {kind}{where}), {ms(w.lost_us)} GPU idle after stalls.")
+            f"({pct(w.stall_share)}, {kind}{where}), {ms(w.lost_us)} GPU idle after stalls.")

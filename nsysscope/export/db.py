@@ -42,7 +42,7 @@ from ..errors import UnreadableInput
 from ..model import StallSite
 from ..model.schema import to_plain
 from ..util.version import __version__
-from .per_launch import per_launch_table
+from .per_launch import os_ids, per_launch_table
 
 if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
     from sqlite_utils import Database
@@ -207,9 +207,7 @@ def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[s
                               **{k: _plain(v) for k, v in to_plain(site).items()}}
                              for i, site in enumerate(s.sites)], _SITE_TYPES)
     yield "summary", _records([_summary_row(a, label, rank)], {"trace": str, "rank": int})
-    processes = getattr(a, "processes", None)
-    if isinstance(processes, pd.DataFrame):
-        yield "processes", _frame(processes, label)
+    yield "processes", _frame(a.processes, label)
     t = s.trace
     yield "meta", _records([{
         "trace": label, "path": t.path, "abspath": _abspath(t.path),
@@ -237,8 +235,8 @@ def _summary_row(a: Analysis, label: str, rank: int | None) -> dict[str, Any]:
 
 def _with_pids(df: pd.DataFrame) -> pd.DataFrame:
     if "tid" in df.columns and "pid" not in df.columns:
-        tid = df["tid"].to_numpy(dtype=np.int64)
-        df = df.assign(pid=(tid >> 24) & 0xFFFFFF, os_tid=tid & 0xFFFFFF)
+        pid, os_tid = os_ids(df["tid"])
+        df = df.assign(pid=pid, os_tid=os_tid)
     return df
 
 

@@ -13,13 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: nsys ENUM_CUDA_MEMCPY_OPER (the same ids in every export schema nsysscope reads)
-COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
-              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH",
-              13: "UVM DtoD"}
-#: nsys ENUM_CUDA_MEM_KIND
-MEMORY_KINDS = {0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed",
-                5: "device static", 6: "managed static", 7: "unknown"}
+from ..trace.apis import COPY_KINDS, MEMORY_KINDS
 
 
 def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:

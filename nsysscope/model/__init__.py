@@ -1,7 +1,8 @@
 """Every result type nsysscope produces, and the registry renderers are found through.
 
-The bottom layer above :mod:`nsysscope.errors` and :mod:`nsysscope.util`: plain frozen
-dataclasses (stdlib and numpy only) with versioned ``to_dict``/``from_dict``
+The bottom layer above :mod:`nsysscope.errors` and :mod:`nsysscope.util`: plain dataclasses
+(stdlib and numpy only; frozen, except the batch results, which a run fills in as its traces
+finish) with versioned ``to_dict``/``from_dict``
 (:mod:`.schema`). ``summary`` is one trace's result, ``gate`` a comparison of two, ``batch``
 many traces at once; ``classes`` holds the :class:`LaunchClass` enum.
 """

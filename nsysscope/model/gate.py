@@ -36,7 +36,7 @@ class Check(Record):
     change: float | None  # candidate - baseline, in ``unit`` (pp for "%")
     change_pct: float | None  # relative change, percent of the baseline
     threshold: str  # the rule, as a reader sees it
-    status: str  # pass | fail | improved | n/a
+    status: str  # pass | fail | improved | changed | n/a
     p_value: float | None = None
     ci: tuple[float, float] | None = None  # 95 % bootstrap interval of ``change``
     detail: str = ""

@@ -208,7 +208,8 @@ class ProcessSummary(Record):
 
     ``status`` says what limits the process: ``stalls`` (its own host waits let the GPU run
     dry), ``waits_for_peer`` (its own launches are on time, but its GPU spins in collectives
-    waiting for ``waits_for_pid``), ``launch_bound`` or ``healthy``."""
+    waiting for ``waits_for_pid``), ``launch_bound``, ``healthy``, or ``idle`` (no steady
+    launch to judge)."""
 
     pid: int
     name: str

@@ -7,6 +7,7 @@ import json
 
 from ..batch.aggregate import shown_names
 from ..model import BatchResult
+from .base import cell
 
 _HEAD = ["rank", "trace", "launches", "steady", "stalls", "stall %", "window p50 us",
          "GPU idle p50 us", "GPU busy", "launches/s", "verdict"]
@@ -77,16 +78,12 @@ def render_text(b: BatchResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _esc(c: str) -> str:
-    return c.replace("|", "\\|")
-
-
 def render_markdown(b: BatchResult) -> str:
     rows = _rows(b)
     lines = [f"## nsysscope report: {b.aggregate.traces} traces{how(b)}", "",
              "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
-    lines += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in rows[:-1]]
-    lines += ["| " + " | ".join(f"**{_esc(c)}**" for c in rows[-1]) + " |", "",
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows[:-1]]
+    lines += ["| " + " | ".join(f"**{cell(c)}**" for c in rows[-1]) + " |", "",
               b.aggregate.worst_line, ""]
     return "\n".join(lines)
 

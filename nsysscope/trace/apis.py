@@ -22,6 +22,18 @@ STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 QUERY_APIS = frozenset({"cudaEventQuery", "cudaStreamQuery", "cuEventQuery", "cuStreamQuery"})
 
 
+#: nsys ``ENUM_CUDA_MEMCPY_OPER``: a copy's kind by id (the same ids in every export schema
+#: nsysscope reads; torch.profiler traces name the kind, and are given these ids)
+COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH",
+              13: "UVM DtoD"}
+#: nsys ``ENUM_CUDA_MEM_KIND``: a copy's source or destination memory by id
+MEMORY_KINDS = {0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed",
+                5: "device static", 6: "managed static", 7: "unknown"}
+#: the ids the analysis asks for (``Trace.enums``), where an export has no enum tables
+DEFAULT_ENUMS = {"htod": 1, "dtoh": 2, "pageable": 0}
+
+
 def is_copy_api(name: str) -> bool:
     return name.startswith(("cudaMemcpy", "cuMemcpy"))
 

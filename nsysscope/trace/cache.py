@@ -184,8 +184,8 @@ def _remove_dead_temporaries(folder: Path) -> None:
 
 def human(n: float) -> str:
     """``210.3 MB``: a byte count for people (powers of 1024, as the cap is given)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"

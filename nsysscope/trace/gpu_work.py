@@ -23,7 +23,8 @@ EAGER_COLUMNS = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "k
                  "src_kind", "dst_kind", "bytes"]
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_MEMSET")
-_GPU_KINDS = ["kernel", "memcpy", "memset"]
+#: what an eager op is: ``gpu_ops.kind``
+GPU_KINDS = ["kernel", "memcpy", "memset"]
 # per table: SQL for the copy columns of an eager op (copy_kind, src_kind, dst_kind, bytes);
 # what a table lacks is -1 (bytes: 0 for kernels)
 _COPY_SQL = {
@@ -68,7 +69,7 @@ class GpuWork:
         order = np.lexsort((rowid, kind, start))
         df = frame(EAGER_COLUMNS, [a[order] for a in
                                    (start, end, stream, device, corr, proc, kind, *copy)])
-        df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=_GPU_KINDS)
+        df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=GPU_KINDS)
         return df
 
     def graph_work(self) -> pd.DataFrame:

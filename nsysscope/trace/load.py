@@ -20,15 +20,7 @@ from ..errors import NotAnNsysExport, UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
 from . import tables
-from .apis import (  # noqa: F401 - the vocabulary, re-exported for the analysis
-    LAUNCH_APIS,
-    QUERY_APIS,
-    RECORD_APIS,
-    STREAM_WAIT_APIS,
-    SYNC_APIS,
-    is_copy_api,
-    process_of,
-)
+from .apis import DEFAULT_ENUMS, LAUNCH_APIS
 from .formats import json_kind
 from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
@@ -66,8 +58,8 @@ class TraceMeta(TraceInfo):
 class Trace:
     """The normalised trace every analysis reads. Analyses never issue SQL.
 
-    ``proc`` is the process key (:func:`process_of`); correlation ids, streams, event sync ids
-    and device ids mean something only together with it."""
+    ``proc`` is the process key (:func:`.apis.process_of`); correlation ids, streams, event
+    sync ids and device ids mean something only together with it."""
 
     meta: TraceMeta
     api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, status (return code), name
@@ -166,9 +158,9 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         tables.launches_span(s),
         **tables.capture_span(s, api))
     enums = dict(
-        htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", 1),
-        dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", 2),
-        pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", 0))
+        htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", DEFAULT_ENUMS["htod"]),
+        dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),
+        pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", DEFAULT_ENUMS["pageable"]))
     return Trace(meta=meta, api=api, graph_work=graph_work_table, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records, nvtx=nvtx,
                  threads=tables.threads_table(s), processes=tables.processes_table(s),

@@ -209,12 +209,3 @@ class Schema:
                 return i
         return default
 
-    def nvtx_text_sql(self, alias: str = "n") -> str:
-        """SQL for an NVTX event's text, inline or interned, whichever this schema has."""
-        cols = self.columns("NVTX_EVENTS")
-        parts = []
-        if "text" in cols:
-            parts.append(f"NULLIF({alias}.text, '')")
-        if "textId" in cols:
-            parts.append(f"(SELECT value FROM StringIds WHERE id = {alias}.textId)")
-        return f"COALESCE({', '.join(parts)}, '')" if parts else "''"

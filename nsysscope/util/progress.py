@@ -70,10 +70,6 @@ class Progress:
             if label is not None:
                 self.label = label
 
-    def set_label(self, label: str) -> None:
-        with self._lock:
-            self.label = label
-
     def close(self) -> None:
         if self._thread is None:
             return

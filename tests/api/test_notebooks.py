@@ -70,6 +70,7 @@ def test_processes_are_a_table_of_the_summary_s_processes(sample_path):
     s = sorted(t.summary().processes, key=lambda x: x.pid)
     assert list(p["pid"]) == [x.pid for x in s] and len(s) == 2
     assert all(isinstance(c, str) and type(c) is str for c in p.columns)
+    assert all(type(c) is str for c in t.analysis.processes.columns)  # the analysis's own too
     assert list(p["gpu_to_cpu"]) == [x.classes["gpu_to_cpu"] for x in s]
     # rank 0 reads back and stalls; rank 1 waits for it in collectives: its peer is rank 0
     stalled = p.loc[p["gpu_to_cpu"] > 0, "proc"]

@@ -63,6 +63,14 @@ def test_summary_round_trips():
     assert "distributions" not in s.to_dict(with_distributions=False)
 
 
+@pytest.mark.parametrize("name", ["case1", "tp2_case1"])
+def test_a_real_summary_round_trips(analysed, name):
+    """Its config held the library paths as a tuple, which JSON gives back as a list: the
+    summary read back from its own JSON was not equal to it."""
+    s = analysed(name).summary
+    assert Summary.from_dict(json.loads(s.to_json(with_distributions=True))) == s
+
+
 def test_unknown_keys_from_a_newer_minor_version_are_kept():
     d = summary().to_dict(with_distributions=True)
     d["schema"] = "nsysscope.summary/1.4"

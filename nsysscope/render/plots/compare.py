@@ -18,6 +18,7 @@ from ...util.units import us_figure as fmt_us
 from .distributions import cdf, dist_data
 from .style import (
     CLASS_COLORS,
+    GRID_COLOR,
     LEGEND_COLUMNS,
     LEGEND_SIZE,
     OKABE_ITO,
@@ -95,7 +96,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         ax.set_ylim(0, 1.02)
         ax.set_title(title, loc="left", fontsize=10)
         ax.set_ylabel("fraction of steady launches ≤ x", fontsize=8.5)
-        ax.grid(True, color="#E5E5E5", lw=0.6)
+        ax.grid(True, color=GRID_COLOR, lw=0.6)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12),
                       frameon=False)
@@ -123,7 +124,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                        Patch(facecolor="#555555", edgecolor="black",
                              label=f"{labels[1].split(':')[0]} (lower bar)")],
               fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
-    ax.grid(True, axis="x", color="#E5E5E5", lw=0.6)
+    ax.grid(True, axis="x", color=GRID_COLOR, lw=0.6)
     bottom = 0.0
     if both_traces:
         views = [(TraceViews(x), lab) for x, _, lab in drawn]

@@ -16,6 +16,7 @@ from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
     CLASS_LABELS,
+    GRID_COLOR,
     LEGEND_SIZE,
     NsysscopeFigure,
     class_order,
@@ -104,7 +105,7 @@ def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
         ax.set_ylim(0, 1.02)
     else:  # counts of launches: whole numbers
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(True, color="#E5E5E5", lw=0.6)
+    ax.grid(True, color=GRID_COLOR, lw=0.6)
     if not len(finite):
         ax.text(0.5, 0.5, "no values", transform=ax.transAxes, ha="center", color="#777777")
     elif ax.get_legend_handles_labels()[0]:  # below the axes: never over a curve

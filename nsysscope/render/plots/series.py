@@ -17,6 +17,7 @@ from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
     CLASS_LABELS,
+    GRID_COLOR,
     LEGEND_SIZE,
     STALLS,
     NsysscopeFigure,
@@ -114,7 +115,7 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
                             fontsize=7.5, color="#555555")
         ax.set_ylabel(label, fontsize=8.5)
         ax.set_title(title, loc="left", fontsize=9.5)
-        ax.grid(True, color="#E5E5E5", lw=0.6)
+        ax.grid(True, color=GRID_COLOR, lw=0.6)
     h, lab = [], []
     for ax in axes:  # every class that shows in any panel, once
         for hh, ll in zip(*ax.get_legend_handles_labels(), strict=True):

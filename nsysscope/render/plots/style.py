@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from ...model import LaunchClass
+from ...model import STALL_CLASSES, LaunchClass
 from ...util.units import axis_us
 from ..palette import CLASS_COLORS, OKABE_ITO
 
@@ -53,7 +53,7 @@ BLOCK_LABELS = {
     LaunchClass.CPU_TO_GPU: "wait: cpu_to_gpu stall",
     LaunchClass.OTHER_STALL: "wait: other stall",
 }
-STALLS = (LaunchClass.GPU_TO_CPU, LaunchClass.CPU_TO_GPU, LaunchClass.OTHER_STALL)
+STALLS = STALL_CLASSES
 #: the order classes are listed in legends and bar charts
 SHOWN_ORDER = (*STALLS, LaunchClass.LAUNCH_BOUND, LaunchClass.HEALTHY)
 GRAPH_COLOR = OKABE_ITO["blue"]

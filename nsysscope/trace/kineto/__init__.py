@@ -44,9 +44,9 @@ blocking call.
 """
 
 from .build import FORMAT, build_trace, read_kineto
-from .events import COPY_KINDS, MEMORY_KINDS, copy_kinds
+from .events import copy_kinds
 from .stacks import enclosing_stacks, python_stacks
 from .stream import JsonStream, open_text
 
-__all__ = ["COPY_KINDS", "FORMAT", "MEMORY_KINDS", "JsonStream", "build_trace", "copy_kinds",
-           "enclosing_stacks", "open_text", "python_stacks", "read_kineto"]
+__all__ = ["FORMAT", "JsonStream", "build_trace", "copy_kinds", "enclosing_stacks", "open_text",
+           "python_stacks", "read_kineto"]

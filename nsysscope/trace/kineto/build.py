@@ -12,8 +12,8 @@ import pandas as pd
 
 from ...errors import NotAnNsysExport, UnreadableInput
 from ...util.progress import note
-from ..apis import LAUNCH_APIS, wanted_api
-from ..gpu_work import GRAPH_WORK_COLUMNS
+from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
+from ..gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
 from ..load import Trace, TraceMeta
 from .events import Collector, to_ns
 from .stacks import python_stacks
@@ -22,8 +22,6 @@ from .stream import JsonStream, open_text
 #: what TraceMeta says for a Kineto trace
 FORMAT = "kineto"
 _INT = "int64"
-_GPU_KINDS = ["kernel", "memcpy", "memset"]
-ENUMS = {"htod": 1, "dtoh": 2, "pageable": 0}
 _THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
 
 
@@ -136,7 +134,7 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
                  syncs=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
                  event_records=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
                  nvtx=nvtx, threads=threads, processes=processes,
-                 collectives=_collectives(c, gpu), enums=dict(ENUMS), source=None,
+                 collectives=_collectives(c, gpu), enums=dict(DEFAULT_ENUMS), source=None,
                  python=python_stacks(c, api, origin))
 
 
@@ -231,7 +229,7 @@ def _eager(g: pd.DataFrame) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",
             "src_kind", "dst_kind", "bytes"]
     df = g[cols].reset_index(drop=True).astype({k: _INT for k in cols if k != "kind"})
-    df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=_GPU_KINDS)
+    df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=GPU_KINDS)
     return df
 
 

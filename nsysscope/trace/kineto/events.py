@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..apis import COPY_KINDS, MEMORY_KINDS
 from ..schema import api_base_name
 
 # event categories, as Kineto writes them (current names first, torch < 1.10 names after)
@@ -19,11 +20,10 @@ _CATEGORIES = {
     "user_annotation": _ANNOT, "cpu_op": _OP, "operator": _OP, "trace": _SPAN,
 }
 
-# copy kinds and memory kinds: the ids nsys uses (ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND)
-COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
-              "DtoD": 8, "HtoH": 9, "PtoP": 10}
-MEMORY_KINDS = {"pageable": 0, "pinned": 1, "device": 2, "array": 3, "managed": 4,
-                "device static": 5, "managed static": 6, "unknown": 7}
+#: a copy kind's and a memory kind's nsys id by its name in lower case (as a copy's name in a
+#: Kineto trace says them: ``Memcpy DtoH (Device -> Pinned)``)
+COPY_KIND_IDS = {name.lower(): i for i, name in COPY_KINDS.items() if i}
+MEMORY_KIND_IDS = {name: i for i, name in MEMORY_KINDS.items()}
 _COPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)(?:\s*\(\s*([^)>]*?)\s*->\s*([^)]*?)\s*\))?", re.I)
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -212,9 +212,9 @@ def copy_kinds(name: str) -> tuple[int, int, int]:
     m = _COPY_NAME.match(name)
     if not m:
         return -1, -1, -1
-    kind = next((v for k, v in COPY_KINDS.items() if k.lower() == m.group(1).lower()), 0)
-    src = MEMORY_KINDS.get((m.group(2) or "").strip().lower(), -1)
-    dst = MEMORY_KINDS.get((m.group(3) or "").strip().lower(), -1)
+    kind = COPY_KIND_IDS.get(m.group(1).lower(), 0)
+    src = MEMORY_KIND_IDS.get((m.group(2) or "").strip().lower(), -1)
+    dst = MEMORY_KIND_IDS.get((m.group(3) or "").strip().lower(), -1)
     return kind, src, dst
 
 
