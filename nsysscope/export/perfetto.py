@@ -23,15 +23,13 @@ windows of consecutive launches) go to numbered extra tracks of the same thread.
 from __future__ import annotations
 
 import os
-import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..trace.schema import connect_readonly
+from ..trace.gpu_work import gpu_op_rows
 from ..util.version import __version__
 from .chrome_json import EventWriter, Lanes, lanes, open_trace
 
@@ -181,42 +179,18 @@ def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
                    L: pd.DataFrame) -> None:
     """Every kernel, copy and memset of every replay, streamed from the export."""
     graph = set(zip(L["proc"].tolist(), L["corr_id"].tolist(), strict=True))
-    conn = connect_readonly(db)
-    try:
-        lane: dict[tuple[int, int, int], Lanes] = {}
-        for proc, device, stream, s, e, corr, name in _gpu_rows(conn):
-            if (proc, corr) not in graph:
-                continue
-            key = (proc, device, stream)
-            k = lane.setdefault(key, Lanes()).add(s, e)
-            pid = proc & 0xFFFFFF
-            t = tracks.get(pid, ("kernels", device, stream),
-                           f"GPU {device} stream {stream}: graph kernels",
-                           10_000 + device * 1000 + stream % 1000, k + 1)
-            w.write({"ph": "X", "cat": "gpu_graph", "name": name, "pid": pid, "tid": t,
-                     "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
-    finally:
-        conn.close()
-
-
-def _gpu_rows(conn: sqlite3.Connection) -> Iterator[tuple[int, int, int, int, int, int, str]]:
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    parts = []
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        parts.append("SELECT globalPid >> 24 AS proc, deviceId, streamId, start, end, "
-                     "correlationId, COALESCE((SELECT value FROM StringIds WHERE id = shortName),"
-                     " 'kernel') FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        parts.append("SELECT globalPid >> 24, deviceId, streamId, start, end, correlationId, "
-                     "'memcpy ' || bytes || ' B' FROM CUPTI_ACTIVITY_KIND_MEMCPY")
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        parts.append("SELECT globalPid >> 24, deviceId, streamId, start, end, correlationId, "
-                     "'memset ' || bytes || ' B' FROM CUPTI_ACTIVITY_KIND_MEMSET")
-    if not parts:
-        return
-    cur = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3, 4, 5 DESC")
-    while rows := cur.fetchmany(10_000):
-        yield from rows
+    lane: dict[tuple[int, int, int], Lanes] = {}
+    for proc, device, stream, s, e, corr, name in gpu_op_rows(db):
+        if (proc, corr) not in graph:
+            continue
+        key = (proc, device, stream)
+        k = lane.setdefault(key, Lanes()).add(s, e)
+        pid = proc & 0xFFFFFF
+        t = tracks.get(pid, ("kernels", device, stream),
+                       f"GPU {device} stream {stream}: graph kernels",
+                       10_000 + device * 1000 + stream % 1000, k + 1)
+        w.write({"ph": "X", "cat": "gpu_graph", "name": name, "pid": pid, "tid": t,
+                 "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
 
 
 def _python_line(row: Any) -> str | None:

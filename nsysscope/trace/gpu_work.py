@@ -1,4 +1,5 @@
-"""The GPU side: each graph launch's replay, aggregated in SQL, and the eager GPU work.
+"""The GPU side: each graph launch's replay, aggregated in SQL, and the eager GPU work; and
+every GPU op one at a time, for a timeline of every graph node (:func:`gpu_op_rows`).
 
 The big tables (kernels, copies, memsets: ~200 rows per replay with
 ``--cuda-graph-trace=node``, 98 % of a trace's rows) are read in one pass, one query per
@@ -10,12 +11,15 @@ only one row per launch, and one per eager op, ever reaches Python. With
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
 from .apis import LAUNCH_APIS, process_of_pid
 from .arrays import INT, frame
-from .schema import Schema
+from .schema import Schema, connect_readonly
 from .time_range import EVERY_CALL, CallRows
 
 GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
@@ -156,3 +160,27 @@ def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     if len(procs) == 1 and (df["proc"] < 0).any():
         df = df.assign(proc=df["proc"].where(df["proc"] >= 0, procs[0]))
     return df
+
+
+def gpu_op_rows(db: os.PathLike[str] | str) -> Iterator[tuple[int, int, int, int, int, int, str]]:
+    """Every kernel, copy and memset of the export ``db``, one at a time: process key, device,
+    stream, start, end, correlation id and a name (a kernel's short name, ``memcpy N B``), by
+    process, device, stream and start (ties: the longest first). For a timeline of every graph
+    node (``export --all-kernels``): millions of rows, streamed from SQLite, never all held."""
+    conn = connect_readonly(db)
+    try:
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        named = {"CUPTI_ACTIVITY_KIND_KERNEL": "COALESCE((SELECT value FROM StringIds WHERE id = "
+                                               "shortName), 'kernel')",
+                 "CUPTI_ACTIVITY_KIND_MEMCPY": "'memcpy ' || bytes || ' B'",
+                 "CUPTI_ACTIVITY_KIND_MEMSET": "'memset ' || bytes || ' B'"}
+        parts = [f'SELECT globalPid >> 24, deviceId, streamId, start, "end", correlationId, '
+                 f"{name} FROM {table}" for table, name in named.items() if table in tables]
+        if not parts:
+            return
+        cur = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3, 4, 5 DESC")
+        while rows := cur.fetchmany(10_000):
+            yield from rows
+    finally:
+        conn.close()
