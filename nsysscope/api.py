@@ -1,8 +1,9 @@
 """The notebook-friendly front door: ``t = nsysscope.open("trace.sqlite")``.
 
-It calls exactly what the CLI calls (load, analyze, render); it only keeps the results around
-and shows them as DataFrames and rich HTML. Importing it imports :mod:`nsysscope.render`,
-which registers the renderers that ``_repr_html_`` finds.
+It calls what the CLI calls (:func:`~nsysscope.analysis.windows.analyze_file`, the renderers),
+with the trace's events kept for its plots, as ``report -o x.html`` keeps them; it only keeps
+the results around and shows them as DataFrames and rich HTML. Importing it imports
+:mod:`nsysscope.render`, which registers the renderers that ``_repr_html_`` finds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 
 from . import render  # noqa: F401 - registers the renderers
 from .analysis import Analysis, AnalysisConfig, analyze
+from .analysis.windows import analyze_file
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
 from .trace import TimeRange, Trace, load
@@ -33,7 +35,8 @@ class OpenTrace:
     def __init__(self, path: str | Path, config: AnalysisConfig | None = None,
                  nsys: str | None = None, time_range: TimeRange | None = None) -> None:
         self.path = Path(path)
-        self.analysis: Analysis = analyze(load(path, nsys=nsys, time_range=time_range), config)
+        self.analysis: Analysis = analyze_file(path, config, nsys=nsys, time_range=time_range,
+                                               events=True)
 
     @property
     def launches(self) -> pd.DataFrame:

@@ -1,10 +1,11 @@
 """Analyse many traces: in local worker processes, or on a Dask distributed cluster.
 
-Each worker runs exactly what ``nsysscope report TRACE`` runs (:func:`nsysscope.load` then
-:func:`nsysscope.analyze`) and sends back a :class:`~nsysscope.model.TraceResult`: the summary
-plus the steady-state per-launch overlap windows and GPU idle gaps, so the aggregate
-percentiles are exact over all launches of all traces. A trace that cannot be analysed gets
-its error in its result; the others are still analysed.
+Each worker runs what ``nsysscope report TRACE`` runs
+(:func:`~nsysscope.analysis.windows.analyze_file`: a long trace in windows) and sends back a
+:class:`~nsysscope.model.TraceResult`: the summary plus the steady-state per-launch overlap
+windows and GPU idle gaps, so the aggregate percentiles are exact over all launches of all
+traces. A trace that cannot be analysed gets its error in its result; the others are still
+analysed.
 """
 
 from __future__ import annotations

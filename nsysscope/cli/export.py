@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..analysis import analyze
+from ..analysis.windows import analyze_file
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
-from ..trace import load
 from ..util.progress import note
 from .options import analysis_options, check_writable, config_from, use_cache
 
@@ -30,7 +29,7 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     window, GPU idle gaps named by cause) as tracks of their own."""
     check_writable(perfetto, "--perfetto", [trace])
     use_cache(no_cache)
-    a = analyze(load(trace, nsys=nsys), config_from(warmup, launch_bound_us))
+    a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events=True)
     if all_kernels and a.trace.meta.format == "kineto":
         note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
              "trace's replays are drawn as one slice each")
