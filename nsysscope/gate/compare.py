@@ -15,7 +15,7 @@ import numpy as np
 from ..analysis import Analysis, AnalysisConfig, summarize
 from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
-from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary
+from ..model import FAIL, IMPROVED, GateResult, ProcessSummary, Side, Summary, summary_in
 from ..model.schema import WrongKind
 from ..trace.formats import json_kind
 from .checks import check_comparable, run_checks
@@ -191,11 +191,9 @@ def _missing_keys(d: dict[str, Any]) -> list[str]:
 
 def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = None) -> Summary:
     """The :class:`Summary` of a Summary, Analysis, OpenTrace, summary JSON or trace path."""
-    if isinstance(x, Summary):
-        return x
-    summary = getattr(x, "summary", None)  # Analysis (attribute) or OpenTrace (method)
+    summary = summary_in(x)  # a Summary, an Analysis or an OpenTrace
     if summary is not None:
-        return summary() if callable(summary) else summary  # type: ignore[no-any-return]
+        return summary
     if isinstance(x, (str, Path)):
         if is_summary_file(x):
             return read_summary(x)

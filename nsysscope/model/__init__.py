@@ -35,6 +35,7 @@ from .summary import (
     StallSite,
     Summary,
     TraceInfo,
+    summary_in,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
     "ProcessSummary", "Renderer", "Side",
     "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult", "registry",
+    "summary_in",
 ]

@@ -312,6 +312,15 @@ class Summary(Record):
         return super().from_dict(d)
 
 
+def summary_in(x: Any) -> Summary | None:
+    """The :class:`Summary` that ``x`` is or holds: a Summary, an Analysis's ``summary``
+    attribute, an OpenTrace's ``summary()``; None for anything else."""
+    s = getattr(x, "summary", x)
+    if callable(s):
+        s = s()
+    return s if isinstance(s, Summary) else None
+
+
 def check_counts(r: Summary | ProcessSummary) -> None:
     """The launch counts, class counts, busy fraction and rate of a summary or one process
     lie where an analysis puts them (ValueError naming the field otherwise)."""

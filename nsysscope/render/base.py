@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Summary, registry
+from ..model import Summary, registry, summary_in
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,8 @@ def register(kind: str, name: str, file_extension: str, fn: Callable[..., str | 
 def as_summary(result: Any) -> Summary:
     """The :class:`Summary` a report renderer draws: the result itself, or its ``summary``
     (an Analysis's attribute, an OpenTrace's method)."""
-    s = getattr(result, "summary", result)
-    if callable(s):
-        s = s()
-    if not isinstance(s, Summary):
+    s = summary_in(result)
+    if s is None:
         raise TypeError(f"cannot render a {type(result).__name__} as a report: give a Summary, "
                         "an Analysis or an OpenTrace")
     return s

@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from ...analysis import Analysis
-from ...model import LaunchClass, Summary
+from ...model import LaunchClass, summary_in
 from ...util.units import times_in
 from ...util.units import us_figure as fmt_us
 from .distributions import cdf, dist_data
@@ -36,18 +36,9 @@ _VERDICT_CHARS = 165
 
 
 def _name_of(source: Any, default: str) -> str:
-    summary = getattr(source, "summary", source)
-    if callable(summary):
-        summary = summary()
-    path = getattr(getattr(summary, "trace", None), "path", None)
+    summary = summary_in(source)
+    path = summary.trace.path if summary is not None else None
     return str(path).replace("\\", "/").rsplit("/", 1)[-1] if path else default
-
-
-def _summary_of(source: Any) -> Summary | None:
-    s = getattr(source, "summary", source)
-    if callable(s):
-        s = s()
-    return s if isinstance(s, Summary) else None
 
 
 @plain_text
@@ -66,7 +57,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
     drawn = [(x, w, lab) for x, w, lab in ((a, which[0], labels[0]), (b, which[1], labels[1]))
              if timelines and isinstance(x, Analysis)]
     both_traces = bool(drawn)
-    sa, sb = _summary_of(a), _summary_of(b)
+    sa, sb = summary_in(a), summary_in(b)
     # each side's verdict on top, wrapped to the figure's width (a long one ran off it)
     verdicts = [line for lab, s_ in ((labels[0], sa), (labels[1], sb)) if sa and sb
                 for line in textwrap.wrap(f"{lab}: {times_in(s_.verdict)}", _VERDICT_CHARS,

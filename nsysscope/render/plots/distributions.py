@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ...analysis import Analysis
-from ...model import Summary
+from ...model import summary_in
 from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
@@ -34,10 +34,8 @@ def dist_data(source: Any) -> pd.DataFrame:
         return pd.DataFrame({"window_us": s["window_ns"].to_numpy(dtype=float) / 1e3,
                              "gpu_idle_us": s["gpu_idle_ns"].to_numpy(dtype=float) / 1e3,
                              "klass": s["klass"].astype(str).to_numpy()})
-    summary = getattr(source, "summary", source)
-    if callable(summary):
-        summary = summary()
-    d = getattr(summary, "distributions", None)
+    summary = summary_in(source)
+    d = summary.distributions if summary is not None else None
     if d is None:
         return pd.DataFrame({"window_us": [], "gpu_idle_us": [], "klass": []})
 
@@ -125,8 +123,8 @@ def distributions_figure(source: Any, kind: str = "cdf", name: str | None = None
     fig = NsysscopeFigure(figsize=(13, 4.0 + 0.22 * n_leg))
     ax1, ax2 = fig.subplots(1, 2)
     threshold = None
-    summary = getattr(source, "summary", source)
-    if isinstance(summary, Summary):
+    summary = summary_in(source)
+    if summary is not None:
         threshold = summary.config.get("launch_bound_gap_us")
     _dist_axes(ax1, data, "window_us",
                "Overlap window: launch call end → the wait on it (longer is better)", kind)
