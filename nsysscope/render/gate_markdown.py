@@ -12,8 +12,8 @@ from ..gate.findings import message
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, SiteChange
 from ..util.units import us
 from .base import cell as _cell
+from .gate_text import COLUMNS, NUMERIC, ci, pauses_left_out, side_line
 from .gate_text import cells as text_cells
-from .gate_text import ci, pauses_left_out, side_line
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
         NA: "\u2796 n/a", CHANGED: "\u2139\ufe0f changed"}
@@ -88,8 +88,8 @@ def render(r: GateResult) -> str:
            f"- candidate: `{_cell(side_line(r.candidate))}`"]
     out += _causes("Regressions, by root cause", r.regressions, checks)
     out += ["", "### Checks", "",
-            "| metric | baseline | candidate | change | threshold | p | result |",
-            "|---|---:|---:|---:|---|---:|---|"]
+            "| " + " | ".join(COLUMNS) + " |",
+            "|" + "|".join("---:" if h in NUMERIC else "---" for h in COLUMNS) + "|"]
     for c in r.checks:
         row = list(text_cells(c))
         if c.ci:

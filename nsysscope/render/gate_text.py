@@ -15,6 +15,8 @@ from ..util.units import times_in, us
 from .text import captured_by
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
+#: the columns of numbers (right-aligned in Markdown and HTML)
+NUMERIC = frozenset({"baseline", "candidate", "change", "p"})
 RESULT_WORD = {"pass": "pass", FAIL: "FAIL", IMPROVED: "improved", NA: "n/a", CHANGED: "changed"}
 def pauses_left_out(r: GateResult) -> str:
     """Where a gate's numbers differ from ``nsysscope report``'s for the same trace, and why

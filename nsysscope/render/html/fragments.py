@@ -8,8 +8,7 @@ from typing import Any
 from ...model import GateResult
 from ...util.units import us
 from ..base import as_summary
-from ..gate_text import change as change_text
-from ..gate_text import p_value, value
+from ..gate_text import COLUMNS, cells
 from ..palette import BAD_COLOR, IMPROVED_COLOR, OK_COLOR, class_color, text_on
 from ..text import header, metrics_rows, verdict
 from .page import TD, TH, inline
@@ -62,14 +61,11 @@ def gate_fragment(result: GateResult) -> str:
     colors = {"fail": BAD_COLOR, "pass": OK_COLOR, "improved": IMPROVED_COLOR}
     out = ['<div class="nsysscope-gate" style="font-family:sans-serif;font-size:13px">',
            _verdict(r.verdict, r.passed) + "<table><tr>"]
-    out += [f"<th {TH}>{h}</th>" for h in ("metric", "baseline", "candidate", "change",
-                                           "threshold", "p", "result")]
+    out += [f"<th {TH}>{h}</th>" for h in COLUMNS]
     out.append("</tr>")
     for c in r.checks:
-        word = {"fail": "FAIL"}.get(c.status, c.status)
-        cells = (c.label, value(c, c.baseline), value(c, c.candidate), change_text(c),
-                 c.threshold, p_value(c))
-        out.append("<tr>" + "".join(f"<td {TD}>{escape(v)}</td>" for v in cells) +
+        *values, word = cells(c)
+        out.append("<tr>" + "".join(f"<td {TD}>{escape(v)}</td>" for v in values) +
                    f'<td {TD}><span style="color:{colors.get(c.status, "#555")};'
                    f'font-weight:600">{escape(word)}</span></td></tr>')
     out.append("</table></div>")

@@ -10,8 +10,7 @@ from typing import Any
 from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
 from ...util.units import times_in, us
-from ..gate_text import change as change_text
-from ..gate_text import ci, p_value, pauses_left_out, side_line, value
+from ..gate_text import COLUMNS, NUMERIC, cells, ci, pauses_left_out, side_line
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
@@ -58,19 +57,17 @@ def _findings_html(title: str, findings: Sequence[Finding]) -> str:
 
 
 def _checks_table(r: GateResult) -> list[str]:
-    parts = ['<table><tr><th>metric</th><th class="num">baseline</th><th class="num">candidate'
-             '</th><th class="num">change</th><th>threshold</th><th class="num">p</th>'
-             "<th>result</th></tr>"]
+    parts = ["<table><tr>" + "".join(
+        f'<th class="num">{h}</th>' if h in NUMERIC else f"<th>{h}</th>" for h in COLUMNS)
+        + "</tr>"]
     for c in r.checks:
-        ch = escape(change_text(c))
+        row = [escape(v) for v in cells(c)]
         if c.ci:
-            ch += f'<br><span class="note">{escape(ci(c))}</span>'
-        word = {"fail": "FAIL"}.get(c.status, c.status)
-        parts.append(
-            f"<tr><td>{escape(c.label)}</td><td class=\"num\">{escape(value(c, c.baseline))}</td>"
-            f"<td class=\"num\">{escape(value(c, c.candidate))}</td><td class=\"num\">{ch}</td>"
-            f"<td>{escape(c.threshold)}</td><td class=\"num\">{escape(p_value(c))}</td>"
-            f"<td class=\"{_STATUS_CLASS.get(c.status, 'note')}\">{escape(word)}</td></tr>")
+            row[3] += f'<br><span class="note">{escape(ci(c))}</span>'
+        kinds = [("num" if h in NUMERIC else "") for h in COLUMNS]
+        kinds[-1] = _STATUS_CLASS.get(c.status, "note")
+        parts.append("<tr>" + "".join(f'<td class="{k}">{v}</td>' if k else f"<td>{v}</td>"
+                                      for k, v in zip(kinds, row, strict=True)) + "</tr>")
     parts.append("</table>")
     return parts
 
