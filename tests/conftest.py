@@ -81,3 +81,16 @@ def engine_metrics():
     """What the engine measured on the GPU while each sample was captured."""
     data = json.loads((SAMPLES / "engine_metrics.json").read_text())["traces"]
     return lambda name: data[SAMPLE[name]]
+
+
+@pytest.fixture(scope="session")
+def dp2_tp2(sample_path, tmp_path_factory):
+    """The two-rank captures (case 1 on both ranks, healthy) as one export of a data-parallel
+    server of two tensor-parallel groups: tests/merged.py (no 4-GPU machine was lent to
+    capture one). Their collectives overlap in time: the healthy group's first CUDA call 1 ms
+    after the case-1 group's."""
+    from merged import merge_exports
+
+    from nsysscope.trace import resolve
+    return merge_exports(resolve(sample_path("tp2_case1")), resolve(sample_path("tp2_healthy")),
+                         tmp_path_factory.mktemp("dp") / "dp2_tp2.sqlite", shift_ns=1_000_000)

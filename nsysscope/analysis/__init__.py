@@ -17,7 +17,7 @@ from ..trace.python_samples import PythonSamples, read_python_samples
 from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
 from .calls import ThreadCalls
-from .collectives import attach_waits, collective_waits
+from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig
 from .latent import latent_copies, latent_sites
 from .launches import launch_table
@@ -92,7 +92,8 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig) -> LaunchRows:
     # warm-up and steady state count launches over the whole trace, not one window: their
     # columns take their place in the table here, and :func:`finish` fills them
     launches["warmup"] = launches["steady"] = False
-    launches = attach_waits(launches, collective_waits(trace.collectives))
+    groups = communicators(trace.collectives)
+    launches = attach_waits(launches, collective_waits(trace.collectives, groups=groups), groups)
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
     return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx)

@@ -50,13 +50,16 @@ def op_name(kernel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", m.group(1)).lower()
 
 
-def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.DataFrame:
-    """Per collective kernel of a multi-process trace: how long it waited for a peer."""
+def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS,
+                     groups: pd.Series | None = None) -> pd.DataFrame:
+    """Per collective kernel of a multi-process trace: how long it waited for a peer
+    (``groups``: :func:`communicators`, found here when not given)."""
     c = collectives
     if c.empty or c["proc"].nunique() < 2:
         return pd.DataFrame({k: pd.Series(dtype="int64" if k != "op" else object)
                              for k in COLUMNS})
-    c = c.assign(comm=c["proc"].map(communicators(c, match_ns)).to_numpy())
+    groups = communicators(c, match_ns) if groups is None else groups
+    c = c.assign(comm=c["proc"].map(groups).to_numpy())
     c = c.sort_values(["comm", "end_ns", "proc"], kind="stable").reset_index(drop=True)
     end, comm = c["end_ns"].to_numpy(), c["comm"].to_numpy()
     group = np.cumsum(np.r_[True, (np.diff(end) > match_ns) | (comm[1:] != comm[:-1])])
@@ -78,11 +81,11 @@ def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.
 
 
 def communicators(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.Series:
-    """The group of ranks each process of ``collectives`` waits with, by process (0, 1, ...
-    in the order of each group's first process): two processes are in one group when at least
-    :data:`SAME_GROUP` of each one's kernels has an end of the other's within ``match_ns``,
-    and groups are joined through shared members. A loop over pairs of processes (a server's
-    handful), each pair compared in numpy."""
+    """The group of ranks each process of ``collectives`` waits with, by process, named by its
+    smallest process key (so that every time window of a trace names it alike): two processes
+    are in one group when at least :data:`SAME_GROUP` of each one's kernels has an end of the
+    other's within ``match_ns``, and groups are joined through shared members. A loop over
+    pairs of processes (a server's handful), each pair compared in numpy."""
     ends = {p: np.sort(e.to_numpy()) for p, e in collectives.groupby("proc")["end_ns"]}
     procs = sorted(ends)
     parent = {p: p for p in procs}
@@ -96,9 +99,10 @@ def communicators(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.Ser
         for q in procs[i + 1:]:
             if min(_matched(ends[p], ends[q], match_ns), _matched(ends[q], ends[p], match_ns)) \
                     >= SAME_GROUP:
-                parent[root(q)] = root(p)
-    roots = [root(p) for p in procs]
-    return pd.Series(pd.factorize(pd.Series(roots))[0], index=pd.Index(procs, name="proc"))
+                a, b = root(p), root(q)
+                parent[max(a, b)] = min(a, b)  # a group's root: its smallest member
+    return pd.Series([root(p) for p in procs], index=pd.Index(procs, name="proc"),
+                     dtype="int64")
 
 
 def _matched(ends: np.ndarray, other: np.ndarray, match_ns: int) -> float:
@@ -112,11 +116,15 @@ def _matched(ends: np.ndarray, other: np.ndarray, match_ns: int) -> float:
     return float(np.mean(nearest <= match_ns))
 
 
-def attach_waits(launches: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
+def attach_waits(launches: pd.DataFrame, waits: pd.DataFrame,
+                 groups: pd.Series | None = None) -> pd.DataFrame:
     """``collective_wait_ns`` (the collective wait inside each launch's replay, whose kernels
-    carry its correlation id), ``waited_for`` (the peer it waited for longest, -1: none) and
-    ``waited_in`` (the collective it waited in longest, e.g. ``all-reduce``)."""
+    carry its correlation id), ``waited_for`` (the peer it waited for longest, -1: none),
+    ``waited_in`` (the collective it waited in longest, e.g. ``all-reduce``) and
+    ``collective_group`` (its process's group, :func:`communicators`; -1: no collectives)."""
     df = launches.copy()
+    df["collective_group"] = df["proc"].map(groups).fillna(-1).astype("int64") \
+        if groups is not None and len(groups) else -1
     df["collective_wait_ns"] = 0
     df["waited_for"] = -1
     df["waited_in"] = None
@@ -131,3 +139,17 @@ def attach_waits(launches: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
     df["waited_for"] = peer["waited_for"].reindex(keys).fillna(-1).to_numpy(dtype=np.int64)
     df["waited_in"] = peer["op"].reindex(keys).to_numpy()
     return df
+
+
+def groups_note(launches: pd.DataFrame) -> str | None:
+    """The note naming the groups of ranks a trace of several holds (``collective_group``):
+    each rank's waits were counted within its own group."""
+    g = launches.loc[launches["collective_group"] >= 0, ["collective_group", "proc"]]
+    members = g.drop_duplicates().groupby("collective_group")["proc"].apply(sorted)
+    members = members[members.map(len) > 1]
+    if len(members) < 2:
+        return None
+    listed = "; ".join("pids " + ", ".join(str(p & 0xFFFFFF) for p in m) for m in members)
+    return (f"{len(members)} groups of ranks wait for each other in collectives ({listed}): "
+            "each rank's waits are counted within its own group (ranks are grouped by when "
+            "their collective kernels end; nsys records no NCCL communicator)")

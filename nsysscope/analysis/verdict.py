@@ -9,6 +9,7 @@ from ..model.summary import NO_NVTX
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
 from ..util.units import pct, us
+from .collectives import groups_note
 from .config import AnalysisConfig
 
 
@@ -59,6 +60,9 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     lost = data_loss_reason(trace)
     if lost:
         notes.append(lost)
+    groups = groups_note(launches)
+    if groups:
+        notes.append(groups)
     return notes
 
 

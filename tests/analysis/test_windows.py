@@ -59,6 +59,20 @@ def test_windows_give_the_whole_traces_analysis(sample_path, analysed, name):
         json.loads(whole.summary.to_json(with_distributions=True))
 
 
+def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2):
+    """Each window groups the ranks anew: the groups, their waits and the note are the whole
+    trace's."""
+    from nsysscope import analyze, load
+    whole = analyze(load(dp2_tp2))
+    part, n = windowed(dp2_tp2)
+    assert n >= 2
+    pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
+                                  check_dtype=False)
+    assert json.loads(part.summary.to_json(with_distributions=True)) == \
+        json.loads(whole.summary.to_json(with_distributions=True))
+    assert any("2 groups of ranks" in note for note in part.summary.notes)
+
+
 def test_windows_own_every_launch_once_and_read_around_it(analysed):
     launches = analysed("twoproc").launches.rename(columns={"api_start_ns": "start_ns"})
     plan = plan_windows(launches[["proc", "start_ns"]], per_window=SMALL, margin=8)
