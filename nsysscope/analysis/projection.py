@@ -27,6 +27,9 @@ It is a model, not a promise: it assumes the freed host time is not spent on new
 the GPU work per step does not change. On the engine's own H200 captures it lands within a
 few percent of the rate the healthy capture of the same session measured (README, "How much
 will the fix buy?").
+
+What one stall cost, apart from the host running slower than usual after it (a GC pause, a
+hiccup every capture has): :func:`stall_costs` (the timelines draw the stall that cost most).
 """
 
 from __future__ import annotations
@@ -149,3 +152,22 @@ def coupled_groups(launches: pd.DataFrame) -> list[set[int]]:
         merged = set().union(*hit) | {int(a), int(b)}
         groups = [g for g in groups if g not in hit] + [merged]
     return groups
+
+
+def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
+    """For each launch: the host's work between the end of the wait on it and the next launch
+    call (``host_after_ns``), what that takes on a usual stall of its class in the steady state
+    (``usual_after_ns``), the excess (``slow_host_ns``: the host running slower than usual, a
+    GC pause or a hiccup every capture has), and ``stall_cost_ns``: the GPU idle gap without
+    that excess, what the stall itself cost."""
+    L = launches
+    after = (L["next_api_start_ns"] - L["block_end_ns"]).astype(float)
+    usual = pd.Series(np.nan, index=L.index)
+    steady_stalls = L["steady"] & L["stall"] & after.notna()
+    for klass, idx in L[steady_stalls].groupby(L["klass"].astype(str)).groups.items():
+        usual[(L["klass"].astype(str) == klass) & L["stall"]] = float(np.median(after[idx]))
+    slow = (after - usual).clip(lower=0).fillna(0.0).where(L["stall"], 0.0)
+    idle = L["gpu_idle_ns"].astype(float)
+    cost = (idle - slow).clip(lower=0).where(idle.notna())
+    return pd.DataFrame({"host_after_ns": after, "usual_after_ns": usual, "slow_host_ns": slow,
+                         "stall_cost_ns": cost}, index=L.index)

@@ -17,6 +17,7 @@ from matplotlib.colors import to_rgba
 
 matplotlib.use("Agg")
 
+from nsysscope.analysis.projection import stall_costs  # noqa: E402
 from nsysscope.render.plots import (  # noqa: E402
     CLASS_COLORS,
     NsysscopeFigure,
@@ -24,7 +25,6 @@ from nsysscope.render.plots import (  # noqa: E402
     compare_figure,
     pick_launch,
 )
-from nsysscope.render.plots.picking import stall_costs  # noqa: E402
 from nsysscope.render.plots.style import COPY_CALL_COLOR, EAGER_COLOR  # noqa: E402
 
 

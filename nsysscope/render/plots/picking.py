@@ -1,29 +1,13 @@
 """Which launch a timeline shows: ``worst`` (the stall that cost the GPU most idle time of its
-own) and ``typical`` (a steady launch among ordinary neighbours), and what each stall cost."""
+own: :func:`~nsysscope.analysis.projection.stall_costs`) and ``typical`` (a steady launch among
+ordinary neighbours)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-
-def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
-    """For each launch: the host's work between the end of the wait on it and the next launch
-    call (``host_after_ns``), what that takes on a usual stall of its class in the steady state
-    (``usual_after_ns``), the excess (``slow_host_ns``: the host running slower than usual, a
-    GC pause or a hiccup every capture has), and ``stall_cost_ns``: the GPU idle gap without
-    that excess, what the stall itself cost."""
-    L = launches
-    after = (L["next_api_start_ns"] - L["block_end_ns"]).astype(float)
-    usual = pd.Series(np.nan, index=L.index)
-    steady_stalls = L["steady"] & L["stall"] & after.notna()
-    for klass, idx in L[steady_stalls].groupby(L["klass"].astype(str)).groups.items():
-        usual[(L["klass"].astype(str) == klass) & L["stall"]] = float(np.median(after[idx]))
-    slow = (after - usual).clip(lower=0).fillna(0.0).where(L["stall"], 0.0)
-    idle = L["gpu_idle_ns"].astype(float)
-    cost = (idle - slow).clip(lower=0).where(idle.notna())
-    return pd.DataFrame({"host_after_ns": after, "usual_after_ns": usual, "slow_host_ns": slow,
-                         "stall_cost_ns": cost}, index=L.index)
+from ...analysis.projection import stall_costs
 
 
 def pick_launch(launches: pd.DataFrame, which: str = "worst",

@@ -20,9 +20,10 @@ import pandas as pd
 from ...analysis import Analysis
 from ...analysis.nvtx import step_numbers
 from ...analysis.pairs import join_first
+from ...analysis.projection import stall_costs
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
-from .picking import pick_launch, stall_costs
+from .picking import pick_launch
 from .style import STALLS, ranges
 
 
