@@ -204,7 +204,7 @@ def _part(parts: list[str] | None, i: int) -> str | None:
     return parts[i] if parts else None
 
 
-def run_batch(specs: Iterable[str], jobs: int | None = None, scheduler: str | None = None,
+def run_batch(specs: Iterable[str | Path], jobs: int | None = None, scheduler: str | None = None,
               config: AnalysisConfig | None = None, nsys: str | None = None,
               timed: bool = False, per_launch_db: str | None = None) -> BatchResult:
     """Expand ``specs`` (files, folders, globs), analyse every trace and aggregate them.

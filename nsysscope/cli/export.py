@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..analysis import Analysis
 from ..analysis.windows import analyze_file
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
@@ -39,9 +40,9 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     return 0
 
 
-def write_perfetto_file(path: str, analysis: object, all_kernels: bool = False) -> int:
+def write_perfetto_file(path: str, analysis: Analysis, all_kernels: bool = False) -> int:
     """:func:`write_perfetto`, with a write failure as one line (exit 2)."""
     try:
-        return write_perfetto(path, analysis, all_kernels)  # type: ignore[arg-type]
+        return write_perfetto(path, analysis, all_kernels)
     except OSError as e:
         raise UnreadableInput(f"--perfetto {path}: cannot write: {e.strerror or e}") from None

@@ -8,6 +8,7 @@ import os
 import click
 
 from .. import render
+from ..analysis import Analysis
 from ..analysis.windows import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
@@ -144,7 +145,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
 
 
 
-def write_per_launch(analysis: object, path: str) -> None:
+def write_per_launch(analysis: Analysis, path: str) -> None:
     """The per-launch table (:func:`nsysscope.export.per_launch_table`) to a .csv or
     .parquet file; a write that fails is one line, exit 2."""
     out = per_launch_table(analysis)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -167,7 +168,7 @@ def gpu_op_rows(db: os.PathLike[str] | str) -> Iterator[tuple[int, int, int, int
     stream, start, end, correlation id and a name (a kernel's short name, ``memcpy N B``), by
     process, device, stream and start (ties: the longest first). For a timeline of every graph
     node (``export --all-kernels``): millions of rows, streamed from SQLite, never all held."""
-    conn = connect_readonly(db)
+    conn = connect_readonly(Path(db))
     try:
         tables = {r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -47,7 +47,7 @@ CLASS_LABELS = {
     LaunchClass.LAST: "last launch",
     LaunchClass.NO_GPU_WORK: "no GPU work",
 }
-BLOCK_LABELS = {
+BLOCK_LABELS: dict[str, str] = {
     LaunchClass.HEALTHY: "wait, GPU still busy after it",
     LaunchClass.GPU_TO_CPU: "wait: gpu_to_cpu stall",
     LaunchClass.CPU_TO_GPU: "wait: cpu_to_gpu stall",
