@@ -63,7 +63,7 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     groups = groups_note(launches)
     if groups:
         notes.append(groups)
-    return notes
+    return notes + list(m.reader_notes)
 
 
 def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None) -> str | None:

@@ -45,6 +45,8 @@ class TraceMeta(TraceInfo):
     #: holds none of them: the hint of the error says where to look (None otherwise)
     launches_span_ns: tuple[int, int] | None = None
     format: str = "nsys"  # what was read: "nsys" (an SQLite export) or "kineto" (torch.profiler)
+    #: what the reader left out of a damaged trace, for the report's notes
+    reader_notes: tuple[str, ...] = ()
 
     @property
     def info(self) -> TraceInfo:

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotAnNsysExport, UnreadableInput
-from ...util.progress import note
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
 from ..gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
 from ..load import Trace, TraceMeta
@@ -87,9 +86,6 @@ def _categorical(codes: np.ndarray, table: dict[str, int]) -> pd.Categorical:
 
 
 def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
-    if c.skipped:
-        note(f"{path.name}: {c.skipped} event{'s' if c.skipped > 1 else ''} without a usable "
-             "time (ts, dur: missing, not a number, or beyond any clock) left out")
     origin = _origin(c)
     api_all = _api_all(c, origin)
     wanted_codes = {code for name, code in c.names.items() if wanted_api(name)}
@@ -129,7 +125,10 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         schema_version=f"kineto {top.get('schemaVersion', '?')}",
         gpus=gpus, graph_trace="node" if len(graph_work) else "none",
         has_sync_records=False, has_event_records=False, has_nvtx=bool(len(nvtx)),
-        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(), format=FORMAT)
+        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(), format=FORMAT,
+        reader_notes=(f"{c.skipped} event{'s' if c.skipped > 1 else ''} without a usable time "
+                      "(ts, dur: missing, not a number, or beyond any clock) left out",)
+        if c.skipped else ())
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
                  event_records=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
