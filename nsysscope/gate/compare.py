@@ -97,14 +97,14 @@ def process_pairs(base: Summary,
             notes.append(f"process {i} (pid {pb.pid} -> {pc.pid}): no per-launch values to "
                          "compare")
             continue
-        out.append((f"process{i}", as_summary(base, pb), as_summary(cand, pc)))
+        out.append((f"process{i}", process_summary(base, pb), process_summary(cand, pc)))
     notes.append("processes matched by " + ("CUDA device" if by_device else "pid order") + ": "
                  + ", ".join(f"process{i} = pid {pb.pid} -> {pc.pid}" for i, (_, pb, pc)
                              in enumerate((s, x.processes[0], y.processes[0]) for s, x, y in out)))
     return out, notes
 
 
-def as_summary(s: Summary, p: ProcessSummary) -> Summary:
+def process_summary(s: Summary, p: ProcessSummary) -> Summary:
     """One process of ``s`` as a summary of its own (its numbers, sites and distributions)."""
     return replace(s, launches=p.launches, steady_launches=p.steady_launches,
                    warmup_launches=p.warmup_launches, stalls=p.stalls, classes=p.classes,
