@@ -78,8 +78,10 @@ class LaunchRows:
     nvtx: NvtxIndex
 
 
-def launch_rows(trace: Trace, cfg: AnalysisConfig) -> LaunchRows:
-    """Pair, classify and attribute every launch of ``trace`` (:class:`LaunchRows`)."""
+def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = None) -> LaunchRows:
+    """Pair, classify and attribute every launch of ``trace`` (:class:`LaunchRows`);
+    ``groups``: the ranks' groups (:func:`.collectives.communicators`), found from ``trace``
+    when not given (a time window is given the whole trace's)."""
     _require_launches(trace)
     copies = copy_calls(trace)
     calls = ThreadCalls.of(trace.api)
@@ -92,7 +94,7 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig) -> LaunchRows:
     # warm-up and steady state count launches over the whole trace, not one window: their
     # columns take their place in the table here, and :func:`finish` fills them
     launches["warmup"] = launches["steady"] = False
-    groups = communicators(trace.collectives)
+    groups = communicators(trace.collectives) if groups is None else groups
     launches = attach_waits(launches, collective_waits(trace.collectives, groups=groups), groups)
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)

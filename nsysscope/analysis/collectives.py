@@ -14,9 +14,12 @@ nsys records no NCCL communicator, so an export of several independent groups (d
 over tensor parallel) would let one group's kernel end near another's and be matched with it.
 :func:`communicators` first tells the groups apart: the ranks of one group end (almost)
 every collective together, ranks of different groups only by chance. On the two-rank H200
-captures every kernel of a rank has its peer's end within 10 us (99 % within 1.5 us); laid
-over each other, the two captures' ranks do so for 12-13 % of their kernels
-(``tests/analysis/test_collectives.py``). Kernels are matched within a group only.
+captures 99.96-100 % of a rank's kernels have their peer's end within 5 us (``GROUP_NS``;
+every one within 10 us); laid over each other, the two captures' ranks do so for 2.4-4.3 % of
+their kernels (``tests/analysis/test_collectives.py``). Chance grows with how close
+collectives follow each other (about 10 us over the gap between them): groups whose
+collectives come every 11 us or less cannot be told apart. Kernels are matched within a
+group only.
 
 :func:`collective_waits` returns one row per matched kernel: ``proc, corr_id, start_ns,
 end_ns, wait_ns, waited_for`` (the latecomer's process, -1 for the latecomer itself), ``op``
@@ -34,8 +37,12 @@ import pandas as pd
 #: collective kernels of different ranks that end this close together are one collective;
 #: NVLink all-reduce ranks finish within a few microseconds of each other
 MATCH_NS = 20_000
-#: two ranks are in one group when at least this share of each one's collective kernels has
-#: the other's end within ``match_ns`` (1.0 within a group, 0.12-0.13 across groups: above)
+#: ranks are grouped by kernels that end this close together: tighter than ``MATCH_NS``, so
+#: that chance meetings of two groups' kernels are rare (above)
+GROUP_NS = 5_000
+#: two ranks are in one group when at least this share of each one's collective kernels (while
+#: both ran) has the other's end within ``GROUP_NS`` (0.9996-1.0 within a group, 0.024-0.043
+#: across groups: above)
 SAME_GROUP = 0.9
 
 COLUMNS = ["proc", "corr_id", "start_ns", "end_ns", "wait_ns", "waited_for", "op"]
@@ -58,7 +65,7 @@ def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS,
     if c.empty or c["proc"].nunique() < 2:
         return pd.DataFrame({k: pd.Series(dtype="int64" if k != "op" else object)
                              for k in COLUMNS})
-    groups = communicators(c, match_ns) if groups is None else groups
+    groups = communicators(c) if groups is None else groups
     c = c.assign(comm=c["proc"].map(groups).to_numpy())
     c = c.sort_values(["comm", "end_ns", "proc"], kind="stable").reset_index(drop=True)
     end, comm = c["end_ns"].to_numpy(), c["comm"].to_numpy()
@@ -74,19 +81,26 @@ def collective_waits(collectives: pd.DataFrame, match_ns: int = MATCH_NS,
     duration = end - start
     wait = np.where(members > 1, np.minimum(latest - start, duration), 0)
     waited_for = np.where((members > 1) & (late_row != np.arange(len(c))), late_proc, -1)
-    ops = pd.Series(c["name"].astype(str)).map(op_name)
+    names = c["name"].astype(str)
+    ops = names.map({n: op_name(n) for n in names.unique()})  # a regex per name, not per kernel
     return pd.DataFrame({"proc": c["proc"].to_numpy(), "corr_id": c["corr_id"].to_numpy(),
                          "start_ns": start, "end_ns": end, "wait_ns": wait.astype(np.int64),
                          "waited_for": waited_for.astype(np.int64), "op": ops.to_numpy()})
 
 
-def communicators(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.Series:
+def communicators(collectives: pd.DataFrame, within_ns: int = GROUP_NS) -> pd.Series:
     """The group of ranks each process of ``collectives`` waits with, by process, named by its
-    smallest process key (so that every time window of a trace names it alike): two processes
-    are in one group when at least :data:`SAME_GROUP` of each one's kernels has an end of the
-    other's within ``match_ns``, and groups are joined through shared members. A loop over
-    pairs of processes (a server's handful), each pair compared in numpy."""
-    ends = {p: np.sort(e.to_numpy()) for p, e in collectives.groupby("proc")["end_ns"]}
+    smallest process key: two processes are in one group when at least :data:`SAME_GROUP` of
+    each one's kernels, while both ran, has an end of the other's within ``within_ns``, and
+    groups are joined through shared members. Kernels of no known process (``proc`` -1) are
+    left out. A loop over pairs of processes (a server's handful), each pair compared in numpy.
+
+    A long trace read in time windows is grouped once, from all its kernels
+    (:func:`~nsysscope.analysis.windows.analyze_windows`): a window decides nothing alone."""
+    if collectives.empty or "proc" not in collectives:
+        return pd.Series(dtype="int64", index=pd.Index([], name="proc"))
+    known = collectives[collectives["proc"] >= 0]
+    ends = {p: np.sort(e.to_numpy()) for p, e in known.groupby("proc")["end_ns"]}
     procs = sorted(ends)
     parent = {p: p for p in procs}
 
@@ -97,23 +111,29 @@ def communicators(collectives: pd.DataFrame, match_ns: int = MATCH_NS) -> pd.Ser
 
     for i, p in enumerate(procs):
         for q in procs[i + 1:]:
-            if min(_matched(ends[p], ends[q], match_ns), _matched(ends[q], ends[p], match_ns)) \
-                    >= SAME_GROUP:
+            if min(_matched(ends[p], ends[q], within_ns),
+                   _matched(ends[q], ends[p], within_ns)) >= SAME_GROUP:
                 a, b = root(p), root(q)
                 parent[max(a, b)] = min(a, b)  # a group's root: its smallest member
     return pd.Series([root(p) for p in procs], index=pd.Index(procs, name="proc"),
                      dtype="int64")
 
 
-def _matched(ends: np.ndarray, other: np.ndarray, match_ns: int) -> float:
-    """The share of ``ends`` with an end of ``other`` (sorted) within ``match_ns``."""
+def _matched(ends: np.ndarray, other: np.ndarray, within_ns: int) -> float:
+    """The share of ``ends`` (sorted) with an end of ``other`` (sorted) within ``within_ns``,
+    counted while both ran (a rank whose capture starts later, or lost its last records, is
+    still its group's)."""
     if not len(ends) or not len(other):
+        return 0.0
+    ends = ends[(ends >= max(ends[0], other[0]) - within_ns) &
+                (ends <= min(ends[-1], other[-1]) + within_ns)]
+    if not len(ends):
         return 0.0
     at = np.searchsorted(other, ends)
     before = other[np.clip(at - 1, 0, len(other) - 1)]
     after = other[np.clip(at, 0, len(other) - 1)]
     nearest = np.minimum(np.abs(ends - before), np.abs(after - ends))
-    return float(np.mean(nearest <= match_ns))
+    return float(np.mean(nearest <= within_ns))
 
 
 def attach_waits(launches: pd.DataFrame, waits: pd.DataFrame,

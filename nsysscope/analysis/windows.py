@@ -24,6 +24,7 @@ from ..trace.time_range import TimeRange
 from ..trace.windows import TraceWindows, Window, in_windows
 from ..util.memory import return_freed_memory
 from . import Analysis, LaunchRows, analyze, finish, launch_rows
+from .collectives import communicators
 from .config import AnalysisConfig
 from .nvtx import NvtxIndex, names_step
 from .pairs import PairIndex
@@ -49,21 +50,23 @@ def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) ->
     events; its text columns are categoricals."""
     cfg = cfg or AnalysisConfig()
     with windows:
-        outline, rows = windowed_rows(windows.traces(), cfg)
+        groups = communicators(windows.collectives())
+        outline, rows = windowed_rows(windows.traces(), cfg, groups)
     return finish(outline, rows, cfg)
 
 
-def windowed_rows(windows: Iterable[tuple[Trace, Window]],
-                  cfg: AnalysisConfig) -> tuple[Trace, LaunchRows]:
+def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
+                  groups: pd.Series | None = None) -> tuple[Trace, LaunchRows]:
     """The rows of the whole trace read in ``windows``, and the trace without its events
-    but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads)."""
+    but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads); ``groups``: the
+    whole trace's groups of ranks (:func:`.collectives.communicators`)."""
     return_freed_memory()
     owned: list[_Owned] = []
     steps: list[pd.DataFrame] = []
     outline: Trace | None = None
     for trace, window in windows:
         outline = outline or _outline(trace)
-        owned.append(_Owned.of(launch_rows(trace, cfg), window))
+        owned.append(_Owned.of(launch_rows(trace, cfg, groups), window))
         nv = trace.nvtx
         steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
         del trace, nv  # the next window's events take their place

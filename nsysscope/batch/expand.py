@@ -37,8 +37,10 @@ def names_many(spec: str) -> bool:
 def expand(specs: Iterable[str | Path]) -> list[Path]:
     """Trace files named by ``specs``: files as given, folders' trace files (not recursive,
     sorted), and glob patterns (``**`` recurses). Duplicates are dropped; a folder or glob
-    with no trace in it is an error. A folder or glob leaves out nsysscope's own per-launch
-    databases (``--per-launch launches.sqlite`` written beside the traces), with a note."""
+    with no trace in it is an error. A folder or glob, and a file among several (a glob the
+    shell expanded), leave out nsysscope's own outputs (``--per-launch all.sqlite`` written
+    beside the traces, a timeline), with a note."""
+    specs = [str(spec) for spec in specs]
     out: list[Path] = []
     seen: set[str] = set()
 
@@ -48,7 +50,7 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             out.append(p)
 
-    for spec in map(str, specs):
+    for spec in specs:
         p = Path(spec)
         if p.is_dir():
             found = _traces(sorted(q for q in p.iterdir() if q.is_file()))
@@ -63,7 +65,7 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
                 raise UnreadableInput(f"{spec}: no trace file matches")
             for q in _natural(found):
                 add(q)
-        else:
+        elif not (len(specs) > 1 and p.is_file() and _left_out(p)):
             add(p)  # a missing or unreadable file gets its error row from the worker
     return out
 
@@ -71,22 +73,21 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
 def _traces(files: Iterable[Path]) -> list[Path]:
     """The trace files of ``files`` found in a folder or by a glob: by name, less
     nsysscope's own outputs (per-launch databases, timelines) that sit among them."""
-    found = []
-    for q in files:
-        if not is_trace_name(q.name):
-            continue
-        own = _own_output(q)
-        if own:
-            note(f"{q}: left out: nsysscope's {own}, not a trace")
-            continue
-        found.append(q)
-    return found
+    return [q for q in files if is_trace_name(q.name) and not _left_out(q)]
+
+
+def _left_out(q: Path) -> bool:
+    """Whether ``q`` is one of nsysscope's own outputs, said in a note."""
+    own = _own_output(q)
+    if own:
+        note(f"{q}: left out: nsysscope's {own}, not a trace")
+    return own is not None
 
 
 def _own_output(q: Path) -> str | None:
     """What of nsysscope's own ``q`` is (judged by content), or None."""
     name = q.name.lower()
-    if name.endswith(".sqlite") and is_results_db(q):
+    if name.endswith((".sqlite", ".db", ".sqlite3")) and is_results_db(q):
         return "per-launch database"
     try:
         if ".json" in name and json_kind(q) == "timeline":

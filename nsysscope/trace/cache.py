@@ -50,6 +50,10 @@ CACHE_SUFFIX = ".nsysscope-cache.sqlite"
 #: the names the cache gives its files: the trace's stem, a fingerprint of the source, and
 #: :data:`CACHE_SUFFIX`
 ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}" + re.escape(CACHE_SUFFIX))
+#: the names nsysscope gave its cache files before (``NAME-<16 hex digits>.sqlite``): entries
+#: in the default folder, which is nsysscope's own, but never in one ``$NSYSSCOPE_CACHE``
+#: names (a user's folder, where such a name may be the user's own capture)
+LEGACY_ENTRY_NAME = re.compile(r".+-[0-9a-f]{16}\.sqlite")
 
 
 def cache_dir() -> Path:
@@ -99,8 +103,9 @@ class CacheEntry:
 
 
 def entries(folder: Path | None = None) -> list[CacheEntry]:
-    """The cache's files (named as it names them: :data:`ENTRY_NAME`), least recently used
-    first (temporary files of runs in progress are left out)."""
+    """The cache's files (named as it names them: :data:`ENTRY_NAME`, and
+    :data:`LEGACY_ENTRY_NAME` in the default folder), least recently used first (temporary
+    files of runs in progress are left out)."""
     folder = folder or cache_dir()
     out = []
     try:
@@ -108,7 +113,7 @@ def entries(folder: Path | None = None) -> list[CacheEntry]:
     except OSError:
         return []
     for e in names:
-        if e.name.startswith(".") or not ENTRY_NAME.fullmatch(e.name):
+        if e.name.startswith(".") or not _is_entry(e.name, folder):
             continue
         try:
             st = e.stat(follow_symlinks=False)
@@ -173,13 +178,21 @@ def _remove_dead_temporaries(folder: Path) -> None:
     for :data:`IN_USE_S` seconds (a run in progress keeps writing its own)."""
     dead = time.time() - IN_USE_S
     for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
-        if not ENTRY_NAME.fullmatch(tmp.name[1:].rsplit(".", 2)[0]):  # .NAME.XXXXXX.tmp
+        if not _is_entry(tmp.name[1:].rsplit(".", 2)[0], folder):  # .NAME.XXXXXX.tmp
             continue
         try:
             if tmp.stat().st_mtime < dead:
                 tmp.unlink()
         except OSError:
             pass
+
+
+def _is_entry(name: str, folder: Path) -> bool:
+    """Whether a file called ``name`` in ``folder`` is the cache's."""
+    if ENTRY_NAME.fullmatch(name):
+        return True
+    own = not os.environ.get("NSYSSCOPE_CACHE") and not cache_disabled()
+    return own and folder == cache_dir() and bool(LEGACY_ENTRY_NAME.fullmatch(name))
 
 
 def human(n: float) -> str:

@@ -108,6 +108,10 @@ class Schema:
             raise NotAnNsysExport(f"{path}: not a readable nsys export ({e})") from None
         self.tables = frozenset(r[0] for r in rows)
         if "META_DATA_EXPORT" not in self.tables:
+            if {"launches", "meta"} <= self.tables:  # formats.is_results_db
+                raise NotAnNsysExport(
+                    f"{path}: nsysscope's per-launch database (report --per-launch), not a "
+                    "trace: query it with sqlite3, or report the traces it came from")
             raise NotAnNsysExport(
                 f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
                 "make one with: nsys export --type sqlite REPORT.nsys-rep")

@@ -38,7 +38,7 @@ from .formats import json_kind
 from .load import Trace, damage_reported, read_trace
 from .schema import Schema, connect_readonly
 from .sources import resolve
-from .tables import wanted_api_ids
+from .tables import collectives_table, wanted_api_ids
 from .time_range import TimeRange
 
 #: launches a window owns (one window's analysis holds ~6 KB per launch: bench/README.md)
@@ -147,6 +147,12 @@ class TraceWindows:
                     trace = read_trace(self._schema, self.path, self.db, w.read)
                 yield trace, w
                 bar.advance()
+
+    def collectives(self) -> pd.DataFrame:
+        """Every NCCL kernel of the whole trace (:func:`.tables.collectives_table`): which
+        ranks wait for each other is decided once, not in each window."""
+        with damage_reported(self.path):
+            return collectives_table(self._schema)
 
     @property
     def fallbacks(self) -> int:

@@ -59,12 +59,21 @@ def test_windows_give_the_whole_traces_analysis(sample_path, analysed, name):
         json.loads(whole.summary.to_json(with_distributions=True))
 
 
-def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2):
-    """Each window groups the ranks anew: the groups, their waits and the note are the whole
-    trace's."""
+def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2, monkeypatch):
+    """The ranks are grouped once, from the whole trace's kernels (each window grouped them
+    anew, and near the threshold windows could disagree): the groups, their waits and the note
+    are the whole trace's."""
+    import nsysscope.analysis as analysis
     from nsysscope import analyze, load
+    from nsysscope.analysis import windows as analysis_windows
     whole = analyze(load(dp2_tp2))
+    calls = []
+    for module in (analysis, analysis_windows):
+        real = module.communicators
+        monkeypatch.setattr(module, "communicators",
+                            lambda c, *a, __real=real: calls.append(len(c)) or __real(c, *a))
     part, n = windowed(dp2_tp2)
+    assert calls == [len(whole.trace.collectives)]  # once, over every kernel
     assert n >= 2
     pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
                                   check_dtype=False)
