@@ -202,7 +202,8 @@ class Driver:
 def environment(out: Path) -> None:
     lines = []
     try:
-        v = subprocess.run([NSYS, "--version"], capture_output=True, text=True).stdout
+        nsys = os.environ.get("NSYS") or (NSYS if Path(NSYS).is_file() else "nsys")
+        v = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout
         lines.append(f"nsys: {v.strip().splitlines()[-1] if v.strip() else '?'}")
     except OSError as e:
         lines.append(f"nsys: not found ({e})")

@@ -16,4 +16,10 @@ rm -f "$out.nsys-rep" "$out.sqlite"
 "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node ${NSYS_FLAGS:-} \
     -o "$out" -f true "$@"
 [ -f "$out.nsys-rep" ] || { echo "nsys_capture: no report made" >&2; exit 1; }
-"$nsys" export --type sqlite ${NSYS_EXPORT_FLAGS:-} -o "$out.sqlite" -f true "$out.nsys-rep"
+export_flags=${NSYS_EXPORT_FLAGS:-}
+# --include-json came with nsys 2024: an older export refuses the whole command
+if [[ " $export_flags " == *" --include-json "* ]] && ! "$nsys" export --help 2>&1 | grep -q include-json; then
+  export_flags=$(sed -E 's/--include-json( (true|false))?//' <<< "$export_flags")
+  echo "nsys_capture: this nsys exports no JSON payloads (--include-json left out)" >&2
+fi
+"$nsys" export --type sqlite $export_flags -o "$out.sqlite" -f true "$out.nsys-rep"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import lzma
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,18 +67,19 @@ def _plain(v: Any) -> Any:
 
 @contextmanager
 def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[EventWriter]:
-    """An :class:`EventWriter` on ``path`` (gzip when it ends in ``.gz``), written to a
-    temporary name and renamed into place when complete; ``other`` goes in ``otherData``,
-    after ``"source": "nsysscope"``."""
+    """An :class:`EventWriter` on ``path`` (gzip or xz when it ends in ``.gz`` or ``.xz``),
+    written to a temporary name and renamed into place when complete; ``other`` goes in
+    ``otherData``, after ``"source": "nsysscope"``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     raw = open(tmp, "wb")  # noqa: SIM115 - closed below, also on error
     try:
-        binary = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) \
-            if path.name.lower().endswith(".gz") else raw
+        low = path.name.lower()
+        binary = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if low.endswith(".gz") else \
+            lzma.LZMAFile(raw, "wb") if low.endswith(".xz") else raw  # noqa: SIM115 - closed below
         out = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")  # type: ignore[arg-type]
         # "source" first: the head that tells nsysscope's timelines from traces
-        # (nsysscope.trace.formats.TIMELINE_HEAD)
+        # (nsysscope.trace.formats.TIMELINE_MARK)
         out.write('{"displayTimeUnit":"ns","otherData":'
                   + json.dumps({"source": "nsysscope", **other}, separators=(",", ":"))
                   + ',"traceEvents":[')

@@ -36,19 +36,19 @@ def compare(baseline: Any, candidate: Any,
     ``[tool.nsysscope.gate]`` table of the ``pyproject.toml`` found from the working folder
     (named in the notes).
     """
-    if not isinstance(baseline, Summary):
-        baseline_label = baseline_label or _label(baseline)
-        baseline = summary_of(baseline, config=config, nsys=nsys)
-    if not isinstance(candidate, Summary):
-        candidate_label = candidate_label or _label(candidate)
-        candidate = summary_of(candidate, config=config, nsys=nsys)
-    source = None
+    source = None  # the thresholds first: a broken table fails before any trace is analysed
     if thresholds is None:
         t, source = load_thresholds()
     elif isinstance(thresholds, dict):
         t = GateThresholds.from_dict(thresholds)
     else:
         t = thresholds
+    if not isinstance(baseline, Summary):
+        baseline_label = baseline_label or _label(baseline)
+        baseline = summary_of(baseline, config=config, nsys=nsys)
+    if not isinstance(candidate, Summary):
+        candidate_label = candidate_label or _label(candidate)
+        candidate = summary_of(candidate, config=config, nsys=nsys)
     base, cand = baseline, candidate
     notes = check_comparable(base, cand, (baseline_label, candidate_label))
     checks, more = run_checks(base, cand, t)

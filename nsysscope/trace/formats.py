@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import lzma
 import os
+import re
 import sqlite3
 import zlib
 from pathlib import Path
@@ -18,9 +19,10 @@ from .schema import connect_readonly
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
 _JSON_START = (b"{", b"[")
-#: how nsysscope's own timelines (``export``, ``--perfetto``) begin: a Chrome trace too, but
-#: one nsysscope wrote (:func:`nsysscope.export.chrome_json.open_trace`)
-TIMELINE_HEAD = b'{"displayTimeUnit":"ns","otherData":{"source":"nsysscope"'
+#: what marks nsysscope's own timelines (``export``, ``--perfetto``): a Chrome trace too, but
+#: one nsysscope wrote (:func:`nsysscope.export.chrome_json.open_trace` puts it first; a
+#: timeline saved again by another JSON writer may space or order it otherwise)
+TIMELINE_MARK = re.compile(rb'"otherData"\s*:\s*\{[^{}]*"source"\s*:\s*"nsysscope"')
 
 
 def json_kind(path: str | os.PathLike) -> str | None:
@@ -47,7 +49,7 @@ def json_kind(path: str | os.PathLike) -> str | None:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(_JSON_START):
         return None
-    if text.startswith(TIMELINE_HEAD):
+    if TIMELINE_MARK.search(text):
         return "timeline"
     if b'"traceEvents"' in text or (text.startswith(b"[") and b'"ph"' in text):
         return "kineto"

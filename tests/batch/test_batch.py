@@ -101,6 +101,25 @@ def test_the_per_launch_database_beside_the_traces_is_not_a_trace(sample_path, t
     assert res.exit_code == 5
 
 
+def test_the_database_named_among_the_traces_by_the_shell_is_not_a_trace(sample_path, tmp_path):
+    """``report runs/*.sqlite* --per-launch runs/all.sqlite``: the shell, not nsysscope,
+    expands the glob, so the second run named the database itself (exit 2, "is the input")."""
+    for i, name in enumerate(("healthy", "case1")):
+        (tmp_path / f"rank{i}.sqlite.xz").symlink_to(sample_path(name))
+    db = tmp_path / "all.sqlite"
+    for _ in range(2):
+        names = sorted(str(q) for q in tmp_path.iterdir())  # as the shell lists them
+        res = CliRunner().invoke(cli, ["report", *names, "--per-launch", str(db), "-j", "1"])
+        assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "nsysscope report: 2 traces"
+    assert f"nsysscope: note: {db}: left out: nsysscope's per-launch database" in res.stderr
+    # named alone, it is what the user asked for: refused, and named for what it is
+    res = CliRunner().invoke(cli, ["report", str(db)])
+    assert res.exit_code == 5 and res.stderr == (
+        f"nsysscope: error: {db}: nsysscope's per-launch database (report --per-launch), not "
+        "a trace: query it with sqlite3, or report the traces it came from\n")
+
+
 def test_dask_local_cluster(ranks):
     distributed = pytest.importorskip("dask.distributed")
     paths = batch.expand([str(ranks)])

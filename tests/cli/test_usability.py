@@ -451,6 +451,24 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     one_error_line(run("cache", "info"), 2)
 
 
+def test_cache_files_of_the_old_naming_are_the_default_folder_s(tmp_path, monkeypatch):
+    """Cache files were named NAME-<16 hex>.sqlite before: in the default folder (nsysscope's
+    own) they stayed forever, never counted, evicted or cleared. In a folder NSYSSCOPE_CACHE
+    names (maybe the user's traces) such a name is left alone."""
+    from nsysscope.trace import cache
+    monkeypatch.delenv("NSYSSCOPE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    folder = cache.cache_dir()
+    folder.mkdir(parents=True)
+    old = folder / "h200_case1_300-8b391c870d154d38.sqlite"
+    old.write_bytes(b"SQLite format 3\x00" + bytes(1000))
+    assert [c.path for c in cache.entries()] == [old]
+    assert cache.clear() == (1, 1016) and not old.exists()
+    old.write_bytes(b"SQLite format 3\x00")
+    monkeypatch.setenv("NSYSSCOPE_CACHE", str(folder))
+    assert cache.entries() == [] and cache.clear() == (0, 0) and old.exists()
+
+
 # -- --version is fast: no pandas, numpy or matplotlib ------------------------------------------
 
 def test_version_imports_nothing_heavy():

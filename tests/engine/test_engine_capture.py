@@ -164,11 +164,16 @@ def test_the_portable_nsys_wrapper_profiles_and_exports(tmp_path):
         pytest.skip("nsys is not installed ($NSYS, PATH or /opt/nsys-2023.4: "
                     ".ci/install-nsys.sh)")
     out = tmp_path / "tiny"
+    # as capture.py passes a :python capture's flags: nsys 2023.4's export has no
+    # --include-json, and refused the whole command (no export)
     proc = subprocess.run(["bash", str(REPO / "sample_traces" / "nsys_capture.sh"), str(out),
                            "--", sys.executable, "-c", "print('hi')"],
-                          env=dict(os.environ, NSYS=NSYS), capture_output=True, text=True,
-                          timeout=300)
+                          env=dict(os.environ, NSYS=NSYS, NSYS_EXPORT_FLAGS="--include-json true"),
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    knows_json = "include-json" in subprocess.run([NSYS, "export", "--help"], capture_output=True,
+                                                  text=True).stdout
+    assert knows_json or "--include-json left out" in proc.stderr
     assert out.with_suffix(".nsys-rep").is_file() and out.with_suffix(".sqlite").is_file()
     report = subprocess.run([sys.executable, "-m", "nsysscope", "report",
                              str(out.with_suffix(".sqlite"))], capture_output=True, text=True,

@@ -188,3 +188,22 @@ def test_a_timeline_is_written_again_and_never_read_as_a_trace(tmp_path):
     assert sorted(r.stderr.splitlines()) == sorted(
         f"nsysscope: note: {tmp_path / n}: left out: nsysscope's timeline (export, --perfetto), "
         "not a trace" for n in ("t.trace.json", "t.trace.json.gz"))
+
+
+def test_a_timeline_saved_again_or_written_as_xz_is_still_a_timeline(tmp_path):
+    """Recognised by its bytes only, a timeline re-saved by json.dump (spaces, sorted keys)
+    was read as a torch.profiler trace (exit 3, no CUDA data); and -- perfetto x.json.xz wrote
+    plain JSON under the .xz name."""
+    import lzma
+
+    from nsysscope.trace.formats import json_kind
+    xz = export(TWIN, tmp_path / "t.json.xz")
+    assert xz.read_bytes().startswith(b"\xfd7zXZ\x00")
+    doc = json.loads(lzma.decompress(xz.read_bytes()))
+    assert doc["otherData"]["source"] == "nsysscope" and doc["traceEvents"]
+    again = tmp_path / "again.trace.json"
+    again.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    for path in (xz, again):
+        assert json_kind(path) == "timeline"
+        r = CliRunner().invoke(cli, ["report", str(path)])
+        assert r.exit_code == 2 and "an nsysscope timeline" in r.stderr

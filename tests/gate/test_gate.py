@@ -418,6 +418,23 @@ def test_pyproject_thresholds_are_honoured(summary_file, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
 
 
+def test_compare_reads_a_broken_table_before_analysing_anything(tmp_path, monkeypatch, sample_path):
+    """compare() analysed both traces (minutes on a server's) before it found the table
+    broken; nsysscope gate fails at once."""
+    import sys
+
+    from nsysscope.errors import UnreadableInput
+    gate_compare = sys.modules["nsysscope.gate.compare"]  # the module, not its function
+    (tmp_path / "pyproject.toml").write_text("[tool.nsysscope.gate]\nalpha = 2\n")
+    monkeypatch.chdir(tmp_path)
+
+    def never(*a, **k):
+        raise AssertionError("a side was analysed before the thresholds were read")
+    monkeypatch.setattr(gate_compare, "summary_of", never)
+    with pytest.raises(UnreadableInput, match="'alpha' must lie strictly between 0 and 1"):
+        compare(sample_path("healthy"), sample_path("case1"))
+
+
 def test_explicit_config_file_and_defaults(tmp_path):
     cfg = tmp_path / "gate.toml"
     cfg.write_text("[tool.nsysscope.gate]\nstall-pp = 5\nstall-min-launches = 10\n")

@@ -548,10 +548,10 @@ def _nostack_case1_events() -> dict:
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("pid", 2**70), ("tid", [1]), ("cat", ["cuda_runtime"]), ("args", {"correlation": 2**64})])
+    ("tid", [1]), ("cat", ["cuda_runtime"]), ("args", {"correlation": 2**64})])
 def test_an_event_field_no_trace_holds_is_a_corrupt_trace(tmp_path, field, value):
-    """One CUDA call of a real trace damaged: an integer past 64 bits, a list where a thread
-    id or category is (all were exit 70, an internal error)."""
+    """One CUDA call of a real trace damaged: a correlation id past 64 bits, a list where a
+    thread id or category is (all were exit 70, an internal error)."""
     d = _nostack_case1_events()
     call = next(e for e in d["traceEvents"] if e.get("cat") == "cuda_runtime")
     call[field] = value
@@ -603,3 +603,20 @@ def test_all_kernels_says_a_torch_profiler_trace_has_none_to_add(tmp_path):
     assert proc.returncode == 0 and proc.stderr.startswith(
         "nsysscope: note: --all-kernels reads a replay's kernels from an nsys export; a "
         "torch.profiler trace's replays are drawn as one slice each\n"), proc.stderr
+
+
+@pytest.mark.parametrize("pid", [2**39, 2**63 - 1, 2**70])
+def test_a_pid_too_large_for_a_thread_id_is_numbered_apart(tmp_path, pid):
+    """pid << 24 is how a thread id is made: a pid from 2**39 on overflowed int64 and the trace
+    was refused as corrupt (exit 5). It is numbered as a text pid is; the analysis is the
+    same."""
+    d = _nostack_case1_events()
+    host = next(e["pid"] for e in d["traceEvents"] if e.get("cat") == "cuda_runtime")
+    for e in d["traceEvents"]:
+        if e.get("pid") == host:
+            e["pid"] = pid
+    p = tmp_path / "bigpid.json"
+    p.write_text(json.dumps(d))
+    want = analyze(load(KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz")).summary
+    got = analyze(load(p)).summary
+    assert got.classes == want.classes and got.window_us == want.window_us

@@ -262,7 +262,7 @@ def _thread_names(c: Collector) -> dict[int, str]:
         if not (isinstance(pid, int) and isinstance(tid, int)):
             continue
         m = _THREAD_NAME.match(name)
-        out.setdefault((pid << 24) | (tid & 0xFFFFFF), m.group(1) if m else name)
+        out.setdefault((c.num(pid) << 24) | (tid & 0xFFFFFF), m.group(1) if m else name)
     return out
 
 

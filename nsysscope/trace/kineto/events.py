@@ -29,6 +29,9 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 #: microseconds beyond which a Kineto time is no clock's (int64 nanoseconds end at 9.2e15 us)
 _MAX_US = 1e15
+#: pids at or past this do not fit a global thread id (``pid << 24`` in int64): they are
+#: numbered as other odd pids are
+_MAX_PID = 1 << 39
 
 
 class Collector:
@@ -53,13 +56,18 @@ class Collector:
         py = self.py.cols
         self._py_ts, self._py_dur, self._py_tid, self._py_name = (c.append for c in py)
 
-    def _num(self, v: Any) -> int:
-        if type(v) is int:
+    def num(self, v: Any) -> int:
+        """An integer id for a pid, thread, stream or device id as the trace gives it: itself,
+        or, for text or a number past 2**39 (no thread id can hold it), a number of its own."""
+        if type(v) is int and -_MAX_PID < v < _MAX_PID:
             return v
         try:
-            return int(v)
+            n = int(v)
         except (TypeError, ValueError):
-            return self.ids.setdefault(v, (1 << 23) + len(self.ids))
+            n = _MAX_PID
+        if -_MAX_PID < n < _MAX_PID:
+            return n
+        return self.ids.setdefault(v, (1 << 23) + len(self.ids))  # text, or past 2**39
 
     def _name(self, table: dict[str, int], name: Any) -> int:
         if not isinstance(name, str):
@@ -71,10 +79,10 @@ class Collector:
 
     def _times(self, e: dict) -> tuple[float, float] | None:
         try:
-            raw = e["ts"], e.get("dur") or 0.0
+            raw = e["ts"], e.get("dur")
             if bool in (type(raw[0]), type(raw[1])):  # float(True) is 1.0: no time
                 raise TypeError("a boolean time")
-            ts, dur = float(raw[0]), float(raw[1])
+            ts, dur = float(raw[0]), float(raw[1] or 0.0)
         except (KeyError, TypeError, ValueError):
             self.skipped += 1
             return None
@@ -97,10 +105,10 @@ class Collector:
                     return
                 ts, dur = times
             pid, tid = e.get("pid"), e.get("tid")
-            if type(pid) is not int:
-                pid = self._num(pid)
+            if type(pid) is not int or not -_MAX_PID < pid < _MAX_PID:
+                pid = self.num(pid)
             if type(tid) is not int:
-                tid = self._num(tid)
+                tid = self.num(tid)
             name = e.get("name")
             code = self.py_names.get(name)
             if code is None:
@@ -128,15 +136,15 @@ class Collector:
         if type(args) is not dict:
             args = {}
         if kind == _PY:  # a category spelt otherwise
-            gtid = (self._num(e.get("pid")) << 24) | (self._num(e.get("tid")) & 0xFFFFFF)
+            gtid = (self.num(e.get("pid")) << 24) | (self.num(e.get("tid")) & 0xFFFFFF)
             self.py.add(ts, dur, gtid, self._name(self.py_names, e.get("name")))
         elif kind in (_KERNEL, _MEMCPY, _MEMSET):
             self._gpu(kind, e, ts, dur, args)
         elif kind == _API:
-            pid, tid = self._num(e.get("pid")), self._num(e.get("tid"))
+            pid, tid = self.num(e.get("pid")), self.num(e.get("tid"))
             corr = args.get("correlation", -1)
             self.api.add(ts, dur, pid, (pid << 24) | (tid & 0xFFFFFF),
-                         corr if type(corr) is int else self._num(corr),
+                         corr if type(corr) is int else self.num(corr),
                          self._name(self.names, api_base_name(str(e.get("name")))),
                          int("driver" in str(cat).lower()))
         elif kind in (_ANNOT, _OP):
@@ -145,7 +153,7 @@ class Collector:
                 return
             if kind == _ANNOT and (m := _PROFILER_STEP.match(name)):
                 name = f"step {m.group(1)}"
-            pid, tid = self._num(e.get("pid")), self._num(e.get("tid"))
+            pid, tid = self.num(e.get("pid")), self.num(e.get("tid"))
             self.ranges.add(ts, dur, (pid << 24) | (tid & 0xFFFFFF), self._name(self.names, name))
         elif kind == _SPAN:
             end = ts + dur
@@ -168,9 +176,9 @@ class Collector:
             copy, src, dst = kinds
         elif kind == _KERNEL and isinstance(name, str) and name[:4].lower() == "nccl":
             name_code = self._name(self.kernel_names, name)
-        self.gpu.add(ts, dur, self._num(device), self._num(stream),
-                     corr if type(corr) is int else self._num(corr), kind - _KERNEL, copy, src,
-                     dst, nbytes if type(nbytes) is int else 0, name_code, self._num(pid))
+        self.gpu.add(ts, dur, self.num(device), self.num(stream),
+                     corr if type(corr) is int else self.num(corr), kind - _KERNEL, copy, src,
+                     dst, nbytes if type(nbytes) is int else 0, name_code, self.num(pid))
 
     def _meta(self, e: dict) -> None:
         name, args = e.get("name"), e.get("args")
