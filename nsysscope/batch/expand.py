@@ -40,7 +40,7 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
     with no trace in it is an error. A folder or glob, and a file among several (a glob the
     shell expanded), leave out nsysscope's own outputs (``--per-launch all.sqlite`` written
     beside the traces, a timeline), with a note."""
-    specs = [str(spec) for spec in specs]
+    given = [str(spec) for spec in specs]
     out: list[Path] = []
     seen: set[str] = set()
 
@@ -50,7 +50,7 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             out.append(p)
 
-    for spec in specs:
+    for spec in given:
         p = Path(spec)
         if p.is_dir():
             found = _traces(sorted(q for q in p.iterdir() if q.is_file()))
@@ -65,7 +65,7 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
                 raise UnreadableInput(f"{spec}: no trace file matches")
             for q in _natural(found):
                 add(q)
-        elif not (len(specs) > 1 and p.is_file() and _left_out(p)):
+        elif not (len(given) > 1 and p.is_file() and _left_out(p)):
             add(p)  # a missing or unreadable file gets its error row from the worker
     return out
 
