@@ -18,8 +18,12 @@ rm -f "$out.nsys-rep" "$out.sqlite"
 [ -f "$out.nsys-rep" ] || { echo "nsys_capture: no report made" >&2; exit 1; }
 export_flags=${NSYS_EXPORT_FLAGS:-}
 # --include-json came with nsys 2024: an older export refuses the whole command
-if [[ " $export_flags " == *" --include-json "* ]] && ! "$nsys" export --help 2>&1 | grep -q include-json; then
-  export_flags=$(sed -E 's/--include-json( (true|false))?//' <<< "$export_flags")
-  echo "nsys_capture: this nsys exports no JSON payloads (--include-json left out)" >&2
+# (the help read whole: grep -q stopping early would kill nsys, and pipefail say "unsupported")
+if [[ " $export_flags " == *" --include-json"* ]]; then
+  help=$("$nsys" export --help 2>&1)
+  if [[ $help != *include-json* ]]; then
+    export_flags=$(sed -E 's/--include-json((=| )(true|false))?//' <<< "$export_flags")
+    echo "nsys_capture: this nsys exports no JSON payloads (--include-json left out)" >&2
+  fi
 fi
 "$nsys" export --type sqlite $export_flags -o "$out.sqlite" -f true "$out.nsys-rep"

@@ -44,6 +44,10 @@ GROUP_NS = 5_000
 #: both ran) has the other's end within ``GROUP_NS`` (0.9996-1.0 within a group, 0.024-0.043
 #: across groups: above)
 SAME_GROUP = 0.9
+#: kernels of a rank that must lie in the span both ranks ran (all of them, for a rank with
+#: fewer): a rank of one kernel, or one whose records start just before the others end, would
+#: otherwise agree with any rank that had a kernel end near it, and join two groups
+MIN_SHARED = 20
 
 COLUMNS = ["proc", "corr_id", "start_ns", "end_ns", "wait_ns", "waited_for", "op"]
 _OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
@@ -99,7 +103,8 @@ def communicators(collectives: pd.DataFrame, within_ns: int = GROUP_NS) -> pd.Se
     (:func:`~nsysscope.analysis.windows.analyze_windows`): a window decides nothing alone."""
     if collectives.empty or "proc" not in collectives:
         return pd.Series(dtype="int64", index=pd.Index([], name="proc"))
-    known = collectives[collectives["proc"] >= 0]
+    known = collectives[collectives["proc"] != -1]  # -1: no process known (nsys); a Kineto
+    # trace's pid may be negative
     ends = {p: np.sort(e.to_numpy()) for p, e in known.groupby("proc")["end_ns"]}
     procs = sorted(ends)
     parent = {p: p for p in procs}
@@ -125,10 +130,11 @@ def _matched(ends: np.ndarray, other: np.ndarray, within_ns: int) -> float:
     still its group's)."""
     if not len(ends) or not len(other):
         return 0.0
-    ends = ends[(ends >= max(ends[0], other[0]) - within_ns) &
-                (ends <= min(ends[-1], other[-1]) + within_ns)]
-    if not len(ends):
+    shared = ends[(ends >= max(ends[0], other[0]) - within_ns) &
+                  (ends <= min(ends[-1], other[-1]) + within_ns)]
+    if not len(shared) or len(shared) < min(MIN_SHARED, len(ends)):
         return 0.0
+    ends = shared
     at = np.searchsorted(other, ends)
     before = other[np.clip(at - 1, 0, len(other) - 1)]
     after = other[np.clip(at, 0, len(other) - 1)]

@@ -67,6 +67,9 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
                 add(q)
         elif not (len(given) > 1 and p.is_file() and _left_out(p)):
             add(p)  # a missing or unreadable file gets its error row from the worker
+    if not out and given:
+        raise UnreadableInput(f"no trace among {', '.join(given)}: each is nsysscope's own "
+                              "output (see the notes above)")
     return out
 
 

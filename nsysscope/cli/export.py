@@ -16,8 +16,8 @@ from .options import analysis_options, check_writable, config_from, use_cache
 @click.argument("trace", type=click.Path(readable=False, path_type=str))
 @click.option("--perfetto", "perfetto", required=True, metavar="OUT.json.gz",
               type=click.Path(dir_okay=False, path_type=str),
-              help="Write a Chrome-trace/Perfetto timeline (gzip when named .gz): open it in "
-                   "https://ui.perfetto.dev.")
+              help="Write a Chrome-trace/Perfetto timeline (gzip when named .gz, xz when "
+                   ".xz): open it in https://ui.perfetto.dev.")
 @click.option("--all-kernels", is_flag=True,
               help="Every kernel, copy and memset of every graph replay (default: one slice "
                    "per replay).")

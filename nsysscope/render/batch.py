@@ -7,6 +7,7 @@ import json
 
 from ..batch.aggregate import shown_names
 from ..model import BatchResult
+from ..util.units import plural
 from .base import cell
 
 _HEAD = ["rank", "trace", "launches", "steady", "stalls", "stall %", "window p50 us",
@@ -70,7 +71,7 @@ def render_text(b: BatchResult) -> str:
         return "  ".join(out + [cells[-1]]).rstrip()
 
     rule = fmt(["-" * w for w in widths] + ["-" * 7])
-    lines = [f"nsysscope report: {agg.traces} traces{how(b)}", "", fmt(_HEAD), rule]
+    lines = [f"nsysscope report: {plural(agg.traces, 'trace')}{how(b)}", "", fmt(_HEAD), rule]
     lines += [fmt(r) for r in rows[:-1]]
     lines += [rule, fmt(rows[-1]), "", agg.worst_line]
     if agg.failed:

@@ -49,7 +49,8 @@ def json_kind(path: str | os.PathLike) -> str | None:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(_JSON_START):
         return None
-    if TIMELINE_MARK.search(text):
+    events_at = text.find(b'"traceEvents"')  # the mark is the document's, not an event's
+    if TIMELINE_MARK.search(text, 0, events_at if events_at >= 0 else len(text)):
         return "timeline"
     if b'"traceEvents"' in text or (text.startswith(b"[") and b'"ph"' in text):
         return "kineto"

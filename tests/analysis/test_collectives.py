@@ -137,3 +137,26 @@ def test_no_collectives_and_kernels_of_no_known_process():
     k = kernels([(-1, 5, 0, 20), (3, 5, 0, 20), (4, 5, 1, 20)])
     groups = communicators(k)
     assert groups.to_dict() == {3: 3, 4: 3}
+
+
+def test_a_rank_of_one_kernel_joins_no_group(analysed):
+    """Counted only while both ran, a process with one NCCL kernel agreed with any rank that
+    had a kernel end near it, and joined the two groups into one (2502 of 8001 kernels then
+    named the other group's rank)."""
+    a = analysed("tp2_case1").trace.collectives
+    b = analysed("tp2_healthy").trace.collectives
+    both = _two_groups(a, b, 0)
+    theirs = np.sort(both.loc[~both["proc"].isin(a["proc"].unique()), "end_ns"].to_numpy())
+    ours = a["end_ns"].to_numpy()
+    at = np.clip(np.searchsorted(theirs, ours), 0, len(theirs) - 1)
+    meeting = ours[np.abs(theirs[at] - ours) <= GROUP_NS // 2][0]  # a chance meeting of both
+    one = both.iloc[:1].assign(proc=1 << 30, start_ns=meeting - 1000, end_ns=meeting)
+    groups = communicators(pd.concat([both, one], ignore_index=True))
+    assert groups.nunique() == 3 and groups[1 << 30] == 1 << 30
+    assert groups.loc[sorted(a["proc"].unique())].nunique() == 1
+
+
+def test_negative_pids_of_a_torch_profiler_trace_are_processes():
+    """Only -1 means 'no process known'; Kineto keeps the pid it was given."""
+    k = kernels([(-5, 5, 0, 20), (-6, 5, 1, 20), (-5, 6, 100, 120), (-6, 6, 101, 121)])
+    assert communicators(k).to_dict() == {-6: -6, -5: -6}

@@ -113,6 +113,14 @@ def test_the_database_named_among_the_traces_by_the_shell_is_not_a_trace(sample_
         assert res.exit_code == 0, res.output
     assert res.stdout.splitlines()[0] == "nsysscope report: 2 traces"
     assert f"nsysscope: note: {db}: left out: nsysscope's per-launch database" in res.stderr
+    # with one trace beside it: a batch of one trace (the title said "1 traces")
+    res = CliRunner().invoke(cli, ["report", str(db), str(tmp_path / "rank0.sqlite.xz")])
+    assert res.exit_code == 0 and res.stdout.startswith("nsysscope report: 1 trace\n")
+    # nothing but nsysscope's own outputs: one line, not an empty table
+    res = CliRunner().invoke(cli, ["report", str(db), str(db)])
+    assert res.exit_code == 2 and res.stderr.endswith(
+        f"nsysscope: error: no trace among {db}, {db}: each is nsysscope's own output (see the "
+        "notes above)\n")
     # named alone, it is what the user asked for: refused, and named for what it is
     res = CliRunner().invoke(cli, ["report", str(db)])
     assert res.exit_code == 5 and res.stderr == (

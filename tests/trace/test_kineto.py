@@ -620,3 +620,20 @@ def test_a_pid_too_large_for_a_thread_id_is_numbered_apart(tmp_path, pid):
     want = analyze(load(KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz")).summary
     got = analyze(load(p)).summary
     assert got.classes == want.classes and got.window_us == want.window_us
+    # and its name, which the metadata gives under the pid as written
+    assert [q.name for q in got.processes] == [q.name for q in want.processes] != [""]
+
+
+def test_an_event_that_quotes_a_timeline_s_mark_is_no_timeline(tmp_path):
+    """The mark was looked for in the whole head, events included: a trace with such an event
+    was refused as a timeline, and written over by --perfetto."""
+    from nsysscope.trace.formats import json_kind
+    d = _nostack_case1_events()
+    d["traceEvents"][0].setdefault("args", {})["otherData"] = {"source": "nsysscope"}
+    p = tmp_path / "quoted.json"
+    p.write_text(json.dumps(d))
+    assert json_kind(p) == "kineto"
+    before = p.read_bytes()
+    proc = cli("export", KINETO / "h200_kineto_nostack_case1_60.pt.trace.json.gz", "--perfetto", p)
+    assert proc.returncode == 2 and "is a torch.profiler trace" in proc.stderr
+    assert p.read_bytes() == before

@@ -267,4 +267,6 @@ def _thread_names(c: Collector) -> dict[int, str]:
 
 
 def _process_name(c: Collector, pid: int) -> str:
-    return c.process_names.get(pid, "")
+    """The name a metadata event gives process ``pid`` (a number :meth:`Collector.num` made:
+    the metadata keeps the pid as the trace wrote it)."""
+    return next((name for raw, name in c.process_names.items() if c.num(raw) == pid), "")
