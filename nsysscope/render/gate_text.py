@@ -12,7 +12,7 @@ from ..gate import ListedFinding, arrange
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.text import DEFAULT_WIDTH, wrap
 from ..util.units import times_in, us
-from .text import captured_by
+from .report_parts import captured_by
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")
 #: the columns of numbers (right-aligned in Markdown and HTML)

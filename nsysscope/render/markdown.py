@@ -7,7 +7,7 @@ from typing import Any
 from ..model import StallSite
 from ..util.units import plural, us
 from .base import as_summary, cell
-from .text import (
+from .report_parts import (
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,

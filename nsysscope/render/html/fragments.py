@@ -10,7 +10,7 @@ from ...util.units import us
 from ..base import as_summary
 from ..gate_text import COLUMNS, cells
 from ..palette import BAD_COLOR, IMPROVED_COLOR, OK_COLOR, class_color, text_on
-from ..text import header, metrics_rows, verdict
+from ..report_parts import header, metrics_rows, verdict
 from .page import TD, TH, inline
 
 _OK_BG, _BAD_BG = "#E6F5F0", "#FBEDE5"

@@ -10,7 +10,7 @@ from ...model import StallSite, Summary
 from ...util.units import us
 from ..base import as_summary
 from ..palette import class_color
-from ..text import (
+from ..report_parts import (
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,

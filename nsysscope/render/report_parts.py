@@ -1,0 +1,112 @@
+"""What every report renderer says alike (text, Markdown, HTML): the header line, the verdict,
+the metric rows, the per-process table, a site's chain and gain, the latent sites; each
+renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.report`)."""
+
+from __future__ import annotations
+
+from ..model import LatentSite, LaunchClass, StallSite, Summary
+from ..util.units import pct, timeline_span, times_in, triple, us
+
+#: what "host never waited" counts, wherever the row is shown
+NEVER_WAITED = "no host call waited on their GPU work"
+#: the hint when a stall's line was found but not its text
+SOURCE_ROOT_HINT = "source file not found here: pass --source-root DIR"
+
+
+def header(s: Summary) -> str:
+    t = s.trace
+    gpu = ", ".join(t.gpus) or "GPU unknown"
+    read = f", read from {timeline_span(*t.time_range_ns)}" if t.time_range_ns else ""
+    return f"{t.path}  ({captured_by(t.nsys_version, t.schema_version)}, {gpu}, " \
+           f"graph trace: {t.graph_trace}{read})"
+
+
+def captured_by(nsys_version: str, schema_version: str | None = None) -> str:
+    """What made the trace: ``nsys 2025.3.1, schema 3.11`` or ``torch.profiler`` (a Kineto
+    trace has no nsys version; its reader sets it to ``none``)."""
+    if nsys_version == "none":
+        return f"torch.profiler, {schema_version}" if schema_version else "torch.profiler"
+    return f"nsys {nsys_version}" + (f", schema {schema_version}" if schema_version else "")
+
+
+def verdict(s: Summary) -> str:
+    """The verdict, its times in the report's units (``1.92 ms``, not ``1918.05 us``)."""
+    return times_in(s.verdict)
+
+
+def metrics_rows(s: Summary) -> list[tuple[str, str]]:
+    rate = f"{s.launches_per_s:.1f}" if s.launches_per_s is not None else "n/a"
+    if s.steps_per_s is not None:
+        rate += f"  (NVTX steps/s {s.steps_per_s:.1f})"
+    # the last launch on each stream, and any whose GPU work is missing from the trace
+    unjudged = s.launches - s.warmup_launches - s.steady_launches
+    return [
+        ("graph launches",
+         f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches}"
+         + (f", not judged {unjudged})" if unjudged else ")")),
+        ("stalls gpu_to_cpu (case 1)", str(s.stalls.get(LaunchClass.GPU_TO_CPU, 0))),
+        ("stalls cpu_to_gpu (case 2)", str(s.stalls.get(LaunchClass.CPU_TO_GPU, 0))),
+        ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
+        ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
+        ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
+        ("overlap window p10/p50/p90", triple(s.window_us)),
+        ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
+        ("GPU busy", pct(s.gpu_busy)),
+        ("launches/s", rate),
+        *([("if every stall is fixed", gain(s.launches_per_s, s.if_fixed.speedup,
+                                             s.if_fixed.launches_per_s))]
+          if s.if_fixed and s.if_fixed.speedup and s.if_fixed.speedup > 1 else []),
+    ]
+
+
+def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:
+    """``~1.58x launches/s (191.9 -> ~302.5)``: the projected gain of a fix."""
+    if not speedup:
+        return "n/a"
+    projected = projected or (rate * speedup if rate else None)
+    now = f" ({rate:.1f} -> ~{projected:.1f})" if rate and projected else ""
+    return f"~{speedup:.2f}x launches/s{now}"
+
+
+PROCESS_COLUMNS = ("pid", "process", "GPU", "status", "stalls", "window p50", "GPU idle p50",
+                   "GPU busy", "launches/s", "waits in collectives p50")
+
+
+def process_rows(s: Summary) -> list[tuple[str, ...]]:
+    """One row per process (a trace with several processes), in the order of
+    :data:`PROCESS_COLUMNS`."""
+    return [(str(p.pid), p.name or "-", str(p.device), p.status,
+             f"{sum(p.stalls.values())}/{p.steady_launches}", us(p.window_us.p50),
+             us(p.gpu_gap_us.p50), pct(p.gpu_busy),
+             f"{p.launches_per_s:.1f}" if p.launches_per_s is not None else "n/a",
+             us(p.collective_wait_us.p50) + (f" (for pid {p.waits_for_pid})"
+                                             if p.status == "waits_for_peer" else ""))
+            for p in s.processes]
+
+
+def chain(site: StallSite) -> str:
+    """The site's API chain and how long its blocks lasted (and, for a polling loop, how
+    many tries each took)."""
+    polls = f"polled x{site.mean_polls:,.0f} per wait, " if site.mean_polls else ""
+    return f"{site.api_chain} ({polls}mean block {us(site.mean_block_us)})"
+
+
+LATENT_HEADING = "Also seen, not (yet) costing you"
+
+
+def latent_reason(s: Summary) -> str:
+    """Why the latent sites (:class:`LatentSite`) of ``s`` cost nothing yet."""
+    return "fix the stalls above and these are next" if sum(s.stalls.values()) else \
+        "the host is behind the GPU anyway; once it keeps ahead, these would stall it"
+
+
+def latent_line(x: LatentSite) -> str:
+    return (f"{x.kind}: {x.api_chain} in {x.where} on {x.steps}/{x.steady_steps} steady steps "
+            f"({x.calls} calls, {us(x.mean_call_us)} each)")
+
+
+def split_sites(s: Summary) -> tuple[list[StallSite], list[StallSite]]:
+    """The summary's stall sites, and its launch-bound gaps (no stall: the host was late)."""
+    stalls = [x for x in s.sites if x.klass != LaunchClass.LAUNCH_BOUND]
+    late = [x for x in s.sites if x.klass == LaunchClass.LAUNCH_BOUND]
+    return stalls, late
