@@ -82,8 +82,9 @@ class Canvas:
 
 
 @dataclass
-class Window:
-    """The rows of each table that show in the time window."""
+class Shown:
+    """The rows of each table that show in the time span drawn (not a
+    :class:`~nsysscope.trace.windows.Window` of a windowed read)."""
 
     api: pd.DataFrame
     nvtx: pd.DataFrame
@@ -95,7 +96,7 @@ class Window:
     procs: list[int]  # the processes drawn, in lane order
 
 
-def select(views: TraceViews, t0: float, t1: float) -> Window:
+def select(views: TraceViews, t0: float, t1: float) -> Shown:
     api = views.api_calls.window(t0, t1, "start_ns", "end_ns")
     nv = views.nvtx.window(t0, t1, "start_ns", "end_ns")
     ops = views.gpu_ops.window(t0, t1, "start_ns", "end_ns")
@@ -116,10 +117,10 @@ def select(views: TraceViews, t0: float, t1: float) -> Window:
         mine = [int(t) for t in counts.index if int(t) >> 24 == p]
         mine.sort(key=lambda t: (t not in mains, -counts.get(t, 0)))
         threads += mine[:per_proc]
-    return Window(api, nv, ops, graphs, near, threads, streams, procs)
+    return Shown(api, nv, ops, graphs, near, threads, streams, procs)
 
 
-def lanes(c: Canvas, views: TraceViews, w: Window) -> None:
+def lanes(c: Canvas, views: TraceViews, w: Shown) -> None:
     """Per process: one group of rows per host thread (NVTX depths, API calls, windows), then
     one row per stream."""
     for p in w.procs:
@@ -137,7 +138,7 @@ def lanes(c: Canvas, views: TraceViews, w: Window) -> None:
         c.proc_rows[p] = (first, len(c.rows) - 1)
 
 
-def _thread_lanes(c: Canvas, views: TraceViews, w: Window, threads: list[Any]) -> None:
+def _thread_lanes(c: Canvas, views: TraceViews, w: Shown, threads: list[Any]) -> None:
     for tid in threads:
         name = views.thread_names.get(int(tid), f"thread ({int(tid) & 0xFFFFFF})")
         if c.separators or c.rows:

@@ -24,7 +24,7 @@ from matplotlib.patches import Patch, Rectangle
 from ...model import LaunchClass
 from ...trace.apis import LAUNCH_APIS, is_copy_api
 from ...util.units import us_figure as fmt_us
-from .canvas import BAR_H, Canvas, Window, lanes, select
+from .canvas import BAR_H, Canvas, Shown, lanes, select
 from .style import (
     BLOCK_LABELS,
     CLASS_COLORS,
@@ -134,7 +134,7 @@ def _draw_gaps(c: Canvas, near: pd.DataFrame, span: float) -> None:
                                                 label=_BAND_LEGEND))
 
 
-def _draw_nvtx(c: Canvas, w: Window) -> None:
+def _draw_nvtx(c: Canvas, w: Shown) -> None:
     for tid in w.threads:
         part = w.nvtx[w.nvtx["tid"] == tid]
         for d in part["depth"].unique():
@@ -148,7 +148,7 @@ def _draw_nvtx(c: Canvas, w: Window) -> None:
             c.labels(key, a, b, p["text"].tolist(), min_chars=3)
 
 
-def _draw_api(c: Canvas, w: Window) -> None:
+def _draw_api(c: Canvas, w: Shown) -> None:
     """CUDA API calls: launches, copies, waits coloured by class, the rest."""
     for tid in w.threads:
         key = f"api:{tid}"
@@ -189,7 +189,7 @@ def _draw_waits(c: Canvas, key: str, waits: pd.DataFrame) -> None:
                  color="white" if dark else "black")
 
 
-def _draw_windows(c: Canvas, w: Window) -> None:
+def _draw_windows(c: Canvas, w: Shown) -> None:
     """Overlap windows: a bracket from the end of the launch call to the start of its block."""
     for tid in w.threads:
         key = f"win:{tid}"
@@ -239,7 +239,7 @@ def _bracket(c: Canvas, r: Any, yy: float, color: str, limit: float = np.inf) ->
     c.label_end[yy] = x + (len(txt) + 1) * per_char
 
 
-def _draw_gpu(c: Canvas, w: Window, focus: int | None) -> None:
+def _draw_gpu(c: Canvas, w: Shown, focus: int | None) -> None:
     """GPU streams: graph replays (the focus launch outlined) and eager work."""
     for p, s in w.streams:
         key = f"gpu:{p}:{s}"
