@@ -10,7 +10,8 @@ import atexit
 import os
 import sys
 
-from .app import COMMANDS, INTERNAL_ERROR, cli
+from ..errors import INTERNAL_ERROR
+from .app import COMMANDS, cli
 
 
 def main() -> None:

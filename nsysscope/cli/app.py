@@ -59,7 +59,7 @@ class _Cli(click.Group):
                                          attr)
         return command
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)

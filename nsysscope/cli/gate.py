@@ -145,8 +145,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
         output_format("gate", f, path, option=opt)
     outputs = (("-o", output), *((o, p) for o, _, p in extra))
     check_distinct(outputs)
-    for opt, path in outputs:
-        check_writable(path, opt, [baseline, candidate])
+    for option, target in outputs:
+        check_writable(target, option, [baseline, candidate])
     use_cache(no_cache)
     settings = _settings_for_summaries(baseline, candidate)
     overrides = {name.replace("_", "-"): v for name, v in limits.items() if v is not None}

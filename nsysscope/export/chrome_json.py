@@ -77,7 +77,7 @@ def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[
         low = path.name.lower()
         binary = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if low.endswith(".gz") else \
             lzma.LZMAFile(raw, "wb") if low.endswith(".xz") else raw  # noqa: SIM115 - closed below
-        out = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")  # type: ignore[arg-type]
+        out = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
         # "source" first: the head that tells nsysscope's timelines from traces
         # (nsysscope.trace.formats.TIMELINE_MARK)
         out.write('{"displayTimeUnit":"ns","otherData":'

@@ -157,7 +157,7 @@ def _labels(db: Database, keys: dict[str, tuple[str, str | None]]) -> dict[str, 
             key[0] + (f" {key[1]}" if key[1] else "") for label, key in keys.items()}
 
 
-def _relabelled(rows: Iterable[dict[str, Any]], labels: dict[str, str]) -> Iterator[dict]:
+def _relabelled(rows: Iterable[dict[str, Any]], labels: dict[str, str]) -> Iterator[dict[str, Any]]:
     for row in rows:
         if "trace" in row and labels.get(row["trace"], row["trace"]) != row["trace"]:
             row = {**row, "trace": labels[row["trace"]]}
@@ -172,13 +172,14 @@ def _forget(db: Database, keys: list[tuple[str, str | None]]) -> None:
         return
     marks = ",".join("?" * len(old))
     for name in TABLES:
-        if db[name].exists() and "trace" in db[name].columns_dict:
-            db[name].delete_where(f"trace IN ({marks})", sorted(old))
+        table = db.table(name)
+        if table.exists() and "trace" in table.columns_dict:
+            table.delete_where(f"trace IN ({marks})", sorted(old))
 
 
 def _insert(db: Database, name: str, columns: dict[str, type],
             rows: Iterable[dict[str, Any]]) -> None:
-    table = db[name]
+    table = db.table(name)
     if not table.exists():
         table.create(columns)
     table.insert_all(rows, batch_size=_BATCH, alter=True)
@@ -186,11 +187,12 @@ def _insert(db: Database, name: str, columns: dict[str, type],
 
 def _index(db: Database) -> None:
     for name, cols in INDEXES.items():
-        if db[name].exists():
-            have = db[name].columns_dict
+        table = db.table(name)
+        if table.exists():
+            have = table.columns_dict
             for col in cols:
                 if col in have:
-                    db[name].create_index([col], if_not_exists=True)
+                    table.create_index([col], if_not_exists=True)
 
 
 # --------------------------------------------------------------------------------------------

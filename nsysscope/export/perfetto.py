@@ -41,7 +41,8 @@ class _Tracks:
     """Chrome ``tid`` of each track, named and ordered on first use."""
 
     def __init__(self, w: EventWriter) -> None:
-        self.w, self.tids, self.next = w, {}, _SYNTHETIC
+        self.w, self.next = w, _SYNTHETIC
+        self.tids: dict[tuple[int, tuple[Any, ...], int], int] = {}  # (pid, key, lane)
 
     def get(self, pid: int, key: tuple[Any, ...], name: str, order: int, lane: int = 0,
             os_tid: int | None = None) -> int:

@@ -40,7 +40,8 @@ from .thresholds import GateThresholds
 def values(xs: list[float | None] | None) -> np.ndarray:
     """The finite values of a per-launch list (None: no value)."""
     v = np.asarray([np.nan if x is None else x for x in (xs or [])], dtype=float)
-    return v[np.isfinite(v)]
+    finite: np.ndarray = v[np.isfinite(v)]
+    return finite
 
 
 def check_comparable(base: Summary, cand: Summary,
@@ -332,4 +333,5 @@ def _periods(d: Distributions) -> np.ndarray:
     w = np.asarray([np.nan if v is None else v for v in d.gpu_work_us], dtype=float)
     i = np.asarray([np.nan if v is None else v for v in d.gpu_idle_us], dtype=float)
     p = w + i
-    return p[np.isfinite(p)]
+    finite: np.ndarray = p[np.isfinite(p)]
+    return finite

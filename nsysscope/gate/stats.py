@@ -69,8 +69,9 @@ def _boot_medians(data: bytes, n_boot: int, seed: int) -> np.ndarray:
     v = np.frombuffer(data, dtype=float)
     rng = np.random.default_rng(seed)
     # the resamples are a fresh array: partitioned in place, not copied first
-    return np.median(v[rng.integers(0, len(v), size=(n_boot, len(v)))], axis=1,
-                     overwrite_input=True)
+    medians: np.ndarray = np.median(v[rng.integers(0, len(v), size=(n_boot, len(v)))], axis=1,
+                                    overwrite_input=True)
+    return medians
 
 
 def two_proportion_greater(c1: int, n1: int, c2: int, n2: int) -> float:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UnreadableInput
 
@@ -96,9 +97,10 @@ class GateThresholds:
                 raise UnreadableInput(_bad(origin, options, f.name, f"{rule} (not {value:g})"))
 
 
-_NOT_NEGATIVE = (lambda v: v >= 0, "must not be negative")
+_Rule = tuple[Callable[[float], bool], str]
+_NOT_NEGATIVE: _Rule = (lambda v: v >= 0, "must not be negative")
 #: thresholds with a range of their own (the others must not be negative)
-_RANGES = {
+_RANGES: dict[str, _Rule] = {
     "alpha": (lambda v: 0 < v < 1, "must lie strictly between 0 and 1"),
     "pause_quantile": (lambda v: 0.5 <= v <= 1, "must lie in [0.5, 1]"),
     "min_samples": (lambda v: v >= 2, "must be at least 2"),
@@ -141,7 +143,7 @@ def table_from(path: str | Path) -> dict[str, Any]:
         if not isinstance(table, dict):  # ``tool = 3``, or ``nsysscope = 3`` under [tool]
             name = ".".join(("tool", "nsysscope", "gate")[:depth])
             raise UnreadableInput(f"{p}: [{name}] must be a table, not {table!r}")
-    return table
+    return cast(dict[str, Any], table)
 
 
 def source_note(path: Path) -> str:

@@ -129,7 +129,7 @@ def table_lines(r: GateResult, width: int = DEFAULT_WIDTH) -> list[str]:
     """The side-by-side table of checks; split in two when it does not fit ``width``. The
     checks of one process (``process0/...``) follow a row that names it, their metrics
     without the prefix, so that several processes do not widen the table."""
-    rows = [COLUMNS]
+    rows: list[tuple[str, ...]] = [COLUMNS]
     scoped = any("/" in c.name for c in r.checks)
     scope = None
     for c in r.checks:

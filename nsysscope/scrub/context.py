@@ -183,7 +183,7 @@ def _project_sources(paths: set[str]) -> set[str]:
 
 def _derive_root(sources: set[str], hints: list[str]) -> str | None:
     for h in hints:
-        roots = Counter()
+        roots: Counter[str] = Counter()
         for p in sources:
             i = p.find(f"/{h}/")
             if i > 0:

@@ -10,6 +10,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..trace.formats import is_kineto
 from .context import _columns, _connect_ro, _Context, _context, _q
@@ -84,7 +85,7 @@ def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
     after_secret_option = False  # the previous command-line argument was --api-key, say
     for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {_q(table)}"):
         rowid = row[0]
-        name = row[1] if has_name else None
+        name: Any = row[1] if has_name else None  # what the export holds
         values = row[2:] if has_name else row[1:]
         key: int | str = name if has_name else rowid
         if has_name and _ARGUMENT.fullmatch(str(name)):

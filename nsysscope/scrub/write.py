@@ -11,7 +11,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from ..trace.formats import is_kineto
 from .context import _columns, _connect_ro, _Context, _context, _db, _q
@@ -35,14 +35,14 @@ def _apply(db: Database, findings: list[_Finding]) -> tuple[dict[str, int], int]
         else:
             rewrites.setdefault((f.table, f.column), []).append(f)
     for table, rowids in deletes.items():
-        db[table].delete_where(f"rowid IN ({_ids(rowids)})")
+        db.table(table).delete_where(f"rowid IN ({_ids(rowids)})")
     rewritten = 0
     for (table, col), found in rewrites.items():
         gone = deletes.get(table, set())
         found = [f for f in found if f.rowid not in gone]
         rewritten += len(found)
         for group in _consistent_groups(found):
-            db[table].convert(col, _lookup({f.old: f.new for f in group}),
+            db.table(table).convert(col, _lookup({f.old: f.new for f in group}),
                               where=f"rowid IN ({_ids(f.rowid for f in group)})")
     return {t: len(r) for t, r in deletes.items()}, rewritten
 
@@ -273,7 +273,7 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             deleted, rewritten = _apply(db, findings)
             orphans = unreferenced_strings(out, ctx, strings)
             if orphans:
-                db["StringIds"].delete_where(f"id IN ({_ids(orphans)})")
+                db.table("StringIds").delete_where(f"id IN ({_ids(orphans)})")
                 deleted["StringIds"] = deleted.get("StringIds", 0) + len(orphans)
             nk = _drop_kernel_names(out, ctx) if drop_kernel_names else 0
             nn = _drop_nvtx_text(out, ctx) if drop_nvtx_text else 0
@@ -375,7 +375,7 @@ def _compress(src: Path, dst: Path, xz: bool) -> None:
     import shutil
 
     with open(src, "rb") as f, open(dst, "wb") as raw:
-        g: BinaryIO = lzma.open(raw, "wb", preset=9) if xz else \
+        g = lzma.open(raw, "wb", preset=9) if xz else \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # noqa: SIM115
         with g:  # closed here, before raw
             shutil.copyfileobj(f, g, 1 << 22)

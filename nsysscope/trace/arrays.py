@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,8 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def read(conn: sqlite3.Connection, sql: str, kinds: str, params: tuple = ()) -> list[np.ndarray]:
+def read(conn: sqlite3.Connection, sql: str, kinds: str,
+         params: tuple[Any, ...] = ()) -> list[np.ndarray]:
     """The columns of ``sql``'s result as arrays: ``i`` int64 (no NULLs: use IFNULL), ``o``
     Python objects."""
     cur = conn.execute(sql, params)

@@ -49,7 +49,7 @@ class ColumnReader:
         #: queries DuckDB refused, answered by sqlite3 instead
         self.fallbacks = 0
 
-    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[Any]:
+    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = ()) -> list[Any]:
         """The columns of ``sql``'s result: ``i`` int64 (no NULLs: use IFNULL), ``c`` text as a
         :class:`pandas.Categorical` (at most one such column).
 
@@ -135,13 +135,13 @@ def sql_text(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _fetch(duck: Any, sql: str, params: tuple) -> list[Any]:
+def _fetch(duck: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
     # a relation converts to numpy as it runs; execute() would first materialise the whole
     # result (twice the time for a million-row table)
     return list(duck.sql(sql, params=list(params) or None).fetchnumpy().values())
 
 
-def _grouped(duck: Any, sql: str, kinds: str, params: tuple) -> list[Any]:
+def _grouped(duck: Any, sql: str, kinds: str, params: tuple[Any, ...]) -> list[Any]:
     """``sql``'s columns, its text column grouped: one list per column and distinct text,
     concatenated (rows come back grouped by text, not in ``sql``'s order)."""
     names = [f"c{j}" for j in range(len(kinds))]
@@ -171,8 +171,9 @@ def _int(values: Any) -> np.ndarray:
 def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     """Text as a categorical of the ``values`` the ``codes`` point into (a NULL: missing),
     with its categories sorted, so either engine gives the same one."""
-    values = np.where(np.ma.getmaskarray(values), None, np.ma.getdata(values))  # DuckDB
-    # masks a NULL
+    masked = np.ma.getmaskarray(values)  # DuckDB masks a NULL
+    values = np.array(np.ma.getdata(values), dtype=object)
+    values[masked] = None
     known = np.array([v is not None for v in values], dtype=bool)
     order = np.argsort(values[known].astype(str), kind="stable")
     rank = np.full(len(values) + 1, -1, dtype=np.int64)  # code -1 (missing) stays -1

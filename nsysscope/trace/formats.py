@@ -25,7 +25,7 @@ _JSON_START = (b"{", b"[")
 TIMELINE_MARK = re.compile(rb'"otherData"\s*:\s*\{[^{}]*"source"\s*:\s*"nsysscope"')
 
 
-def json_kind(path: str | os.PathLike) -> str | None:
+def json_kind(path: str | os.PathLike[str]) -> str | None:
     """What a JSON input is, from its content (plain, gzip or xz; never by name):
     ``"kineto"`` (a torch.profiler / Chrome trace: a ``traceEvents`` key, or an array of
     events, in its head), ``"timeline"`` (nsysscope's own Perfetto timeline: output, to be
@@ -59,7 +59,7 @@ def json_kind(path: str | os.PathLike) -> str | None:
     return "json"
 
 
-def is_kineto(path: str | os.PathLike) -> bool:
+def is_kineto(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a torch.profiler (Kineto) JSON trace, by content; never raises."""
     try:
         return json_kind(path) == "kineto"

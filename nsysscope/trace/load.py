@@ -149,6 +149,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         graph_work_table, graph_mode = graph_work(s, api, gpu, of_calls)
         bar.advance()
         syncs, event_records = own_process(syncs, api), own_process(event_records, api)
+    capture = tables.capture_span(s, api)
     meta = TraceMeta(
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
         gpus=tables.gpus(s), graph_trace=graph_mode,
@@ -158,7 +159,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         launches_span_ns=None if span.whole or api["name"].isin(LAUNCH_APIS).any() else
         tables.launches_span(s),
-        **tables.capture_span(s, api))
+        capture_start_ns=capture[0], capture_end_ns=capture[1])
     enums = dict(
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", DEFAULT_ENUMS["htod"]),
         dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),

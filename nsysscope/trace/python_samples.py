@@ -21,8 +21,10 @@ from __future__ import annotations
 import html
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -167,7 +169,11 @@ def _payloads(conn: sqlite3.Connection, payload: list[str], rowid: np.ndarray) -
     return [out.get(r) for r in ids]
 
 
-def _strings(conn: sqlite3.Connection):
+#: ``StringIds`` values of an array of ids, as a Categorical
+Strings = Callable[[np.ndarray], pd.Categorical]
+
+
+def _strings(conn: sqlite3.Connection) -> Strings:
     """``resolve(ids)``: a Categorical of the (unescaped) ``StringIds`` values of ``ids``."""
     def resolve(ids: np.ndarray) -> pd.Categorical:
         uniq, inverse = np.unique(ids, return_inverse=True)
@@ -184,7 +190,8 @@ def _strings(conn: sqlite3.Connection):
     return resolve
 
 
-def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray, strings):
+def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray,
+           strings: Strings) -> tuple[pd.DataFrame, pd.DataFrame]:
     states: list[str | None] = []
     sample_ids: list[int] = []
     fn: list[int] = []
@@ -214,7 +221,7 @@ def _parse(texts: list[str | None], tid: np.ndarray, t: np.ndarray, strings):
     return samples, frames
 
 
-def _frames(body: dict) -> list[tuple[int, int, int]]:
+def _frames(body: dict[str, Any]) -> list[tuple[int, int, int]]:
     """The sample's frames as (function id, file id, line), innermost first; none when one of
     them is not what nsys writes (a damaged payload: the sample then names no line)."""
     frames = body.get("Frames") or []
@@ -230,7 +237,7 @@ def _frames(body: dict) -> list[tuple[int, int, int]]:
     return out
 
 
-def _body(text: str | None) -> dict:
+def _body(text: str | None) -> dict[str, Any]:
     """The sample's payload, or {} when it is missing or not what nsys writes."""
     if not text:
         return {}

@@ -136,7 +136,7 @@ class Schema:
     def _reader(self) -> ColumnReader:
         return ColumnReader(self._file(), self.conn, self._duck)
 
-    def read(self, sql: str, kinds: str, params: tuple = ()) -> list[Any]:
+    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = ()) -> list[Any]:
         """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical),
         scanned in C (:mod:`.columnar`). For the big tables; metadata goes through
         :attr:`conn`."""

@@ -19,10 +19,13 @@ The input itself is only ever opened for reading.
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from ..errors import UnreadableInput
 from .cache import cache_dir, cache_disabled, evict, touch
@@ -41,7 +44,7 @@ from .files import (
 from .nsys_rep import exported
 
 
-def resolve(path: str | os.PathLike, nsys: str | None = None) -> Path:
+def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
     """A path to an SQLite export holding the trace ``path`` refers to. Asked again for the
     same unchanged file in one process (a look at its size, then the read: see
     :func:`.windows.in_windows`), the same export, without exporting, decompressing or
@@ -67,9 +70,9 @@ def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
     if head.startswith(SQLITE_MAGIC):
         return p
     if head.startswith(XZ_MAGIC):
-        return _decompressed(p, lzma.open)
+        return _decompressed(p, lambda f: lzma.open(f, "rb"))
     if head.startswith(GZIP_MAGIC):
-        return _decompressed(p, gzip.open)
+        return _decompressed(p, lambda f: gzip.open(f, "rb"))
     if name.endswith((".xz", ".gz")):
         kind = "xz" if name.endswith(".xz") else "gzip"
         raise UnreadableInput(f"{p}: corrupt compressed file (named .{name.rsplit('.', 1)[1]}, "
@@ -84,7 +87,7 @@ def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
     raise UnreadableInput(f"{p}: not an SQLite file ({ACCEPTS})")
 
 
-def _decompressed(p: Path, opener) -> Path:
+def _decompressed(p: Path, opener: Callable[[Path], io.BufferedIOBase]) -> Path:
     cache_folder()  # made, if it is not there
     final = cache_entry(p)
     if final.is_file():
@@ -92,7 +95,7 @@ def _decompressed(p: Path, opener) -> Path:
         return final
     tmp = cache_temp(final)
     try:
-        with opener(p, "rb") as src, tmp.open("wb") as dst:
+        with opener(p) as src, tmp.open("wb") as dst:
             _copy_decompressed(p, src, dst)
         os.replace(tmp, final)
     except OSError as e:  # reading p, or writing the cache (a full disk)
@@ -104,7 +107,7 @@ def _decompressed(p: Path, opener) -> Path:
     return final
 
 
-def _copy_decompressed(p: Path, src, dst) -> None:
+def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
     first = True
     while True:
         try:

@@ -186,13 +186,13 @@ def launches_span(s: Schema) -> tuple[int, int] | None:
     return None if first is None else (int(first), int(last))
 
 
-def capture_span(s: Schema, api: pd.DataFrame) -> dict[str, int]:
+def capture_span(s: Schema, api: pd.DataFrame) -> tuple[int, int]:
+    """The capture's start and stop (ns): nsys's own record of them, else the CUDA calls'."""
     if {"startTime", "stopTime"} <= s.columns("ANALYSIS_DETAILS"):
         start, stop = s.conn.execute(
             "SELECT MIN(startTime), MAX(stopTime) FROM ANALYSIS_DETAILS").fetchone()
         if start is not None and stop is not None:
-            return dict(capture_start_ns=int(start), capture_end_ns=int(stop))
+            return int(start), int(stop)
     if len(api):
-        return dict(capture_start_ns=int(api["start_ns"].min()),
-                    capture_end_ns=int(api["end_ns"].max()))
-    return dict(capture_start_ns=0, capture_end_ns=0)
+        return int(api["start_ns"].min()), int(api["end_ns"].max())
+    return 0, 0

@@ -197,6 +197,7 @@ class TraceWindows:
         where = ""
         if table == _RUNTIME:
             where = f" WHERE nameId IN ({','.join(map(str, self._wanted))})"
+        assert self._dir is not None  # made before the copy starts
         out = sql_text(self._dir / f"{table}.parquet")
         listed = ", ".join(f'"{c}"' for c in cols)
         self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"

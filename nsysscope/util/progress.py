@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 _FRAMES = "|/-\\"
 
@@ -61,7 +61,7 @@ class Progress:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def advance(self, n: int = 1, label: str | None = None) -> None:
@@ -124,7 +124,7 @@ def _width() -> int:
         return 80
 
 
-def progress(label: str, total: int | None = None, **kwargs) -> Progress:
+def progress(label: str, total: int | None = None, **kwargs: Any) -> Progress:
     """A :class:`Progress` line: a bar when ``total`` is known, else a spinner."""
     return Progress(label, total=total, **kwargs)
 

@@ -21,14 +21,13 @@ _NUMBER_UNIT = re.compile(r"(\d) (us|µs|ms|s|ns|B|KB|MB|GB|pp|launches|launch)\
 _NBSP = "\u00a0"
 
 
-def terminal_width(stream: object = None) -> int:
+def terminal_width() -> int:
     """The width to wrap to: the terminal's on a TTY, ``$COLUMNS`` when set, else 80."""
-    stream = stream if stream is not None else sys.stdout
     cols = os.environ.get("COLUMNS", "")
     if cols.isdigit() and int(cols) > 0:
         return max(MIN_WIDTH, int(cols))
     try:
-        tty = bool(stream.isatty())  # type: ignore[attr-defined]
+        tty = bool(sys.stdout.isatty())
     except (AttributeError, ValueError):
         tty = False
     if not tty:

@@ -59,7 +59,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
     both_traces = bool(drawn)
     sa, sb = summary_in(a), summary_in(b)
     # each side's verdict on top, wrapped to the figure's width (a long one ran off it)
-    verdicts = [line for lab, s_ in ((labels[0], sa), (labels[1], sb)) if sa and sb
+    verdicts = [line for lab, s_ in ((labels[0], sa), (labels[1], sb)) if s_ and sa and sb
                 for line in textwrap.wrap(f"{lab}: {times_in(s_.verdict)}", _VERDICT_CHARS,
                                           subsequent_indent="    ")]
     head = 0.2 * len(verdicts) + 0.05 if verdicts else 0.1  # inches for them
@@ -70,7 +70,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         top = [fig.add_subplot(gs[0, i]) for i in range(3)]
     else:
         top = list(fig.subplots(1, 3))
-    styles = [dict(color="#555555", ls="--"), dict(color=OKABE_ITO["blue"], ls="-")]
+    styles: list[dict[str, Any]] = [dict(color="#555555", ls="--"),
+                                    dict(color=OKABE_ITO["blue"], ls="-")]
     for ax, col, title in ((top[0], "window_us", "Overlap window (longer is better)"),
                            (top[1], "gpu_idle_us", "GPU idle gap (shorter is better)")):
         allv = np.concatenate([da[col].to_numpy(dtype=float), db[col].to_numpy(dtype=float)])
@@ -121,7 +122,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
         views = [(TraceViews(x), lab) for x, _, lab in drawn]
         windows = [v.window_for(which=w) for (v, _), (_, w, _) in zip(views, drawn, strict=True)]
         width = max(w[1] - w[0] for w in windows) * 1.03
-        legend: dict = {}
+        legend: dict[str, Any] = {}
         same = "; both timelines on the same time scale" if len(drawn) == 2 else \
             ("; the baseline is a summary, which has no timeline" if drawn[0][0] is b else
              "; the candidate is a summary, which has no timeline")

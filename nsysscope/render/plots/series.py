@@ -34,7 +34,8 @@ _SERIES_BINS = 600
 def _thin(idx: np.ndarray, n: int) -> np.ndarray:
     if len(idx) <= n:
         return idx
-    return idx[np.linspace(0, len(idx) - 1, n).astype(int)]
+    picked: np.ndarray = idx[np.linspace(0, len(idx) - 1, n).astype(int)]
+    return picked
 
 
 def _warmup_spans(L: pd.DataFrame, t: np.ndarray) -> list[tuple[float, float]]:

@@ -38,7 +38,7 @@ class NsysscopeFigure(Figure):
         return buf.getvalue()
 
 
-CLASS_LABELS = {
+CLASS_LABELS: dict[str, str] = {
     LaunchClass.HEALTHY: "healthy",
     LaunchClass.GPU_TO_CPU: "gpu_to_cpu stall (readback)",
     LaunchClass.CPU_TO_GPU: "cpu_to_gpu stall (pageable upload)",

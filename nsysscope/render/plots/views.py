@@ -228,14 +228,16 @@ class TraceViews:
         t1 = np.nanmax(rows[["api_end_ns", "gpu_end_ns", "block_end_ns"]].to_numpy(dtype=float))
         return float(t0), float(t1)
 
-    def window_for(self, steps=None, which: str | None = None, launches=None,
+    def window_for(self, steps: Iterable[int] | None = None, which: str | None = None,
+                   launches: Iterable[int] | None = None,
                    context: int = 1, pid: int | None = None) -> tuple[float, float, int | None,
                                                                       str]:
         """(t0_ns, t1_ns, focus launch, description) of what :meth:`timeline` would draw
         (``pid``: whose ``steps``, with several processes)."""
         L = self.analysis.launches
-        if steps is not None or launches is not None:
-            ids = list(launches if launches is not None else steps)
+        chosen = launches if launches is not None else steps
+        if chosen is not None:
+            ids = list(chosen)
             tid = self.launching_tid(pid)
             if launches is None and not self.steps_of(tid).empty:
                 span = self._span_of_steps(ids, tid)
@@ -265,7 +267,9 @@ class TraceViews:
         s_next = self.step_of(float(nxt), tid) if pd.notna(nxt) else None
         if s_this is not None:
             last = s_next if s_next is not None and s_next >= s_this else s_this
-            span = self._span_of_steps(range(s_this - context, last + 1), tid)
+            found = self._span_of_steps(range(s_this - context, last + 1), tid)
+            assert found is not None  # s_this is one of tid's steps
+            span = found
         else:
             own = L.loc[L["proc"] == row["proc"], "launch"].to_numpy()  # in issue order
             pos = int(np.searchsorted(own, focus))

@@ -164,13 +164,9 @@ class _writer:
 
     def __enter__(self) -> TextIO:
         self.raw = open(self.path, "wb")  # noqa: SIM115
-        if self.gz:
-            self.zf = gzip.GzipFile(filename="", mode="wb", fileobj=self.raw, compresslevel=9,
-                                    mtime=0)
-            self.f = _Text(self.zf)
-        else:
-            self.zf = None
-            self.f = _Text(self.raw)
+        self.zf: gzip.GzipFile | None = gzip.GzipFile(
+            filename="", mode="wb", fileobj=self.raw, compresslevel=9, mtime=0) if self.gz else None
+        self.f = _Text(self.zf if self.zf is not None else self.raw)
         return self.f  # type: ignore[return-value]
 
     def __exit__(self, *exc: Any) -> None:
@@ -186,7 +182,8 @@ class _Text:
     """Buffered UTF-8 writes to a binary stream."""
 
     def __init__(self, f: Any) -> None:
-        self.f, self.parts, self.size = f, [], 0
+        self.f, self.size = f, 0
+        self.parts: list[str] = []
 
     def write(self, s: str) -> None:
         self.parts.append(s)

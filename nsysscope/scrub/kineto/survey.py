@@ -48,7 +48,7 @@ class _Context:
     events: int = 0
 
 
-def _gtid(e: dict) -> int:
+def _gtid(e: dict[str, Any]) -> int:
     pid, tid = e.get("pid"), e.get("tid")
     try:
         return (int(pid) << 24) | (int(tid) & 0xFFFFFF)  # type: ignore[arg-type]
@@ -56,7 +56,7 @@ def _gtid(e: dict) -> int:
         return -1
 
 
-def _times(e: dict) -> tuple[float, float]:
+def _times(e: dict[str, Any]) -> tuple[float, float]:
     try:
         return float(e["ts"]), float(e.get("dur") or 0.0)
     except (KeyError, TypeError, ValueError):

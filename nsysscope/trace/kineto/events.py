@@ -13,7 +13,7 @@ from ..schema import api_base_name
 
 # event categories, as Kineto writes them (current names first, torch < 1.10 names after)
 _API, _KERNEL, _MEMCPY, _MEMSET, _PY, _ANNOT, _OP, _SPAN = range(8)
-_CATEGORIES = {
+_CATEGORIES: dict[Any, int] = {  # looked up with any JSON value
     "cuda_runtime": _API, "cuda_driver": _API, "runtime": _API, "driver": _API,
     "kernel": _KERNEL, "gpu_memcpy": _MEMCPY, "memcpy": _MEMCPY,
     "gpu_memset": _MEMSET, "memset": _MEMSET, "python_function": _PY,
@@ -77,7 +77,7 @@ class Collector:
             code = table[name] = len(table)
         return code
 
-    def _times(self, e: dict) -> tuple[float, float] | None:
+    def _times(self, e: dict[str, Any]) -> tuple[float, float] | None:
         try:
             raw = e["ts"], e.get("dur")
             if bool in (type(raw[0]), type(raw[1])):  # float(True) is 1.0: no time
@@ -160,7 +160,8 @@ class Collector:
             self.span = (ts, end) if self.span is None else \
                 (min(self.span[0], ts), max(self.span[1], end))
 
-    def _gpu(self, kind: int, e: dict, ts: float, dur: float, args: dict) -> None:
+    def _gpu(self, kind: int, e: dict[str, Any], ts: float, dur: float,
+             args: dict[str, Any]) -> None:
         pid = e.get("pid")
         device = args.get("device", pid)
         stream = args.get("stream", e.get("tid"))
@@ -180,7 +181,7 @@ class Collector:
                      corr if type(corr) is int else self.num(corr), kind - _KERNEL, copy, src,
                      dst, nbytes if type(nbytes) is int else 0, name_code, self.num(pid))
 
-    def _meta(self, e: dict) -> None:
+    def _meta(self, e: dict[str, Any]) -> None:
         name, args = e.get("name"), e.get("args")
         if type(args) is not dict:
             return
@@ -197,7 +198,8 @@ class Columns:
 
     def __init__(self, floats: str, ints: str) -> None:
         self.names = floats.split() + ints.split()
-        self.cols = [array("d") for _ in floats.split()] + [array("q") for _ in ints.split()]
+        self.cols: list[array[Any]] = [array("d") for _ in floats.split()] + \
+            [array("q") for _ in ints.split()]
         appends = [c.append for c in self.cols]
 
         def add(*values: Any) -> None:

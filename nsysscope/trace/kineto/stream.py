@@ -11,16 +11,19 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ...errors import NotAnNsysExport, UnreadableInput
-from ..sources import GZIP_MAGIC, XZ_MAGIC
+from ..files import GZIP_MAGIC, XZ_MAGIC
 
 _CHUNK = 1 << 20  # characters decoded per read
 #: one JSON value (an event, a metadata field) larger than this is taken as corrupt
 _MAX_VALUE = 64 << 20
-_WS = re.compile(r"[ \t\r\n]*").match
-_SEP = re.compile(r"[ \t\r\n,]*").match
+#: where the white space (_SEP: and commas) from a position ends; both match the empty
+#: string, so neither returns None
+_Skip = Callable[[str, int], "re.Match[str]"]
+_WS = cast(_Skip, re.compile(r"[ \t\r\n]*").match)
+_SEP = cast(_Skip, re.compile(r"[ \t\r\n,]*").match)
 _decode = json.JSONDecoder().raw_decode
 
 
