@@ -1,7 +1,7 @@
 """Opening an export to scrub, and what it says about itself: its text columns, the
 ``StringIds`` references, the working directory, the user and host names, the GPU UUIDs.
 
-:func:`_context` reads all of that once; the scan (:mod:`.scan`) and the writer
+:func:`export_context` reads all of that once; the scan (:mod:`.scan`) and the writer
 (:mod:`.write`) work from it.
 """
 
@@ -20,22 +20,22 @@ from ..trace.files import GZIP_MAGIC, REPORT_MAGIC, REPORT_SUFFIXES, SQLITE_MAGI
 from ..trace.schema import truncation
 from ..trace.sources import resolve
 from .policy import (
-    _ENV_VAR,
-    _GENERIC_HOSTS,
-    _GENERIC_USERS,
-    _JSON_IDS,
-    _SITE,
-    _STDLIB,
-    _UUID,
-    _ZERO_UUID,
+    ENV_VAR,
+    GENERIC_HOSTS,
+    GENERIC_USERS,
     HOME_NAME,
     HOST_PLACEHOLDER,
+    JSON_IDS,
     KEEP_PATH_PREFIXES,
     PATH_PATTERN,
+    SITE_PATH,
+    STDLIB_PATH,
     USER_PLACEHOLDER,
+    UUID_PATTERN,
+    ZERO_UUID,
     NotAnExport,
     ScrubError,
-    _word,
+    word_pattern,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
 
 
-def _db(conn: sqlite3.Connection) -> Database:
+def utils_db(conn: sqlite3.Connection) -> Database:
     """sqlite-utils' view of ``conn``: tables, columns, conversions, ``VACUUM`` (imported
     here, not at start-up: every command imports this package)."""
     from sqlite_utils import Database
@@ -54,7 +54,7 @@ def _db(conn: sqlite3.Connection) -> Database:
     return Database(conn)
 
 
-def _connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
+def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
     """The export behind ``path``, read-only. ``.sqlite.xz``/``.gz`` and ``.nsys-rep`` go
     through the resolver every command uses (:func:`nsysscope.trace.sources.resolve`): it
     decompresses or exports into a cache and never writes to ``path``."""
@@ -88,7 +88,7 @@ def _connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
-    return sorted(t for t in _db(conn).table_names() if not t.startswith("sqlite_"))
+    return sorted(t for t in utils_db(conn).table_names() if not t.startswith("sqlite_"))
 
 
 def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
@@ -108,7 +108,7 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
                          f"(no {', '.join(sorted(missing))} table)")
 
 
-def _q(name: str) -> str:
+def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -117,7 +117,7 @@ def _q(name: str) -> str:
 
 
 @dataclass
-class _Context:
+class ExportContext:
     tables: list[str]
     text_columns: dict[str, list[str]]
     string_refs: list[tuple[str, str]]  # (table, column) that REFERENCES StringIds(id)
@@ -130,22 +130,22 @@ class _Context:
     word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(default_factory=list)
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+def table_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
     """``(name, declared type)`` of each column: the declared type tells text columns apart
     (``columns_dict`` maps an undeclared type to ``str`` too, but not ``CLOB`` or ``VARCHAR``)."""
-    return [(c.name, (c.type or "").upper()) for c in _db(conn)[table].columns]
+    return [(c.name, (c.type or "").upper()) for c in utils_db(conn)[table].columns]
 
 
 def _string_ref_columns(conn: sqlite3.Connection, tables: list[str]) -> list[tuple[str, str]]:
     refs = []
     known = {("NVTX_EVENTS", "jsonTextId")}
     for t in tables:
-        sql = _db(conn)[t].schema or ""
+        sql = utils_db(conn)[t].schema or ""
         for line in sql.splitlines():
             m = re.match(r"\s*(\w+)\s+.*REFERENCES\s+StringIds\s*\(\s*id\s*\)", line)
             if m:
                 refs.append((t, m.group(1)))
-        cols = {c for c, _ in _columns(conn, t)}
+        cols = {c for c, _ in table_columns(conn, t)}
         refs.extend((kt, kc) for kt, kc in known if kt == t and kc in cols and (kt, kc) not in refs)
     return refs
 
@@ -155,30 +155,30 @@ def _referenced_ids(conn: sqlite3.Connection, refs: list[tuple[str, str]],
     ids: set[int] = set()
     for t, c in refs:
         ids.update(r[0] for r in conn.execute(
-            f"SELECT DISTINCT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
-    return ids | _json_ids(conn, tables)
+            f"SELECT DISTINCT {quoted(c)} FROM {quoted(t)} WHERE {quoted(c)} IS NOT NULL"))
+    return ids | json_ids(conn, tables)
 
 
-def _json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
+def json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
     """``StringIds`` ids that the Python-sampling JSON payloads reference."""
     ids: set[int] = set()
-    if "NVTX_EVENTS" in tables and "jsonText" in {c for c, _ in _columns(conn, "NVTX_EVENTS")}:
+    if "NVTX_EVENTS" in tables and "jsonText" in {c for c, _ in table_columns(conn, "NVTX_EVENTS")}:
         for (j,) in conn.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL"):
-            ids.update(int(x) for x in _JSON_IDS.findall(j))
+            ids.update(int(x) for x in JSON_IDS.findall(j))
     return ids
 
 
 def _meta(conn: sqlite3.Connection, table: str, tables: list[str]) -> list[tuple[str, str]]:
     if table not in tables:
         return []
-    return [(n, v) for n, v in conn.execute(f"SELECT name, value FROM {_q(table)}")
+    return [(n, v) for n, v in conn.execute(f"SELECT name, value FROM {quoted(table)}")
             if isinstance(v, str)]
 
 
 def _project_sources(paths: set[str]) -> set[str]:
     """Absolute ``.py`` paths of the program itself (not libraries, not nsys)."""
-    return {p for p in paths if p.endswith(".py") and not _SITE.search(p) and not _STDLIB.search(p)
-            and not p.startswith(KEEP_PATH_PREFIXES)}
+    return {p for p in paths if p.endswith(".py") and not SITE_PATH.search(p)
+            and not STDLIB_PATH.search(p) and not p.startswith(KEEP_PATH_PREFIXES)}
 
 
 def _derive_root(sources: set[str], hints: list[str]) -> str | None:
@@ -205,7 +205,7 @@ def _derive_root(sources: set[str], hints: list[str]) -> str | None:
 Meta = list[tuple[str, str]]
 
 
-def _context(conn: sqlite3.Connection) -> _Context:
+def export_context(conn: sqlite3.Connection) -> ExportContext:
     """Everything the scan needs to know about the export, read once."""
     tables = _tables(conn)
     refs = _string_ref_columns(conn, tables)
@@ -217,7 +217,7 @@ def _context(conn: sqlite3.Connection) -> _Context:
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
     users, hosts = _users_and_hosts(capture + export, sysenv, env, paths)
-    ctx = _Context(tables, _text_columns(conn, tables), refs,
+    ctx = ExportContext(tables, _text_columns(conn, tables), refs,
                    _referenced_ids(conn, refs, tables), working_dir, source, users, hosts,
                    _gpu_uuids(conn, tables, sysenv))
     ctx.word_patterns = _word_patterns(users, hosts)
@@ -229,7 +229,7 @@ def _text_columns(conn: sqlite3.Connection, tables: list[str]) -> dict[str, list
     for t in tables:
         if t.startswith("ENUM_"):
             continue
-        cols = [c for c, ty in _columns(conn, t)
+        cols = [c for c, ty in table_columns(conn, t)
                 if ty in ("TEXT", "") or "CHAR" in ty or "CLOB" in ty]
         if cols:
             out[t] = cols
@@ -247,12 +247,12 @@ def _recorded_env(capture: Meta, sysenv: Meta) -> dict[str, str]:
     """Environment variables as recorded, for PWD / USER / HOME / HOSTNAME."""
     env: dict[str, str] = {}
     for n, v in capture:
-        if n.endswith("ENVIRONMENT_VARIABLE") and (m := _ENV_VAR.match(v)):
+        if n.endswith("ENVIRONMENT_VARIABLE") and (m := ENV_VAR.match(v)):
             env.setdefault(m.group(1), v[m.end():].strip('"'))
     for n, v in sysenv:
         if n == "DeviceEnvironment":
             for part in v.split(";"):
-                if m := _ENV_VAR.match(part):
+                if m := ENV_VAR.match(part):
                     env.setdefault(m.group(1), part[m.end():])
     return env
 
@@ -324,7 +324,7 @@ def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
         if m := HOME_NAME.match(p):
             users.add(m.group(1))
     users -= {USER_PLACEHOLDER, ""}
-    hosts -= _GENERIC_HOSTS
+    hosts -= GENERIC_HOSTS
     for h in list(hosts):
         if "." in h and not re.fullmatch(r"[\d.]+", h):
             hosts.add(h.split(".")[0])
@@ -335,16 +335,16 @@ def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dic
     """Each GPU UUID and its replacement, ``...-00000000000N`` by rank in the file."""
     found: dict[str, str] = {}
     if "TARGET_INFO_GPU" in tables and \
-            "uuid" in {c for c, _ in _columns(conn, "TARGET_INFO_GPU")}:
+            "uuid" in {c for c, _ in table_columns(conn, "TARGET_INFO_GPU")}:
         for (u,) in conn.execute("SELECT uuid FROM TARGET_INFO_GPU ORDER BY rowid"):
-            if isinstance(u, str) and _UUID.fullmatch(u.removeprefix("GPU-")):
+            if isinstance(u, str) and UUID_PATTERN.fullmatch(u.removeprefix("GPU-")):
                 found.setdefault(u.removeprefix("GPU-").lower(), "")
     for n, v in sysenv:
         if n == "GpuInfo":
             for u in re.findall(r'"Uuid"\s*:\s*"(?:GPU-)?([0-9a-fA-F-]{36})"', v):
                 found.setdefault(u.lower(), "")
-    zero = _ZERO_UUID.format(0)[:-12]
-    return {u: _ZERO_UUID.format(i)
+    zero = ZERO_UUID.format(0)[:-12]
+    return {u: ZERO_UUID.format(i)
             for i, u in enumerate(u for u in found if not u.startswith(zero))}
 
 
@@ -353,9 +353,9 @@ def _word_patterns(users: set[str],
     """User and host names to replace wherever they recur as a whole word."""
     out = []
     for name in sorted(users, key=len, reverse=True):
-        if name not in _GENERIC_USERS and len(name) >= 2:
-            out.append((_word(name), USER_PLACEHOLDER, "user", name))
+        if name not in GENERIC_USERS and len(name) >= 2:
+            out.append((word_pattern(name), USER_PLACEHOLDER, "user", name))
     for name in sorted(hosts, key=len, reverse=True):
         if len(name) >= 2:
-            out.append((_word(name), HOST_PLACEHOLDER, "host", name))
+            out.append((word_pattern(name), HOST_PLACEHOLDER, "host", name))
     return out

@@ -89,7 +89,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 USER_PLACEHOLDER = "user"
 HOST_PLACEHOLDER = "host"
 ENV_PLACEHOLDER = "<env>"
-_ZERO_UUID = "00000000-0000-0000-0000-{:012d}"
+ZERO_UUID = "00000000-0000-0000-0000-{:012d}"
 
 
 class ScrubError(NsysscopeError):
@@ -151,9 +151,9 @@ class ScrubResult:
 # letter (``/home/josé/model.pt``: an ASCII-only pattern stopped at the 'é' and left the rest)
 PATH_PATTERN = re.compile(r"(?<![\w.\-/~>\\])/[\w.+@%~\-]+(?:/[\w.+@%~\-]*)*")
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
-_SITE = re.compile(r"/(?:site|dist)-packages/(.*)$")
-_STDLIB = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
-_ENV_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+SITE_PATH = re.compile(r"/(?:site|dist)-packages/(.*)$")
+STDLIB_PATH = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
+ENV_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _UPPER_ENV_VAR = re.compile(r"^([A-Z_][A-Z0-9_]*)=")
 _KNOWN_ENV = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "USERNAME", "PWD", "OLDPWD", "HOSTNAME", "SHELL", "MAIL",
@@ -161,18 +161,19 @@ _KNOWN_ENV = frozenset({
     "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "TMPDIR", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK",
     "SSH_CLIENT", "SSH_CONNECTION", "DISPLAY", "CUDA_VISIBLE_DEVICES"})
 _SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
+UUID_PATTERN = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
 HOME_NAME = re.compile(r"(?<![\w.\-/~>\\])/(?:home|Users)/([\w.\-]+)")
-_GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
-_GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
+GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
+GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 
-_DELETE = object()  # sentinel: the row goes
+DELETE = object()  # sentinel: the row goes
 
 
 @dataclass
-class _Finding:
-    """One leak the scan found: where, what kind, and what the cell becomes (or ``_DELETE``).
+class Finding:
+    """One leak the scan found: where, what kind, and what the cell becomes (or ``DELETE``).
     ``old`` is the cell's value, so the writer can rewrite a column by value."""
 
     table: str
@@ -180,11 +181,11 @@ class _Finding:
     rowid: int
     key: int | str
     kinds: list[tuple[str, str]]  # (kind, excerpt)
-    new: object  # new cell value, or _DELETE for the row
+    new: object  # new cell value, or DELETE for the row
     old: object = None
 
 
-def _env_names(value: str, semicolons: bool = False) -> list[str]:
+def env_names(value: str, semicolons: bool = False) -> list[str]:
     """The variable names if ``value`` is an environment dump or a sensitive variable, else [].
 
     A dump is NUL-separated ``NAME=value`` items (how nsys stores a process's environment), or
@@ -200,10 +201,10 @@ def _env_names(value: str, semicolons: bool = False) -> list[str]:
     else:
         parts = [value]
     parts = [p for p in parts if p]
-    names = [m.group(1) for p in parts if (m := _ENV_VAR.match(p))]
+    names = [m.group(1) for p in parts if (m := ENV_VAR.match(p))]
     if len(parts) > 1 and len(names) >= 2 and len(names) * 2 >= len(parts):
         return names
-    if len(parts) == 1 and (m := (_ENV_VAR if semicolons else _UPPER_ENV_VAR).match(parts[0])):
+    if len(parts) == 1 and (m := (ENV_VAR if semicolons else _UPPER_ENV_VAR).match(parts[0])):
         name = m.group(1)
         if semicolons or name in _KNOWN_ENV or _SECRETISH.search(name):
             return [name]
@@ -219,11 +220,11 @@ def rewrite_path(path: str, working_dir: str | None) -> str:
             return "."
         if path.startswith(working_dir + "/"):
             rest = path[len(working_dir) + 1:]
-            if not _SITE.search("/" + rest):
+            if not SITE_PATH.search("/" + rest):
                 return rest
-    if m := _SITE.search(path):
+    if m := SITE_PATH.search(path):
         return "<site-packages>/" + m.group(1)
-    if m := _STDLIB.search(path):
+    if m := STDLIB_PATH.search(path):
         return "<stdlib>/" + m.group(1)
     base = path.rstrip("/").rsplit("/", 1)[-1]
     return f"<path>/{base}" if base else "<path>"
@@ -238,7 +239,7 @@ def is_leaky_path(path: str) -> bool:
     return len(parts) >= 2 or parts == ["root"]
 
 
-def _redact_path(path: str) -> str:
+def redact_path(path: str) -> str:
     parts = [p for p in path.split("/") if p]
     if len(parts) <= 1:
         return "/" + (parts[0] if parts else "")
@@ -247,24 +248,24 @@ def _redact_path(path: str) -> str:
     return f"/{parts[0]}/…/{parts[-1]}"
 
 
-def _redact_name(name: str) -> str:
+def redact_name(name: str) -> str:
     return (name[:1] + "…") if name else "''"
 
 
-def _word(name: str) -> re.Pattern[str]:
+def word_pattern(name: str) -> re.Pattern[str]:
     return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(name) + r"(?![A-Za-z0-9_\-])")
 
 
-def _field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:
+def field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:
     """Field-level replacement for user/host/working-dir/timezone fields: (kind, new value)."""
     if table in ("META_DATA_CAPTURE", "META_DATA_EXPORT"):
         if (name.endswith("USER_NAME") or name == "EXPORT_USER") and \
                 value not in ("", USER_PLACEHOLDER):
             return "user", USER_PLACEHOLDER
-        if name in ("EXPORT_HOST", "DEVICE_DISPLAY_NAME") and value not in _GENERIC_HOSTS:
+        if name in ("EXPORT_HOST", "DEVICE_DISPLAY_NAME") and value not in GENERIC_HOSTS:
             return "host", HOST_PLACEHOLDER
     if table == "TARGET_INFO_SYSTEM_ENV" and name in ("Hostname", "HostName") and \
-            value not in _GENERIC_HOSTS:
+            value not in GENERIC_HOSTS:
         return "host", HOST_PLACEHOLDER
     return None
 

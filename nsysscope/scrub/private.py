@@ -35,8 +35,8 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .context import _columns, _Context, _json_ids, _q
-from .policy import _DELETE, _env_names, _Finding, _redact_name
+from .context import ExportContext, json_ids, quoted, table_columns
+from .policy import DELETE, Finding, env_names, redact_name
 
 #: tables whose rows say that nsys traced a process
 TRACED_PREFIXES = ("CUPTI_", "CUDA_", "NVTX_", "OSRT_")
@@ -63,15 +63,16 @@ def traced_processes(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
     for t in tables:
         if not t.startswith(TRACED_PREFIXES):
             continue
-        cols = {c for c, _ in _columns(conn, t)}
+        cols = {c for c, _ in table_columns(conn, t)}
         for c in ("globalPid", "globalTid"):
             if c in cols:
                 keys.update(r[0] for r in conn.execute(
-                    f"SELECT DISTINCT {_q(c)} >> 24 FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
+                    f"SELECT DISTINCT {quoted(c)} >> 24 FROM {quoted(t)} "
+                    f"WHERE {quoted(c)} IS NOT NULL"))
     return keys
 
 
-def scan_private(conn: sqlite3.Connection, ctx: _Context, keep: Keep) -> Iterator[_Finding]:
+def scan_private(conn: sqlite3.Connection, ctx: ExportContext, keep: Keep) -> Iterator[Finding]:
     """One finding per row to drop (see the module docstring)."""
     if not keep.process_list:
         yield from _process_list(conn, ctx)
@@ -83,37 +84,38 @@ def scan_private(conn: sqlite3.Connection, ctx: _Context, keep: Keep) -> Iterato
         yield from _named_rows(conn, ctx, "META_DATA_CAPTURE", SESSION_FIELDS, "session_id")
 
 
-def _process_list(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+def _process_list(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Finding]:
     traced = traced_processes(conn, ctx.tables)
-    if "PROCESSES" in ctx.tables and "globalPid" in {c for c, _ in _columns(conn, "PROCESSES")}:
-        has_name = "name" in {c for c, _ in _columns(conn, "PROCESSES")}
+    have = {c for c, _ in table_columns(conn, "PROCESSES")} if "PROCESSES" in ctx.tables else set()
+    if "globalPid" in have:
+        has_name = "name" in have
         name = "name" if has_name else "''"
         for rowid, gpid, pname in conn.execute(
                 f"SELECT rowid, globalPid, {name} FROM PROCESSES"):
             if gpid is None or gpid >> 24 not in traced:
                 pid = (gpid >> 24) & 0xFFFFFF if gpid is not None else "?"
-                yield _Finding("PROCESSES", "name", rowid, rowid,
-                               [("process_list", f"pid {pid} {_redact_name(pname or '')}")],
-                               _DELETE)
+                yield Finding("PROCESSES", "name", rowid, rowid,
+                               [("process_list", f"pid {pid} {redact_name(pname or '')}")],
+                               DELETE)
     if "ThreadNames" in ctx.tables and \
-            "globalTid" in {c for c, _ in _columns(conn, "ThreadNames")}:
+            "globalTid" in {c for c, _ in table_columns(conn, "ThreadNames")}:
         for rowid, gtid in conn.execute("SELECT rowid, globalTid FROM ThreadNames"):
             if gtid is None or gtid >> 24 not in traced:
                 pid = (gtid >> 24) & 0xFFFFFF if gtid is not None else "?"
-                yield _Finding("ThreadNames", "nameId", rowid, rowid,
-                               [("process_list", f"a thread of pid {pid}")], _DELETE)
+                yield Finding("ThreadNames", "nameId", rowid, rowid,
+                               [("process_list", f"a thread of pid {pid}")], DELETE)
     # strings no table uses: the names host threads took during the capture, nsys's messages
     for rowid, sid, value in conn.execute("SELECT rowid, id, value FROM StringIds"):
-        if sid not in ctx.referenced_ids and not (isinstance(value, str) and _env_names(value)):
-            yield _Finding("StringIds", "value", rowid, sid,
-                           [("process_list", f"unused string {_redact_name(str(value or ''))}")],
-                           _DELETE)
+        if sid not in ctx.referenced_ids and not (isinstance(value, str) and env_names(value)):
+            yield Finding("StringIds", "value", rowid, sid,
+                           [("process_list", f"unused string {redact_name(str(value or ''))}")],
+                           DELETE)
 
 
-def _program_output(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+def _program_output(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Finding]:
     contents: set[int] = set()
     if "ProcessStreams" in ctx.tables:
-        cols = {c for c, _ in _columns(conn, "ProcessStreams")}
+        cols = {c for c, _ in table_columns(conn, "ProcessStreams")}
         fname = ("(SELECT value FROM StringIds WHERE id = filenameId)" if "filenameId" in cols
                  else "''")
         content = "contentId" if "contentId" in cols else "NULL"
@@ -123,37 +125,38 @@ def _program_output(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Findin
                 f"SELECT rowid, {fname}, {content}, {size} FROM ProcessStreams"):
             if cid is not None:
                 contents.add(cid)
-            yield _Finding("ProcessStreams", "contentId", rowid, rowid,
+            yield Finding("ProcessStreams", "contentId", rowid, rowid,
                            [("program_output", f"{_basename(name)}, {n or 0} characters")],
-                           _DELETE)
+                           DELETE)
     if "ANALYSIS_FILE" in ctx.tables:
-        cols = {c for c, _ in _columns(conn, "ANALYSIS_FILE")}
+        cols = {c for c, _ in table_columns(conn, "ANALYSIS_FILE")}
         fname = "filename" if "filename" in cols else "''"
         content = "contentId" if "contentId" in cols else "NULL"
         for rowid, name, cid in conn.execute(
                 f"SELECT rowid, {fname}, {content} FROM ANALYSIS_FILE"):
             if cid in contents or str(name or "").endswith(_STREAM_FILES):
-                yield _Finding("ANALYSIS_FILE", "contentId", rowid, rowid,
-                               [("program_output", _basename(name))], _DELETE)
+                yield Finding("ANALYSIS_FILE", "contentId", rowid, rowid,
+                               [("program_output", _basename(name))], DELETE)
 
 
 def _basename(name: object) -> str:
     return str(name or "").rstrip("/").rsplit("/", 1)[-1] or "unnamed stream"
 
 
-def _named_rows(conn: sqlite3.Connection, ctx: _Context, table: str, names: tuple[str, ...],
-                kind: str) -> Iterator[_Finding]:
-    if table not in ctx.tables or not {"name", "value"} <= {c for c, _ in _columns(conn, table)}:
+def _named_rows(conn: sqlite3.Connection, ctx: ExportContext, table: str, names: tuple[str, ...],
+                kind: str) -> Iterator[Finding]:
+    if table not in ctx.tables or \
+            not {"name", "value"} <= {c for c, _ in table_columns(conn, table)}:
         return
     marks = ", ".join("?" * len(names))
     for rowid, name, value in conn.execute(
-            f"SELECT rowid, name, value FROM {_q(table)} WHERE name IN ({marks})", names):
+            f"SELECT rowid, name, value FROM {quoted(table)} WHERE name IN ({marks})", names):
         if value not in (None, ""):
-            yield _Finding(table, "value", rowid, name, [(kind, _redact_name(str(value)))],
-                           _DELETE)
+            yield Finding(table, "value", rowid, name, [(kind, redact_name(str(value)))],
+                           DELETE)
 
 
-def unreferenced_strings(conn: sqlite3.Connection, ctx: _Context,
+def unreferenced_strings(conn: sqlite3.Connection, ctx: ExportContext,
                          candidates: set[int]) -> set[int]:
     """Those of the ``StringIds`` ids ``candidates`` that no column (nor a Python-sampling JSON
     payload) references any more."""
@@ -163,6 +166,6 @@ def unreferenced_strings(conn: sqlite3.Connection, ctx: _Context,
     for t, c in ctx.string_refs:
         if t in ctx.tables:
             used.update(r[0] for r in conn.execute(
-                f"SELECT DISTINCT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
-    used |= _json_ids(conn, ctx.tables)
+                f"SELECT DISTINCT {quoted(c)} FROM {quoted(t)} WHERE {quoted(c)} IS NOT NULL"))
+    used |= json_ids(conn, ctx.tables)
     return candidates - used

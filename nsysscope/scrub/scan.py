@@ -13,22 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from ..trace.formats import is_kineto
-from .context import _columns, _connect_ro, _Context, _context, _q
+from .context import ExportContext, connect_ro, export_context, quoted, table_columns
 from .kineto import find_kineto_leaks
 from .policy import (
-    _DELETE,
-    _ENV_VAR,
-    _UUID,
+    DELETE,
     ENV_PLACEHOLDER,
+    ENV_VAR,
     PATH_PATTERN,
+    UUID_PATTERN,
+    Finding,
     Leak,
     PathLike,
-    _env_names,
-    _field_rule,
-    _Finding,
-    _redact_name,
-    _redact_path,
+    env_names,
+    field_rule,
     is_leaky_path,
+    redact_name,
+    redact_path,
     rewrite_path,
 )
 from .private import Keep, scan_private
@@ -39,7 +39,7 @@ _META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_
 _ARGUMENT = re.compile(r"PROCESS_\d+:ARGUMENT_\d+")
 
 
-def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> str:
+def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]]) -> str:
     """``value`` with secrets and addresses, paths, user/host names and GPU UUIDs scrubbed;
     appends what it found."""
     new, found = redact_secrets(value)
@@ -51,7 +51,7 @@ def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> st
                 return m.group(0)
             kinds.append(("machine_id", m.group(0)[:4] + "…"))
             return rep
-        new = _UUID.sub(uuid_sub, new)
+        new = UUID_PATTERN.sub(uuid_sub, new)
     if "/" in new:
         def path_sub(m: re.Match[str]) -> str:
             p = m.group(0)
@@ -59,31 +59,32 @@ def _rewrite_text(value: str, ctx: _Context, kinds: list[tuple[str, str]]) -> st
                 return p
             rep = rewrite_path(p, ctx.working_dir)
             if rep != p:
-                kinds.append(("abs_path", _redact_path(p)))
+                kinds.append(("abs_path", redact_path(p)))
             return rep
         new = PATH_PATTERN.sub(path_sub, new)
     for pat, rep, kind, name in ctx.word_patterns:
         new, n = pat.subn(rep, new)
         if n:
-            kinds.append((kind, _redact_name(name)))
+            kinds.append((kind, redact_name(name)))
     return new
 
 
-def _scan(conn: sqlite3.Connection, ctx: _Context, keep: Keep | None = None) -> Iterator[_Finding]:
+def scan_findings(conn: sqlite3.Connection, ctx: ExportContext,
+                  keep: Keep | None = None) -> Iterator[Finding]:
     for table, cols in ctx.text_columns.items():
         yield from _scan_table(conn, ctx, table, cols)
     yield from _scan_timezone(conn, ctx)
     yield from scan_private(conn, ctx, keep or Keep())
 
 
-def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
-                cols: list[str]) -> Iterator[_Finding]:
+def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
+                cols: list[str]) -> Iterator[Finding]:
     whole_env = "ENVIRONMENT" in table.upper() and table not in _META_TABLES
     has_name = table in _META_TABLES
-    sel = ", ".join(_q(c) for c in cols)
+    sel = ", ".join(quoted(c) for c in cols)
     namecol = ", name" if has_name else ""
     after_secret_option = False  # the previous command-line argument was --api-key, say
-    for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {_q(table)}"):
+    for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {quoted(table)}"):
         rowid = row[0]
         name: Any = row[1] if has_name else None  # what the export holds
         values = row[2:] if has_name else row[1:]
@@ -92,13 +93,13 @@ def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
             value = dict(zip(cols, values, strict=True)).get("value")
             text = value if isinstance(value, str) else ""
             if after_secret_option and text and not text.startswith("-") and text != SECRET:
-                yield _Finding(table, "value", rowid, key, [("secret", f"{name} …")], SECRET,
+                yield Finding(table, "value", rowid, key, [("secret", f"{name} …")], SECRET,
                                value)
                 after_secret_option = False
                 continue
             after_secret_option = secret_option(text)
         if whole_env:
-            yield _Finding(table, cols[0], rowid, key, [("env", f"{table} row")], _DELETE)
+            yield Finding(table, cols[0], rowid, key, [("env", f"{table} row")], DELETE)
             continue
         if has_name:
             env_row = _env_row(table, rowid, name, cols, values)
@@ -114,55 +115,55 @@ def _scan_table(conn: sqlite3.Connection, ctx: _Context, table: str,
 
 
 def _env_row(table: str, rowid: int, name: str, cols: list[str],
-             values: tuple[object, ...]) -> _Finding | None:
+             values: tuple[object, ...]) -> Finding | None:
     """A ``META_DATA_*`` row that records an environment variable: it goes."""
     v = next((x for c, x in zip(cols, values, strict=True) if c == "value"), "")
     if not (name.endswith("ENVIRONMENT_VARIABLE")
-            or ("environment" in name.lower() and _env_names(str(v or ""), semicolons=True))):
+            or ("environment" in name.lower() and env_names(str(v or ""), semicolons=True))):
         return None
-    var = _ENV_VAR.match(str(v or ""))
+    var = ENV_VAR.match(str(v or ""))
     label = f"{var.group(1)}=…" if var else f"{name} …"
-    return _Finding(table, "value", rowid, name, [("env", label)], _DELETE)
+    return Finding(table, "value", rowid, name, [("env", label)], DELETE)
 
 
-def _scan_cell(ctx: _Context, table: str, col: str, rowid: int, key: int | str,
-               name: str | None, value: str) -> _Finding | None:
+def _scan_cell(ctx: ExportContext, table: str, col: str, rowid: int, key: int | str,
+               name: str | None, value: str) -> Finding | None:
     """One text cell: an environment dump, a user/host field, or paths, names, UUIDs."""
     has_name = name is not None
-    names = _env_names(value) if "=" in value else []
+    names = env_names(value) if "=" in value else []
     if names:
         if value == ENV_PLACEHOLDER:
             return None
         excerpt = f"{names[0]}=…" + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
         if table == "StringIds":
-            new: object = ENV_PLACEHOLDER if rowid in ctx.referenced_ids else _DELETE
+            new: object = ENV_PLACEHOLDER if rowid in ctx.referenced_ids else DELETE
         elif has_name:
-            new = _DELETE
+            new = DELETE
         else:
             new = ENV_PLACEHOLDER
-        return _Finding(table, col, rowid, key, [("env", excerpt)], new, value)
+        return Finding(table, col, rowid, key, [("env", excerpt)], new, value)
     kinds: list[tuple[str, str]] = []
     new_value = value
     if name is not None and col == "value":
-        rule = _field_rule(table, name, value)
+        rule = field_rule(table, name, value)
         if rule:
-            kinds.append((rule[0], _redact_name(value)))
+            kinds.append((rule[0], redact_name(value)))
             new_value = rule[1]
     if new_value is value:
         new_value = _rewrite_text(value, ctx, kinds)
     if kinds and new_value != value:
-        return _Finding(table, col, rowid, key, kinds, new_value, value)
+        return Finding(table, col, rowid, key, kinds, new_value, value)
     return None
 
 
-def _scan_timezone(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding]:
+def _scan_timezone(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Finding]:
     if "TARGET_INFO_SESSION_START_TIME" in ctx.tables:
-        cols = {c for c, _ in _columns(conn, "TARGET_INFO_SESSION_START_TIME")}
+        cols = {c for c, _ in table_columns(conn, "TARGET_INFO_SESSION_START_TIME")}
         if {"utcTime", "localTime"} <= cols:
             for rowid, utc, local in conn.execute(
                     "SELECT rowid, utcTime, localTime FROM TARGET_INFO_SESSION_START_TIME"):
                 if isinstance(local, str) and isinstance(utc, str) and local != utc:
-                    yield _Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
+                    yield Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
                                    [("timezone", "local time ≠ UTC")], utc, local)
     if "META_DATA_EXPORT" in ctx.tables:
         meta = {n: (r, v) for r, n, v in
@@ -172,11 +173,11 @@ def _scan_timezone(conn: sqlite3.Connection, ctx: _Context) -> Iterator[_Finding
             m = re.match(r"^(\S+) ([+-]\d{4})\b", local or "")
             if m and m.group(2) not in ("+0000", "-0000"):
                 utc = meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1]
-                yield _Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
+                yield Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
                                [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC", local)
 
 
-def _leaks(findings: list[_Finding]) -> list[Leak]:
+def leaks_of(findings: list[Finding]) -> list[Leak]:
     out = []
     for f in findings:
         seen = set()
@@ -204,9 +205,9 @@ def find_leaks(path: PathLike, *, keep_process_list: bool = False,
     if is_kineto(path):  # a torch.profiler JSON trace
         return find_kineto_leaks(path)
     keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
-    conn = _connect_ro(path, nsys)
+    conn = connect_ro(path, nsys)
     try:
-        ctx = _context(conn)
-        return _leaks(list(_scan(conn, ctx, keep)))
+        ctx = export_context(conn)
+        return leaks_of(list(scan_findings(conn, ctx, keep)))
     finally:
         conn.close()

@@ -14,23 +14,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..trace.formats import is_kineto
-from .context import _columns, _connect_ro, _Context, _context, _db, _q
+from .context import ExportContext, connect_ro, export_context, quoted, table_columns, utils_db
 from .kineto import scrub_kineto
-from .policy import _DELETE, _JSON_IDS, PathLike, ScrubError, ScrubResult, _Finding
+from .policy import DELETE, JSON_IDS, Finding, PathLike, ScrubError, ScrubResult
 from .private import Keep, unreferenced_strings
-from .scan import _leaks, _scan
+from .scan import leaks_of, scan_findings
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
 
-def _apply(db: Database, findings: list[_Finding]) -> tuple[dict[str, int], int]:
+def _apply(db: Database, findings: list[Finding]) -> tuple[dict[str, int], int]:
     """Delete the rows that go and rewrite the cells that change, one ``DELETE`` per table and
     (normally) one ``Table.convert`` per column."""
     deletes: dict[str, set[int]] = {}
-    rewrites: dict[tuple[str, str], list[_Finding]] = {}
+    rewrites: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
-        if f.new is _DELETE:
+        if f.new is DELETE:
             deletes.setdefault(f.table, set()).add(f.rowid)
         else:
             rewrites.setdefault((f.table, f.column), []).append(f)
@@ -51,10 +51,10 @@ def _ids(rowids: Iterable[int]) -> str:
     return ",".join(str(int(r)) for r in sorted(rowids))
 
 
-def _consistent_groups(found: list[_Finding]) -> list[list[_Finding]]:
+def _consistent_groups(found: list[Finding]) -> list[list[Finding]]:
     """Split ``found`` so that within a group each old value has one new value (it always has,
     except where a field rule rewrites a value that is also free text in another row)."""
-    groups: list[tuple[dict[object, object], list[_Finding]]] = []
+    groups: list[tuple[dict[object, object], list[Finding]]] = []
     for f in found:
         for mapping, members in groups:
             if mapping.get(f.old, f.new) == f.new:
@@ -79,23 +79,24 @@ def _lookup(mapping: dict[object, object]) -> Callable[[object], object]:
     return convert
 
 
-def _stream_strings(conn: sqlite3.Connection, findings: list[_Finding]) -> set[int]:
+def _stream_strings(conn: sqlite3.Connection, findings: list[Finding]) -> set[int]:
     """``StringIds`` ids that the rows about to be dropped reference (thread names, program
     output): dropped too when nothing else uses them."""
     ids: set[int] = set()
     cols = {"ThreadNames": ("nameId",), "ProcessStreams": ("filenameId", "contentId"),
             "ANALYSIS_FILE": ("contentId",)}
     for table, names in cols.items():
-        rowids = [f.rowid for f in findings if f.table == table and f.new is _DELETE]
-        have = [c for c in names if c in {n for n, _ in _columns(conn, table)}] if rowids else []
+        rowids = [f.rowid for f in findings if f.table == table and f.new is DELETE]
+        present = {n for n, _ in table_columns(conn, table)} if rowids else set()
+        have = [c for c in names if c in present]
         for c in have:
             ids.update(r[0] for r in conn.execute(
-                f"SELECT DISTINCT {_q(c)} FROM {_q(table)} WHERE rowid IN ({_ids(rowids)}) "
-                f"AND {_q(c)} IS NOT NULL"))
+                f"SELECT DISTINCT {quoted(c)} FROM {quoted(table)} WHERE rowid IN ({_ids(rowids)}) "
+                f"AND {quoted(c)} IS NOT NULL"))
     return ids
 
 
-def _set_strings(conn: sqlite3.Connection, ctx: _Context, owners: list[tuple[str, str]],
+def _set_strings(conn: sqlite3.Connection, ctx: ExportContext, owners: list[tuple[str, str]],
                  new_values: dict[int, str]) -> None:
     """Give StringIds ids used by ``owners`` columns new values without touching other users.
 
@@ -108,11 +109,11 @@ def _set_strings(conn: sqlite3.Connection, ctx: _Context, owners: list[tuple[str
     for t, c in ctx.string_refs:
         if (t, c) not in owners:
             others.update(r[0] for r in conn.execute(
-                f"SELECT DISTINCT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL"))
+                f"SELECT DISTINCT {quoted(c)} FROM {quoted(t)} WHERE {quoted(c)} IS NOT NULL"))
     if "NVTX_EVENTS" in ctx.tables and ("NVTX_EVENTS", "jsonText") not in owners \
             and "jsonText" in ctx.text_columns.get("NVTX_EVENTS", []):
         for (j,) in conn.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL"):
-            others.update(int(x) for x in _JSON_IDS.findall(j))
+            others.update(int(x) for x in JSON_IDS.findall(j))
     next_id = (conn.execute("SELECT MAX(id) FROM StringIds").fetchone()[0] or 0) + 1
     inplace, moved = [], {}
     for sid, value in new_values.items():
@@ -125,11 +126,11 @@ def _set_strings(conn: sqlite3.Connection, ctx: _Context, owners: list[tuple[str
     conn.executemany("UPDATE StringIds SET value = ? WHERE id = ?", inplace)
     for t, c in owners:
         if moved:
-            conn.executemany(f"UPDATE {_q(t)} SET {_q(c)} = ? WHERE {_q(c)} = ?",
+            conn.executemany(f"UPDATE {quoted(t)} SET {quoted(c)} = ? WHERE {quoted(c)} = ?",
                              [(new, old) for old, new in moved.items()])
 
 
-def _drop_kernel_names(conn: sqlite3.Connection, ctx: _Context) -> int:
+def _drop_kernel_names(conn: sqlite3.Connection, ctx: ExportContext) -> int:
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if t not in ctx.tables:
         return 0
@@ -142,7 +143,7 @@ def _drop_kernel_names(conn: sqlite3.Connection, ctx: _Context) -> int:
     return len(ids)
 
 
-def _drop_nvtx_text(conn: sqlite3.Connection, ctx: _Context) -> int:
+def _drop_nvtx_text(conn: sqlite3.Connection, ctx: ExportContext) -> int:
     """Replace NVTX text with ``range_<n>``, n numbered by first appearance of each text.
 
     nsys's own Python sampler is kept: its events (JSON payloads) and everything in their
@@ -151,7 +152,7 @@ def _drop_nvtx_text(conn: sqlite3.Connection, ctx: _Context) -> int:
     t = "NVTX_EVENTS"
     if t not in ctx.tables:
         return 0
-    cols = {c for c, _ in _columns(conn, t)}
+    cols = {c for c, _ in table_columns(conn, t)}
     has_text, has_id = "text" in cols, ("textId" in cols and (t, "textId") in ctx.string_refs)
     conds = []
     if "jsonText" in cols:
@@ -247,7 +248,7 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
         return scrub_kineto(src, dst, slim=slim, in_place=in_place)  # type: ignore[return-value]
     keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
     dst = _destination(src, dst, in_place, force)
-    src_conn = _connect_ro(src, nsys)
+    src_conn = connect_ro(src, nsys)
     mode = (dst if dst.exists() else src).stat().st_mode & 0o777
     try:
         tmp = _temp_beside(dst, ".scrub-tmp")
@@ -264,11 +265,11 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             src_conn.close()
             out.execute("PRAGMA journal_mode = OFF")
             out.execute("PRAGMA synchronous = OFF")
-            db = _db(out)
-            ctx = _context(out)
+            db = utils_db(out)
+            ctx = export_context(out)
             out.execute("BEGIN")
-            findings = list(_scan(out, ctx, keep))
-            leaks = _leaks(findings)
+            findings = list(scan_findings(out, ctx, keep))
+            leaks = leaks_of(findings)
             strings = _stream_strings(out, findings)
             deleted, rewritten = _apply(db, findings)
             orphans = unreferenced_strings(out, ctx, strings)
@@ -278,7 +279,7 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             nk = _drop_kernel_names(out, ctx) if drop_kernel_names else 0
             nn = _drop_nvtx_text(out, ctx) if drop_nvtx_text else 0
             out.execute("COMMIT")
-            remaining = tuple(_leaks(list(_scan(out, ctx, keep))))
+            remaining = tuple(leaks_of(list(scan_findings(out, ctx, keep))))
             db.vacuum()
         finally:
             out.close()

@@ -55,7 +55,7 @@ from typing import Any, TextIO
 
 from ..policy import PathLike, ScrubError
 from .leaks import find_kineto_leaks
-from .survey import _Cleaner, _keep_mask, _stream, _survey
+from .survey import Cleaner, keep_mask, stream_events, survey_trace
 
 __all__ = ["KinetoScrubResult", "find_kineto_leaks", "scrub_kineto"]
 
@@ -97,9 +97,9 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
         raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
     if not dst.parent.is_dir():
         raise ScrubError(f"{dst.parent}: destination directory does not exist")
-    ctx = _survey(src, slim)
-    keep = _keep_mask(ctx) if slim else None
-    clean = _Cleaner(ctx)
+    ctx = survey_trace(src, slim)
+    keep = keep_mask(ctx) if slim else None
+    clean = Cleaner(ctx)
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".scrub-tmp", dir=dst.parent)
     except OSError as e:
@@ -142,7 +142,7 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
                 out.write(json.dumps(clean.value(e), ensure_ascii=False, separators=(",", ":")))
                 counts["out"] += 1
 
-            _stream(src, on_field, on_event)
+            stream_events(src, on_field, on_event)
             if state["in_events"]:
                 out.write("\n]")
             out.write("\n}\n" if not state["first_field"] else "{}\n")

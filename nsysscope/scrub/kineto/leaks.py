@@ -7,20 +7,20 @@ from typing import Any
 
 from ..policy import PATH_PATTERN, Leak, PathLike, is_leaky_path
 from ..secrets import redact_secrets
-from .survey import _stream, _strings, _survey, _whole_word
+from .survey import stream_events, strings_in, survey_trace, worker_word_pattern
 
 
 def find_kineto_leaks(src: PathLike) -> list[Leak]:
     """What in the Kineto trace ``src`` identifies a machine or a person: absolute paths, and
     host and user names (one :class:`Leak` per string and kind)."""
     src = Path(src)
-    ctx = _survey(src, slim=False)
+    ctx = survey_trace(src, slim=False)
     words = [(h, "host") for h in ctx.hosts] + [(u, "user") for u in ctx.users]
     leaks: list[Leak] = []
     seen: set[tuple[str, str]] = set()
 
     def check(where: str, key: int | str, value: Any) -> None:
-        for text in _strings(value):
+        for text in strings_in(value):
             if text in seen_text:
                 continue
             seen_text.add(text)
@@ -31,10 +31,10 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
                     parts = [p for p in path.split("/") if p]
                     shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
                     for word, _ in words:
-                        shown = _whole_word(word).sub(word[:1] + "…", shown)
+                        shown = worker_word_pattern(word).sub(word[:1] + "…", shown)
                     leaks.append(Leak(where, "string", key, "abs_path", shown))
             for word, kind in words:
-                if _whole_word(word).search(text):
+                if worker_word_pattern(word).search(text):
                     leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
             for kind, excerpt in redact_secrets(text)[1]:
                 leaks.append(Leak(where, "string", key, kind, excerpt))
@@ -50,5 +50,5 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
         check("traceEvents", index["n"], e)
         index["n"] += 1
 
-    _stream(src, on_field, on_event)
+    stream_events(src, on_field, on_event)
     return leaks

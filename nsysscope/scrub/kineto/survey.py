@@ -37,7 +37,7 @@ _GENERIC = frozenset({"", "host", "localhost", "user", "root", "nobody"})
 
 
 @dataclass
-class _Context:
+class Survey:
     working_dir: str | None = None
     hosts: tuple[str, ...] = ()
     users: tuple[str, ...] = ()
@@ -63,7 +63,7 @@ def _times(e: dict[str, Any]) -> tuple[float, float]:
         return float("nan"), float("nan")
 
 
-def _stream(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-def]
+def stream_events(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-def]
     """One pass: ``on_field(key, value)`` for top-level fields, ``on_event(e)`` per event
     (``on_field("traceEvents", None)`` where the events array starts)."""
     try:
@@ -91,9 +91,9 @@ def _stream(path: Path, on_field, on_event) -> None:  # type: ignore[no-untyped-
         raise ScrubError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-def _survey(src: Path, slim: bool) -> _Context:
+def survey_trace(src: Path, slim: bool) -> Survey:
     """Pass 1: the working directory, host and user names, and (slim) what to keep."""
-    ctx = _Context()
+    ctx = Survey()
     trace_names: list[str] = []
     named_hosts: set[str] = set()
     homes: Counter[str] = Counter()
@@ -105,7 +105,7 @@ def _survey(src: Path, slim: bool) -> _Context:
         if key.lower().replace("_", "") == "hostname" and isinstance(value, str) and \
                 value.strip() not in _GENERIC:
             named_hosts.add(value.strip())
-        for text in _strings(value):
+        for text in strings_in(value):
             homes.update(HOME_NAME.findall(text))
 
     def on_event(e: Any) -> None:
@@ -138,10 +138,10 @@ def _survey(src: Path, slim: bool) -> _Context:
             homes.update(HOME_NAME.findall(name))
         args = e.get("args")
         if type(args) is dict and cat == "Trace":
-            for text in _strings(args):
+            for text in strings_in(args):
                 homes.update(HOME_NAME.findall(text))
 
-    _stream(src, on_field, on_event)
+    stream_events(src, on_field, on_event)
     ctx.working_dir = _working_dir(ctx.py_files)
     hosts = set(named_hosts)
     for name in trace_names:
@@ -153,7 +153,7 @@ def _survey(src: Path, slim: bool) -> _Context:
     return ctx
 
 
-def _whole_word(word: str) -> re.Pattern[str]:
+def worker_word_pattern(word: str) -> re.Pattern[str]:
     """``word`` where it stands alone; also before ``_<digits>`` (``{host}_{pid}``, the
     worker names of tensorboard_trace_handler)."""
     return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9\-]|_(?!\d))")
@@ -172,18 +172,18 @@ def _working_dir(files: set[str]) -> str | None:
     return common if common.count("/") >= 1 and common != "/" else None
 
 
-def _strings(value: Any):  # type: ignore[no-untyped-def]
+def strings_in(value: Any):  # type: ignore[no-untyped-def]
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings_in(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _strings(v)
+            yield from strings_in(v)
 
 
-def _keep_mask(ctx: _Context) -> np.ndarray:
+def keep_mask(ctx: Survey) -> np.ndarray:
     """Which python_function events (in file order) enclose a CUDA call the analysis uses,
     or are ancestors of one that does."""
     py = [np.asarray(c, dtype=np.float64) for c in ctx.py]
@@ -207,14 +207,14 @@ def _keep_mask(ctx: _Context) -> np.ndarray:
     return keep
 
 
-class _Cleaner:
+class Cleaner:
     """Rewrites the strings of values (paths, host and user names)."""
 
-    def __init__(self, ctx: _Context) -> None:
+    def __init__(self, ctx: Survey) -> None:
         self.wd = ctx.working_dir
         words = [(h, HOST_PLACEHOLDER) for h in ctx.hosts] + \
             [(u, USER_PLACEHOLDER) for u in ctx.users]
-        self.words = [(w, _whole_word(w), new) for w, new in words]
+        self.words = [(w, worker_word_pattern(w), new) for w, new in words]
         self.kinds: Counter[str] = Counter()
         self.rewritten = 0
         self._cache: dict[str, str] = {}
