@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -29,3 +30,15 @@ def test_no_module_is_too_long():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "nsysscope").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name one module imports from another is part of that module's interface, so it has
+    no leading underscore (an underscore says: used here only)."""
+    private = sorted(
+        f"{p.relative_to(ROOT)}: from {'.' * node.level}{node.module or ''} import {a.name}"
+        for p in (ROOT / "nsysscope").rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names if a.name.startswith("_") and not a.name.startswith("__"))
+    assert not private, "\n".join(private)
