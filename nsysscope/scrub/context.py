@@ -230,7 +230,7 @@ def _text_columns(conn: sqlite3.Connection, tables: list[str]) -> dict[str, list
         if t.startswith("ENUM_"):
             continue
         cols = [c for c, ty in table_columns(conn, t)
-                if ty in ("TEXT", "") or "CHAR" in ty or "CLOB" in ty]
+                if ty in ("TEXT", "") or "CHAR" in ty or "CLOB" in ty or "BLOB" in ty]
         if cols:
             out[t] = cols
     return out

@@ -48,9 +48,14 @@ Policy (what counts as a leak, and what it becomes):
 ``machine_id``
     GPU UUIDs (``TARGET_INFO_GPU.uuid`` and the ``Uuid`` in ``GpuInfo``) become
     ``00000000-0000-0000-0000-00000000000N``, N the GPU's rank in the file, so GPUs stay distinct.
+    Network cards' MAC addresses and InfiniBand GUIDs anywhere (``NicInfo``) become ``<mac>`` and
+    ``<guid>`` (:mod:`.secrets`).
 ``secret`` / ``ip``
     Tokens, secret-named values (``--api-key VALUE`` on two argument rows included), URL
-    passwords and IP addresses anywhere in a text: :mod:`.secrets`.
+    passwords and IP addresses (v4 and v6) anywhere in a text: :mod:`.secrets`.
+``binary``
+    A binary value in any column (an NVTX range's payload, ``NVTX_EVENTS.binaryData``) cannot
+    be searched for any of the above: it is cleared (NULL). The analysis reads none.
 ``timezone``
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
     ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.

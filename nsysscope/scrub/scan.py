@@ -107,6 +107,10 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
                 yield env_row
                 continue
         for col, value in zip(cols, values, strict=True):
+            if isinstance(value, bytes) and value:  # nothing to search: it goes
+                yield Finding(table, col, rowid, key, [("binary", f"{len(value)} bytes")],
+                              None, value)
+                continue
             if not isinstance(value, str) or not value or (has_name and col == "name"):
                 continue
             found = _scan_cell(ctx, table, col, rowid, key, name, value)

@@ -18,7 +18,13 @@ text that *is* an environment variable; these find one anywhere in a text and re
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
     port, after ``=``, ``@`` or ``/``, or in a text that names an address), not a four-part
-    version number (``cudnn 9.1.0.70``).
+    version number (``cudnn 9.1.0.70``). Also an IPv6 address (three hex groups or more,
+    shortened with ``::`` or all eight), whose link-local form holds the card's MAC address.
+``machine_id``
+    a network card's hardware address: a MAC address (six hex pairs, ``:`` or ``-``
+    separated) other than all zeros, becoming ``<mac>``, or an InfiniBand GUID (four groups
+    of four hex digits, ``0c42:a103:0065:b0d0``), becoming ``<guid>``. nsys records the
+    host's network cards in ``TARGET_INFO_SYSTEM_ENV`` (``NicInfo``).
 """
 
 from __future__ import annotations
@@ -50,10 +56,19 @@ _IP_HERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?=:\d)|(?<=[=@/])" + _IPV4 + r"
 _IP_ANYWHERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?![\d.]*\d)")
 _NAMES_AN_ADDRESS = re.compile(r"(?i)addr|host|\bip\b|endpoint|master|server|url|peer")
 _HARMLESS_IP = re.compile(r"0\.0\.0\.0|127\.|255\.")
+MAC = "<mac>"
+GUID = "<guid>"
+_HEX = "[0-9A-Fa-f]"
+_MAC = re.compile(rf"(?<![0-9A-Fa-f:\-])(?:(?:{_HEX}{{2}}:){{5}}|(?:{_HEX}{{2}}-){{5}}){_HEX}{{2}}"
+                  r"(?![0-9A-Fa-f:\-])")
+_GUID = re.compile(rf"(?<![0-9A-Fa-f:])(?:{_HEX}{{4}}:){{3}}{_HEX}{{4}}(?![0-9A-Fa-f:])")
+_ZERO_MAC = re.compile(r"00(?:[:-]00){5}")
+_IPV6 = re.compile(rf"(?<![\w:.])(?:{_HEX}{{1,4}}::?){{2,7}}{_HEX}{{1,4}}(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
 _MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer ")
 _MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
+_MAYBE_HW = re.compile(rf"{_HEX}{{2}}[:\-]{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:")
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a trace's texts repeat (range names, per row)
@@ -85,7 +100,24 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         found.append(("ip", m.group(0).split(".", 1)[0] + ".…"))
         return IP
 
+    def hardware(m: re.Match[str]) -> str:
+        if _ZERO_MAC.fullmatch(m.group(0)):
+            return m.group(0)
+        found.append(("machine_id", m.group(0)[:5] + "…"))
+        return GUID if m.re is _GUID else MAC
+
+    def ipv6(m: re.Match[str]) -> str:
+        a = m.group(0)
+        if a.count("::") != 1 and a.count(":") < 7:  # a time, a ratio, C++ scopes
+            return a
+        found.append(("ip", m.group(0).split(":", 1)[0] + ":…"))
+        return IP
+
     out = text
+    if _MAYBE_HW.search(out):
+        out = _GUID.sub(hardware, _MAC.sub(hardware, out))
+    if "::" in out or out.count(":") >= 7:
+        out = _IPV6.sub(ipv6, out)
     if "." in out and _DIGIT_DOT.search(out):
         out = (_IP_ANYWHERE if _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
     if _MAYBE_TOKEN.search(out):

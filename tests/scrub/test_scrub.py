@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nsysscope import analyze, load
 from nsysscope.scrub import Leak, ScrubError, find_leaks, rewrite_path, scrub
 from nsysscope.scrub import write as scrub_write
 
@@ -507,3 +508,64 @@ def test_secrets_addresses_and_odd_paths_anywhere_are_scrubbed(sample, tmp_path)
     assert m[f"PROCESS_0:ARGUMENT_{n}"] == "--api-key"  # the option stays, its value goes
     assert m[f"PROCESS_0:ARGUMENT_{n + 1}"] == "<secret>"
     assert m[f"PROCESS_0:ARGUMENT_{n + 2}"] == "--db=postgres://admin:<secret>@db/x"
+
+
+NIC_INFO = ('{"Nics":[{"Name":"mlx5_0","Mac":"0c:42:a1:65:b0:d0","NodeGuid":"0c42:a103:0065:b0d0",'
+            '"Ipv6":"fe80::0e42:a1ff:fe65:b0d0"}]}')
+
+
+def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
+    """What nsys records of a server's network cards (``NicInfo``: MAC addresses, InfiniBand
+    GUIDs, the IPv6 link-local address that holds the MAC) and an NVTX range's binary payload
+    were never looked at (the sample's ``NicInfo`` is ``{}``, its ``binaryData`` empty): they are
+    now, and the analysis of the scrubbed copy is the original's."""
+    raw = tmp_path / "server.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    payload = b"\x00\x01comm 0x7f3a /home/bob/ckpt\xff"
+    with sqlite3.connect(raw) as c:
+        assert c.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'NicInfo'"
+                         ).fetchone() == ("{}",)
+        c.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'NicInfo'",
+                  (NIC_INFO,))
+        row = c.execute("SELECT MIN(rowid) FROM NVTX_EVENTS").fetchone()[0]
+        c.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?", (payload, row))
+    c.close()
+    found = {(x.kind, x.table) for x in find_leaks(raw)}
+    assert {("machine_id", "TARGET_INFO_SYSTEM_ENV"), ("ip", "TARGET_INFO_SYSTEM_ENV"),
+            ("binary", "NVTX_EVENTS")} <= found
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    data = out.read_bytes()
+    for leak in (b"0c:42:a1:65:b0:d0", b"0c42:a103:0065:b0d0", b"fe80::", b"/home/bob"):
+        assert leak not in data, leak
+    assert find_leaks(out) == []
+    with connect(out) as c:
+        assert c.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'NicInfo'"
+                         ).fetchone()[0] == ('{"Nics":[{"Name":"mlx5_0","Mac":"<mac>",'
+                                             '"NodeGuid":"<guid>","Ipv6":"<ip>"}]}')
+        assert c.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+                         ).fetchone() == (0,)
+        assert c.execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0] == \
+            connect(sample).execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0]
+    assert analyze(load(out)).summary.to_dict() | {"trace": None} == \
+        analyze(load(sample)).summary.to_dict() | {"trace": None}
+
+
+@pytest.mark.parametrize("text", [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+    "cub::DeviceReduce", "std::vector<int>", "12:34:56", "BusLocation 0000:00:06.0",
+    "00:00:00:00:00:00", "::1", "a::b", "fa::de::ad", "cudnn 9.1.0.70"])
+def test_names_times_and_bus_addresses_are_not_network_addresses(text):
+    from nsysscope.scrub.secrets import redact_secrets
+    assert redact_secrets(text) == (text, ())
+
+
+@pytest.mark.parametrize(("text", "scrubbed"), [
+    ("eth0 AA-BB-CC-DD-EE-FF up", "eth0 <mac> up"),
+    ("ib0 guid 0c42:a103:0065:b0d0", "ib0 guid <guid>"),
+    ("peer 2001:db8:85a3:0:0:8a2e:370:7334", "peer <ip>"),
+    ("fe80::0e42:a1ff:fe65:b0d0%eth0", "<ip>%eth0")])
+def test_network_addresses_anywhere(text, scrubbed):
+    from nsysscope.scrub.secrets import redact_secrets
+    assert redact_secrets(text)[0] == scrubbed
