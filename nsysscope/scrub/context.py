@@ -128,6 +128,8 @@ class ExportContext:
     hosts: set[str]
     gpu_uuids: dict[str, str]
     word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(default_factory=list)
+    #: (table, column) of binary payloads, and what a value there becomes
+    payloads: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
@@ -221,7 +223,21 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
                    _referenced_ids(conn, refs, tables), working_dir, source, users, hosts,
                    _gpu_uuids(conn, tables, sysenv))
     ctx.word_patterns = _word_patterns(users, hosts)
+    ctx.payloads = _payload_columns(conn, ctx.text_columns)
     return ctx
+
+
+def _payload_columns(conn: sqlite3.Connection,
+                     text_columns: dict[str, list[str]]) -> dict[tuple[str, str], bytes | None]:
+    """The columns that hold binary payloads, not text: NVTX ``binaryData`` (declared TEXT)
+    and any column declared BLOB. Nothing in them can be searched, and the analysis reads
+    none, so a value there is cleared: NULL, or an empty blob where the column is NOT NULL."""
+    out: dict[tuple[str, str], bytes | None] = {}
+    for table in text_columns:
+        for c in utils_db(conn)[table].columns:
+            if c.name == "binaryData" or "BLOB" in (c.type or "").upper():
+                out[table, c.name] = b"" if c.notnull else None
+    return out
 
 
 def _text_columns(conn: sqlite3.Connection, tables: list[str]) -> dict[str, list[str]]:

@@ -52,10 +52,14 @@ Policy (what counts as a leak, and what it becomes):
     ``<guid>`` (:mod:`.secrets`).
 ``secret`` / ``ip``
     Tokens, secret-named values (``--api-key VALUE`` on two argument rows included), URL
-    passwords and IP addresses (v4 and v6) anywhere in a text: :mod:`.secrets`.
+    passwords, IP addresses (IPv4 where a text uses it as an address, IPv6 anywhere) and
+    network cards' addresses in any text: :mod:`.secrets`.
 ``binary``
-    A binary value in any column (an NVTX range's payload, ``NVTX_EVENTS.binaryData``) cannot
-    be searched for any of the above: it is cleared (NULL). The analysis reads none.
+    A binary payload (``NVTX_EVENTS.binaryData``, any column declared ``BLOB``) cannot be
+    searched for any of the above: it is cleared (NULL, or an empty blob where the column may
+    not be NULL). The analysis reads none. Text stored as a blob in a text column is text to
+    the loader: it is searched as the loader reads it (UTF-8, bad bytes replaced) and, where it
+    leaks, rewritten as text.
 ``timezone``
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
     ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.

@@ -6,6 +6,7 @@ cell becomes (or that the row goes).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -107,11 +108,20 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
                 yield env_row
                 continue
         for col, value in zip(cols, values, strict=True):
-            if isinstance(value, bytes) and value:  # nothing to search: it goes
-                yield Finding(table, col, rowid, key, [("binary", f"{len(value)} bytes")],
-                              None, value)
+            if not value or (has_name and col == "name"):
                 continue
-            if not isinstance(value, str) or not value or (has_name and col == "name"):
+            if isinstance(value, bytes):
+                if (table, col) in ctx.payloads:  # nothing to search: it goes
+                    yield Finding(table, col, rowid, key, [("binary", f"{len(value)} bytes")],
+                                  ctx.payloads[table, col], value)
+                    continue
+                # text stored as a blob: searched as the loader reads it, rewritten as text
+                found = _scan_cell(ctx, table, col, rowid, key, name,
+                                   value.decode("utf-8", "replace"))
+                if found is not None:
+                    yield dataclasses.replace(found, old=value)
+                continue
+            if not isinstance(value, str):
                 continue
             found = _scan_cell(ctx, table, col, rowid, key, name, value)
             if found is not None:

@@ -18,12 +18,17 @@ text that *is* an environment variable; these find one anywhere in a text and re
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
     port, after ``=``, ``@`` or ``/``, or in a text that names an address), not a four-part
-    version number (``cudnn 9.1.0.70``). Also an IPv6 address (three hex groups or more,
-    shortened with ``::`` or all eight), whose link-local form holds the card's MAC address.
+    version number (``cudnn 9.1.0.70``). Also an IPv6 address anywhere (three groups or more,
+    shortened with ``::`` or all eight, one of three hex digits or more, and a decimal digit:
+    not a time or C++ scopes such as ``at::native``), whose link-local form holds the card's
+    MAC address.
 ``machine_id``
     a network card's hardware address: a MAC address (six hex pairs, ``:`` or ``-``
-    separated) other than all zeros, becoming ``<mac>``, or an InfiniBand GUID (four groups
-    of four hex digits, ``0c42:a103:0065:b0d0``), becoming ``<guid>``. nsys records the
+    separated) or an InfiniBand one (up to 20 pairs), becoming ``<mac>``, or an InfiniBand
+    GUID (``0c42:a103:0065:b0d0``; ``0x`` and 16 hex digits in a text that says GUID),
+    becoming ``<guid>``. Left as they are: all zeros, and, unless the text names a card
+    (``mac``, ``ether``, ``guid``, ``eth0``...), runs without both a decimal digit and a hex
+    letter (dates such as ``24-01-15-10-30-00``, ``dead:beef:cafe:babe``). nsys records the
     host's network cards in ``TARGET_INFO_SYSTEM_ENV`` (``NicInfo``).
 """
 
@@ -59,16 +64,23 @@ _HARMLESS_IP = re.compile(r"0\.0\.0\.0|127\.|255\.")
 MAC = "<mac>"
 GUID = "<guid>"
 _HEX = "[0-9A-Fa-f]"
-_MAC = re.compile(rf"(?<![0-9A-Fa-f:\-])(?:(?:{_HEX}{{2}}:){{5}}|(?:{_HEX}{{2}}-){{5}}){_HEX}{{2}}"
-                  r"(?![0-9A-Fa-f:\-])")
-_GUID = re.compile(rf"(?<![0-9A-Fa-f:])(?:{_HEX}{{4}}:){{3}}{_HEX}{{4}}(?![0-9A-Fa-f:])")
-_ZERO_MAC = re.compile(r"00(?:[:-]00){5}")
-_IPV6 = re.compile(rf"(?<![\w:.])(?:{_HEX}{{1,4}}::?){{2,7}}{_HEX}{{1,4}}(?![\w:])")
+#: six hex pairs (an Ethernet MAC), or up to 20 with colons (an InfiniBand hardware address,
+#: which ends in the port GUID)
+_MAC = re.compile(rf"(?<![0-9A-Fa-f:\-])(?:(?:{_HEX}{{2}}:){{5,19}}|(?:{_HEX}{{2}}-){{5}})"
+                  rf"{_HEX}{{2}}(?![0-9A-Fa-f:\-])")
+_GUID = re.compile(rf"(?<![0-9A-Fa-f:])(?:{_HEX}{{4}}:){{3}}{_HEX}{{4}}(?![0-9A-Fa-f:])|"
+                   rf"(?<![\w])0x{_HEX}{{16}}(?![\w])")
+_ZERO = re.compile(r"(?:0x)?[0:\-]+")
+#: a text that says it holds a network card's address: then a hardware address of decimal
+#: digits only (which a date or a run of numbers also is) counts, and so does ``0x`` + 16 hex
+_NAMES_HARDWARE = re.compile(r"(?i)mac|ether|link|hwaddr|guid|\bnic|infiniband|\bib\d|\beth\d|"
+                             r"\ben[ops]\d")
+_IPV6 = re.compile(rf"(?<![\w:.])(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
 _MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer ")
 _MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
-_MAYBE_HW = re.compile(rf"{_HEX}{{2}}[:\-]{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:")
+_MAYBE_HW = re.compile(rf"{_HEX}{{2}}[:\-]{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:|0x{_HEX}{{16}}")
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a trace's texts repeat (range names, per row)
@@ -101,16 +113,21 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         return IP
 
     def hardware(m: re.Match[str]) -> str:
-        if _ZERO_MAC.fullmatch(m.group(0)):
-            return m.group(0)
-        found.append(("machine_id", m.group(0)[:5] + "…"))
+        a = m.group(0)
+        named = _NAMES_HARDWARE.search(text) is not None
+        if _ZERO.fullmatch(a) or (a.startswith("0x") and not named) or not named and not (
+                any(c.isdigit() for c in a) and any(c in "abcdefABCDEF" for c in a)):
+            return a  # all zeros, or a date, a run of numbers, a word of hex letters
+        found.append(("machine_id", a[:5] + "…"))
         return GUID if m.re is _GUID else MAC
 
     def ipv6(m: re.Match[str]) -> str:
         a = m.group(0)
-        if a.count("::") != 1 and a.count(":") < 7:  # a time, a ratio, C++ scopes
-            return a
-        found.append(("ip", m.group(0).split(":", 1)[0] + ":…"))
+        groups = [g for g in a.split(":") if g]
+        if (a.count("::") != 1 and a.count(":") != 7) or len(groups) < 3 or \
+                not any(len(g) >= 3 for g in groups) or not any(c.isdigit() for c in a):
+            return a  # a time, a ratio, C++ scopes of hex letters, a short prefix
+        found.append(("ip", a.split(":", 1)[0] + ":…"))
         return IP
 
     out = text

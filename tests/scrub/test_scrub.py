@@ -518,7 +518,9 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
     """What nsys records of a server's network cards (``NicInfo``: MAC addresses, InfiniBand
     GUIDs, the IPv6 link-local address that holds the MAC) and an NVTX range's binary payload
     were never looked at (the sample's ``NicInfo`` is ``{}``, its ``binaryData`` empty): they are
-    now, and the analysis of the scrubbed copy is the original's."""
+    now, and the analysis of the scrubbed copy is the original's. Text stored as a blob is text
+    to the loader: searched as such, kept where clean (a range name the analysis reads) and
+    rewritten as text where not (``StringIds.value`` may not be NULL)."""
     raw = tmp_path / "server.sqlite"
     shutil.copy(sample, raw)
     raw.chmod(0o644)
@@ -530,6 +532,11 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
                   (NIC_INFO,))
         row = c.execute("SELECT MIN(rowid) FROM NVTX_EVENTS").fetchone()[0]
         c.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?", (payload, row))
+        named = c.execute("SELECT MIN(rowid) FROM NVTX_EVENTS WHERE text = 'sample'").fetchone()[0]
+        c.execute("UPDATE NVTX_EVENTS SET text = CAST(text AS BLOB) WHERE rowid = ?", (named,))
+        # a NOT NULL text column holding a blob with a path in it
+        c.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'CpuDescription'",
+                  (b"Xeon, model at /home/bob/ckpt.pt",))
     c.close()
     found = {(x.kind, x.table) for x in find_leaks(raw)}
     assert {("machine_id", "TARGET_INFO_SYSTEM_ENV"), ("ip", "TARGET_INFO_SYSTEM_ENV"),
@@ -546,6 +553,10 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
                                              '"NodeGuid":"<guid>","Ipv6":"<ip>"}]}')
         assert c.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
                          ).fetchone() == (0,)
+        assert c.execute("SELECT text FROM NVTX_EVENTS WHERE rowid = ?", (named,)
+                         ).fetchone() == (b"sample",)
+        assert c.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuDescription'"
+                         ).fetchone() == ("Xeon, model at <path>/ckpt.pt",)
         assert c.execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0] == \
             connect(sample).execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0]
     assert analyze(load(out)).summary.to_dict() | {"trace": None} == \
@@ -554,8 +565,11 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
 
 @pytest.mark.parametrize("text", [
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
-    "cub::DeviceReduce", "std::vector<int>", "12:34:56", "BusLocation 0000:00:06.0",
-    "00:00:00:00:00:00", "::1", "a::b", "fa::de::ad", "cudnn 9.1.0.70"])
+    "cub::DeviceReduce", "std::vector<int>", "c10::Half", "12:34:56", "BusLocation 0000:00:06.0",
+    "00:00:00:00:00:00", "0000:0000:0000:0000", "::1", "fe80::1", "a::b", "fa::de::ad",
+    "cudnn 9.1.0.70", "trace_24-01-15-10-30-00.json", "layer 10:11:12:13:14:15", "fa::de:ad",
+    "add::dead:beef", "step 1::2:3", "x 1:2:3:4:5:6:7:8", "dead:beef:cafe:babe",
+    "hash 0x0123456789abcdef"])
 def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text) == (text, ())
@@ -565,7 +579,12 @@ def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     ("eth0 AA-BB-CC-DD-EE-FF up", "eth0 <mac> up"),
     ("ib0 guid 0c42:a103:0065:b0d0", "ib0 guid <guid>"),
     ("peer 2001:db8:85a3:0:0:8a2e:370:7334", "peer <ip>"),
-    ("fe80::0e42:a1ff:fe65:b0d0%eth0", "<ip>%eth0")])
+    ("fe80::0e42:a1ff:fe65:b0d0%eth0", "<ip>%eth0"),
+    ("2001:db8:1234::/48", "<ip>/48"),
+    ("mac 10:11:12:13:14:15", "mac <mac>"),
+    ("ib0 link/infiniband 80:00:02:08:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:65:b0:d0",
+     "ib0 link/infiniband <mac>"),
+    ("Node GUID: 0x0c42a1030065b0d0", "Node GUID: <guid>")])
 def test_network_addresses_anywhere(text, scrubbed):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text)[0] == scrubbed
