@@ -170,11 +170,22 @@ def json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
     return ids
 
 
+def as_text(value: object) -> str | None:
+    """A cell as the text it holds: a str as it is, text stored as a blob decoded (UTF-8, bad
+    bytes replaced), anything else None."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def _name_values(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    """The (name, value) rows of a META_DATA_* or TARGET_INFO_SYSTEM_ENV table, as text."""
+    return [(as_text(n) or "", text) for n, v in conn.execute(
+        f"SELECT name, value FROM {quoted(table)}") if (text := as_text(v)) is not None]
+
+
 def _meta(conn: sqlite3.Connection, table: str, tables: list[str]) -> list[tuple[str, str]]:
-    if table not in tables:
-        return []
-    return [(n, v) for n, v in conn.execute(f"SELECT name, value FROM {quoted(table)}")
-            if isinstance(v, str)]
+    return _name_values(conn, table) if table in tables else []
 
 
 def _project_sources(paths: set[str]) -> set[str]:
@@ -253,10 +264,7 @@ def _text_columns(conn: sqlite3.Connection, tables: list[str]) -> dict[str, list
 
 
 def _sysenv(conn: sqlite3.Connection, tables: list[str]) -> Meta:
-    if "TARGET_INFO_SYSTEM_ENV" not in tables:
-        return []
-    return [(n, v) for n, v in conn.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
-            if isinstance(v, str)]
+    return _meta(conn, "TARGET_INFO_SYSTEM_ENV", tables)
 
 
 def _recorded_env(capture: Meta, sysenv: Meta) -> dict[str, str]:

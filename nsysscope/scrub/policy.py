@@ -57,9 +57,9 @@ Policy (what counts as a leak, and what it becomes):
 ``binary``
     A binary payload (``NVTX_EVENTS.binaryData``, any column declared ``BLOB``) cannot be
     searched for any of the above: it is cleared (NULL, or an empty blob where the column may
-    not be NULL). The analysis reads none. Text stored as a blob in a text column is text to
-    the loader: it is searched as the loader reads it (UTF-8, bad bytes replaced) and, where it
-    leaks, rewritten as text.
+    not be NULL). The analysis reads none. Text stored as a blob in a text column (a range
+    name, a metadata name or value) is text to the loader: it is decoded (UTF-8, bad bytes
+    replaced), searched like any text and, where it leaks, rewritten as text.
 ``timezone``
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,
     ``EXPORT_TIME_LOCAL``) is set to the UTC time. Dates and times themselves are kept.

@@ -11,10 +11,9 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ..trace.formats import is_kineto
-from .context import ExportContext, connect_ro, export_context, quoted, table_columns
+from .context import ExportContext, as_text, connect_ro, export_context, quoted, table_columns
 from .kineto import find_kineto_leaks
 from .policy import (
     DELETE,
@@ -87,22 +86,23 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
     after_secret_option = False  # the previous command-line argument was --api-key, say
     for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {quoted(table)}"):
         rowid = row[0]
-        name: Any = row[1] if has_name else None  # what the export holds
+        name = (as_text(row[1]) or "") if has_name else None
         values = row[2:] if has_name else row[1:]
-        key: int | str = name if has_name else rowid
-        if has_name and _ARGUMENT.fullmatch(str(name)):
+        key: int | str = name if name is not None else rowid
+        if name is not None and _ARGUMENT.fullmatch(name):
             value = dict(zip(cols, values, strict=True)).get("value")
-            text = value if isinstance(value, str) else ""
-            if after_secret_option and text and not text.startswith("-") and text != SECRET:
+            argument = as_text(value) or ""
+            if after_secret_option and argument and not argument.startswith("-") and \
+                    argument != SECRET:
                 yield Finding(table, "value", rowid, key, [("secret", f"{name} …")], SECRET,
                                value)
                 after_secret_option = False
                 continue
-            after_secret_option = secret_option(text)
+            after_secret_option = secret_option(argument)
         if whole_env:
             yield Finding(table, cols[0], rowid, key, [("env", f"{table} row")], DELETE)
             continue
-        if has_name:
+        if name is not None:
             env_row = _env_row(table, rowid, name, cols, values)
             if env_row is not None:
                 yield env_row
@@ -110,32 +110,24 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
         for col, value in zip(cols, values, strict=True):
             if not value or (has_name and col == "name"):
                 continue
-            if isinstance(value, bytes):
-                if (table, col) in ctx.payloads:  # nothing to search: it goes
-                    yield Finding(table, col, rowid, key, [("binary", f"{len(value)} bytes")],
-                                  ctx.payloads[table, col], value)
-                    continue
-                # text stored as a blob: searched as the loader reads it, rewritten as text
-                found = _scan_cell(ctx, table, col, rowid, key, name,
-                                   value.decode("utf-8", "replace"))
-                if found is not None:
-                    yield dataclasses.replace(found, old=value)
+            if isinstance(value, bytes) and (table, col) in ctx.payloads:  # unsearchable
+                yield Finding(table, col, rowid, key, [("binary", f"{len(value)} bytes")],
+                              ctx.payloads[table, col], value)
                 continue
-            if not isinstance(value, str):
-                continue
-            found = _scan_cell(ctx, table, col, rowid, key, name, value)
+            text = as_text(value)  # text stored as a blob: searched, and rewritten, as text
+            found = _scan_cell(ctx, table, col, rowid, key, name, text) if text else None
             if found is not None:
-                yield found
+                yield dataclasses.replace(found, old=value)  # matched by the stored value
 
 
 def _env_row(table: str, rowid: int, name: str, cols: list[str],
              values: tuple[object, ...]) -> Finding | None:
     """A ``META_DATA_*`` row that records an environment variable: it goes."""
-    v = next((x for c, x in zip(cols, values, strict=True) if c == "value"), "")
+    v = as_text(next((x for c, x in zip(cols, values, strict=True) if c == "value"), "")) or ""
     if not (name.endswith("ENVIRONMENT_VARIABLE")
-            or ("environment" in name.lower() and env_names(str(v or ""), semicolons=True))):
+            or ("environment" in name.lower() and env_names(v, semicolons=True))):
         return None
-    var = ENV_VAR.match(str(v or ""))
+    var = ENV_VAR.match(v)
     label = f"{var.group(1)}=…" if var else f"{name} …"
     return Finding(table, "value", rowid, name, [("env", label)], DELETE)
 

@@ -65,22 +65,30 @@ MAC = "<mac>"
 GUID = "<guid>"
 _HEX = "[0-9A-Fa-f]"
 #: six hex pairs (an Ethernet MAC), or up to 20 with colons (an InfiniBand hardware address,
-#: which ends in the port GUID)
+#: which ends in the port GUID); or 12 hex digits, unseparated (counted where a text names a
+#: card only)
 _MAC = re.compile(rf"(?<![0-9A-Fa-f:\-])(?:(?:{_HEX}{{2}}:){{5,19}}|(?:{_HEX}{{2}}-){{5}})"
-                  rf"{_HEX}{{2}}(?![0-9A-Fa-f:\-])")
+                  rf"{_HEX}{{2}}(?![0-9A-Fa-f:\-])|(?<![\w]){_HEX}{{12}}(?![\w])")
+#: four groups of four hex digits; or 16 hex digits, ``0x`` or not (where a text names a card)
 _GUID = re.compile(rf"(?<![0-9A-Fa-f:])(?:{_HEX}{{4}}:){{3}}{_HEX}{{4}}(?![0-9A-Fa-f:])|"
-                   rf"(?<![\w])0x{_HEX}{{16}}(?![\w])")
+                   rf"(?<![\w])(?:0x)?{_HEX}{{16}}(?![\w])")
 _ZERO = re.compile(r"(?:0x)?[0:\-]+")
-#: a text that says it holds a network card's address: then a hardware address of decimal
-#: digits only (which a date or a run of numbers also is) counts, and so does ``0x`` + 16 hex
-_NAMES_HARDWARE = re.compile(r"(?i)mac|ether|link|hwaddr|guid|\bnic|infiniband|\bib\d|\beth\d|"
-                             r"\ben[ops]\d")
-_IPV6 = re.compile(rf"(?<![\w:.])(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
+#: a text that says it holds a network card's address (whole words: not "machine" or
+#: "NVLink"): there a hardware address of decimal digits only (which a date or a run of
+#: numbers also is) counts, and so do the unseparated forms
+_NAMES_HARDWARE = re.compile(
+    r"(?i)\bmac(?:[\s_-]?addr(?:ess)?)?\b|\bether\b|link/|\bhwaddr\b|guid|\bnic(?:s|info)?\b|"
+    r"infiniband|\bib\d|\beth\d|\ben[ops]\d")
+#: not inside a word or a dotted name; but after an interface name and a colon (NCCL's
+#: ``eth1:fe80::...``)
+_IPV6 = re.compile(rf"(?:(?<![\w:.])|(?<=[g-zG-Z]\d:)|(?<=[g-zG-Z]:))"
+                   rf"(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
 _MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer ")
 _MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
-_MAYBE_HW = re.compile(rf"{_HEX}{{2}}[:\-]{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:|0x{_HEX}{{16}}")
+_MAYBE_HW = re.compile(rf"[:\-](?:{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:)|{_HEX}{{12}}")
+_MAYBE_IPV6 = re.compile(rf":(?::?{_HEX}{{1,4}}:|{_HEX}{{1,4}}::)")
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a trace's texts repeat (range names, per row)
@@ -114,10 +122,11 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
     def hardware(m: re.Match[str]) -> str:
         a = m.group(0)
-        named = _NAMES_HARDWARE.search(text) is not None
-        if _ZERO.fullmatch(a) or (a.startswith("0x") and not named) or not named and not (
-                any(c.isdigit() for c in a) and any(c in "abcdefABCDEF" for c in a)):
-            return a  # all zeros, or a date, a run of numbers, a word of hex letters
+        separated = ":" in a or "-" in a
+        if _ZERO.fullmatch(a) or not card and (not separated or not (
+                any(c.isdigit() for c in a) and any(c in "abcdefABCDEF" for c in a))):
+            return a  # all zeros; or, where no card is named, a hash, a pointer, a date, a
+            # run of numbers, a word of hex letters
         found.append(("machine_id", a[:5] + "…"))
         return GUID if m.re is _GUID else MAC
 
@@ -131,9 +140,10 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         return IP
 
     out = text
-    if _MAYBE_HW.search(out):
+    if _MAYBE_HW.search(out):  # the naming words are looked for only then (they cost more)
+        card = _NAMES_HARDWARE.search(text) is not None
         out = _GUID.sub(hardware, _MAC.sub(hardware, out))
-    if "::" in out or out.count(":") >= 7:
+    if _MAYBE_IPV6.search(out):
         out = _IPV6.sub(ipv6, out)
     if "." in out and _DIGIT_DOT.search(out):
         out = (_IP_ANYWHERE if _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)

@@ -569,7 +569,9 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
     "00:00:00:00:00:00", "0000:0000:0000:0000", "::1", "fe80::1", "a::b", "fa::de::ad",
     "cudnn 9.1.0.70", "trace_24-01-15-10-30-00.json", "layer 10:11:12:13:14:15", "fa::de:ad",
     "add::dead:beef", "step 1::2:3", "x 1:2:3:4:5:6:7:8", "dead:beef:cafe:babe",
-    "hash 0x0123456789abcdef"])
+    "hash 0x0123456789abcdef", "NVLink P2P 0x0000000000000001 0x00007f1234567890",
+    "trace_machine_24-01-15-10-30-00.json", "together 11:22:33:44:55:66", "file.py:12:34",
+    "sha 0123456789abcdef0123"])
 def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text) == (text, ())
@@ -584,7 +586,38 @@ def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     ("mac 10:11:12:13:14:15", "mac <mac>"),
     ("ib0 link/infiniband 80:00:02:08:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:65:b0:d0",
      "ib0 link/infiniband <mac>"),
-    ("Node GUID: 0x0c42a1030065b0d0", "Node GUID: <guid>")])
+    ("Node GUID: 0x0c42a1030065b0d0", "Node GUID: <guid>"),
+    ("[1]eth1:fe80::e42:a1ff:fe65:b0d0%eth1<0>", "[1]eth1:<ip>%eth1<0>"),
+    ('{"NodeGuid":"0c42a10300a1b2c3","MacAddress":"0C42A165B0D0"}',
+     '{"NodeGuid":"<guid>","MacAddress":"<mac>"}')])
 def test_network_addresses_anywhere(text, scrubbed):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text)[0] == scrubbed
+
+
+def test_metadata_stored_as_blobs_is_read_as_text(sample, tmp_path):
+    """A META_DATA_* row whose name or value is a blob: the user name in it is searched for
+    elsewhere (a blob ``EXPORT_USER`` named nobody), a secret option's value after it is a
+    secret, and a blob name no longer stops the scan with a TypeError."""
+    raw = tmp_path / "blobs.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        c.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = 'EXPORT_USER'", (b"alice",))
+        n = c.execute("SELECT COUNT(*) FROM META_DATA_CAPTURE "
+                      "WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchone()[0]
+        c.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
+            (f"PROCESS_0:ARGUMENT_{n}".encode(), b"--hf-token"),
+            (f"PROCESS_0:ARGUMENT_{n + 1}", b"abcd1234efgh5678")])
+        row = c.execute("SELECT MIN(rowid) FROM NVTX_EVENTS WHERE text = 'sample'").fetchone()[0]
+        c.execute("UPDATE NVTX_EVENTS SET text = 'sample by alice' WHERE rowid = ?", (row,))
+    c.close()
+    assert {"user", "secret"} <= {x.kind for x in find_leaks(raw)}
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    assert b"alice" not in out.read_bytes() and b"abcd1234efgh5678" not in out.read_bytes()
+    with connect(out) as c:
+        assert c.execute("SELECT text FROM NVTX_EVENTS WHERE rowid = ?", (row,)).fetchone() == \
+            ("sample by user",)
+        assert c.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = ?",
+                         (f"PROCESS_0:ARGUMENT_{n + 1}",)).fetchone() == ("<secret>",)
