@@ -35,7 +35,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .context import ExportContext, json_ids, quoted, table_columns
+from .context import ExportContext, as_text, json_ids, quoted, table_columns
 from .policy import DELETE, Finding, env_names, redact_name
 
 #: tables whose rows say that nsys traced a process
@@ -150,10 +150,11 @@ def _named_rows(conn: sqlite3.Connection, ctx: ExportContext, table: str, names:
         return
     marks = ", ".join("?" * len(names))
     for rowid, name, value in conn.execute(
-            f"SELECT rowid, name, value FROM {quoted(table)} WHERE name IN ({marks})", names):
+            f"SELECT rowid, name, value FROM {quoted(table)} "
+            f"WHERE CAST(name AS TEXT) IN ({marks})", names):  # a name stored as a blob too
         if value not in (None, ""):
-            yield Finding(table, "value", rowid, name, [(kind, redact_name(str(value)))],
-                           DELETE)
+            yield Finding(table, "value", rowid, as_text(name) or "",
+                          [(kind, redact_name(as_text(value) or ""))], DELETE)
 
 
 def unreferenced_strings(conn: sqlite3.Connection, ctx: ExportContext,

@@ -168,17 +168,18 @@ def _scan_timezone(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Fin
         if {"utcTime", "localTime"} <= cols:
             for rowid, utc, local in conn.execute(
                     "SELECT rowid, utcTime, localTime FROM TARGET_INFO_SESSION_START_TIME"):
-                if isinstance(local, str) and isinstance(utc, str) and local != utc:
+                utc_text, local_text = as_text(utc), as_text(local)
+                if utc_text is not None and local_text is not None and local_text != utc_text:
                     yield Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
-                                   [("timezone", "local time ≠ UTC")], utc, local)
+                                   [("timezone", "local time ≠ UTC")], utc_text, local)
     if "META_DATA_EXPORT" in ctx.tables:
-        meta = {n: (r, v) for r, n, v in
+        meta = {as_text(n): (r, v) for r, n, v in
                 conn.execute("SELECT rowid, name, value FROM META_DATA_EXPORT")}
         if "EXPORT_TIME_LOCAL" in meta:
             rowid, local = meta["EXPORT_TIME_LOCAL"]
-            m = re.match(r"^(\S+) ([+-]\d{4})\b", local or "")
+            m = re.match(r"^(\S+) ([+-]\d{4})\b", as_text(local) or "")
             if m and m.group(2) not in ("+0000", "-0000"):
-                utc = meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1]
+                utc = as_text(meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1])
                 yield Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
                                [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC", local)
 

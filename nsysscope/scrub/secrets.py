@@ -17,19 +17,22 @@ text that *is* an environment variable; these find one anywhere in a text and re
 ``ip``
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
-    port, after ``=``, ``@`` or ``/``, or in a text that names an address), not a four-part
-    version number (``cudnn 9.1.0.70``). Also an IPv6 address anywhere (three groups or more,
+    port, after ``=``, ``@`` or ``/``, after an interface in NCCL's ``eth0:10.1.2.3<0>``, or
+    in a text that names an address, ``inet`` and ``brd`` included), not a four-part version
+    number (``cudnn 9.1.0.70``). Also an IPv6 address anywhere (three groups or more,
     shortened with ``::`` or all eight, one of three hex digits or more, and a decimal digit:
     not a time or C++ scopes such as ``at::native``), whose link-local form holds the card's
     MAC address.
 ``machine_id``
     a network card's hardware address: a MAC address (six hex pairs, ``:`` or ``-``
     separated) or an InfiniBand one (up to 20 pairs), becoming ``<mac>``, or an InfiniBand
-    GUID (``0c42:a103:0065:b0d0``; ``0x`` and 16 hex digits in a text that says GUID),
-    becoming ``<guid>``. Left as they are: all zeros, and, unless the text names a card
-    (``mac``, ``ether``, ``guid``, ``eth0``...), runs without both a decimal digit and a hex
-    letter (dates such as ``24-01-15-10-30-00``, ``dead:beef:cafe:babe``). nsys records the
-    host's network cards in ``TARGET_INFO_SYSTEM_ENV`` (``NicInfo``).
+    GUID (``0c42:a103:0065:b0d0``), becoming ``<guid>``; in a text that names a card
+    (``mac``, ``ether``, ``guid``, ``eth0``...), also 12 or 16 hex digits unseparated
+    (``"MacAddress":"0C42A165B0D0"``, ``0x0c42a1030065b0d0``). Left as they are: all zeros;
+    unseparated digits without a hex letter (a count, a time); and, unless the text names a
+    card, runs without both a decimal digit and a hex letter (dates such as
+    ``24-01-15-10-30-00``, ``dead:beef:cafe:babe``). nsys records the host's network cards in
+    ``TARGET_INFO_SYSTEM_ENV`` (``NicInfo``).
 """
 
 from __future__ import annotations
@@ -57,9 +60,11 @@ _URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]+):([^/\s@]+)@")
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 #: an address, not a version number: before a port, after '=', '@' or '/', or anywhere in a
 #: text that names an address (``--master-addr 10.0.0.7``, ``host 10.1.2.3``)
-_IP_HERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?=:\d)|(?<=[=@/])" + _IPV4 + r"(?![\d.]*\d)")
+_IP_HERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?=:\d)|(?<=[=@/])" + _IPV4 + r"(?![\d.]*\d)|"
+                      r"(?<=\w:)" + _IPV4 + r"(?=<\d+>)")  # NCCL's interface:address<n>
 _IP_ANYWHERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?![\d.]*\d)")
-_NAMES_AN_ADDRESS = re.compile(r"(?i)addr|host|\bip\b|endpoint|master|server|url|peer")
+_NAMES_AN_ADDRESS = re.compile(r"(?i)addr|host|\bip\b|endpoint|master|server|url|peer|\binet\b|"
+                               r"\bbrd\b")
 _HARMLESS_IP = re.compile(r"0\.0\.0\.0|127\.|255\.")
 MAC = "<mac>"
 GUID = "<guid>"
@@ -77,11 +82,13 @@ _ZERO = re.compile(r"(?:0x)?[0:\-]+")
 #: "NVLink"): there a hardware address of decimal digits only (which a date or a run of
 #: numbers also is) counts, and so do the unseparated forms
 _NAMES_HARDWARE = re.compile(
-    r"(?i)\bmac(?:[\s_-]?addr(?:ess)?)?\b|\bether\b|link/|\bhwaddr\b|guid|\bnic(?:s|info)?\b|"
+    r"(?i)\bmac(?:[\s_-]?addr(?:ess)?)?\b|\bether\b|(?<!\w)link/(?:ether|infiniband)|\bhwaddr\b|"
+    r"guid|\bnic(?:s|info)?\b|"
     r"infiniband|\bib\d|\beth\d|\ben[ops]\d")
 #: not inside a word or a dotted name; but after an interface name and a colon (NCCL's
-#: ``eth1:fe80::...``)
-_IPV6 = re.compile(rf"(?:(?<![\w:.])|(?<=[g-zG-Z]\d:)|(?<=[g-zG-Z]:))"
+#: ``eth1:fe80::...``, ``mlx5_0:...``: what follows must still pass :func:`redact_secrets`'
+#: checks of an address)
+_IPV6 = re.compile(rf"(?:(?<![\w:.])|(?<=\w:))"
                    rf"(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
@@ -122,11 +129,13 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
     def hardware(m: re.Match[str]) -> str:
         a = m.group(0)
+        digits = a[2:] if a.startswith("0x") else a
+        mixed = any(c.isdigit() for c in digits) and any(c in "abcdefABCDEF" for c in digits)
         separated = ":" in a or "-" in a
-        if _ZERO.fullmatch(a) or not card and (not separated or not (
-                any(c.isdigit() for c in a) and any(c in "abcdefABCDEF" for c in a))):
-            return a  # all zeros; or, where no card is named, a hash, a pointer, a date, a
-            # run of numbers, a word of hex letters
+        if _ZERO.fullmatch(a) or (not card and not (separated and mixed)) or \
+                (not separated and not mixed and not a.startswith("0x")):
+            return a  # all zeros; a hash, a pointer, a date, a run of numbers or a word of hex
+            # letters where no card is named; a plain number anywhere
         found.append(("machine_id", a[:5] + "…"))
         return GUID if m.re is _GUID else MAC
 

@@ -571,7 +571,9 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
     "add::dead:beef", "step 1::2:3", "x 1:2:3:4:5:6:7:8", "dead:beef:cafe:babe",
     "hash 0x0123456789abcdef", "NVLink P2P 0x0000000000000001 0x00007f1234567890",
     "trace_machine_24-01-15-10-30-00.json", "together 11:22:33:44:55:66", "file.py:12:34",
-    "sha 0123456789abcdef0123"])
+    "sha 0123456789abcdef0123", "NVLink/P2P 0x00007f1234567890", "ts 1733012345678901 eth0 up",
+    '"Speed":200000000000,"RxBytes":1234567890123456,"Mac":"<mac>"',
+    "cutlass::gemm::kernel::GemmUniversal", "a1::b2"])
 def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text) == (text, ())
@@ -589,7 +591,12 @@ def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     ("Node GUID: 0x0c42a1030065b0d0", "Node GUID: <guid>"),
     ("[1]eth1:fe80::e42:a1ff:fe65:b0d0%eth1<0>", "[1]eth1:<ip>%eth1<0>"),
     ('{"NodeGuid":"0c42a10300a1b2c3","MacAddress":"0C42A165B0D0"}',
-     '{"NodeGuid":"<guid>","MacAddress":"<mac>"}')])
+     '{"NodeGuid":"<guid>","MacAddress":"<mac>"}'),
+    ("NCCL INFO Bootstrap : Using eth0:10.1.2.3<0>", "NCCL INFO Bootstrap : Using eth0:<ip><0>"),
+    ("NET/Socket [1]bond0:192.168.7.4<0>", "NET/Socket [1]bond0:<ip><0>"),
+    ("inet 10.1.2.3/24 brd 10.1.2.255", "inet <ip>/24 brd <ip>"),
+    ("ib0:fe80::202:c903:31:7b81%ib0<0>", "ib0:<ip>%ib0<0>"),
+    ("bond0:2001:db8:1::5<0>", "bond0:<ip><0>")])
 def test_network_addresses_anywhere(text, scrubbed):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text)[0] == scrubbed
@@ -621,3 +628,23 @@ def test_metadata_stored_as_blobs_is_read_as_text(sample, tmp_path):
             ("sample by user",)
         assert c.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = ?",
                          (f"PROCESS_0:ARGUMENT_{n + 1}",)).fetchone() == ("<secret>",)
+
+
+def test_time_zone_and_private_rows_stored_as_blobs(sample, tmp_path):
+    """A local export time, and a kernel string whose name is a blob: read as the text they
+    hold (the first stopped the scan with a TypeError, the second was left in the copy)."""
+    raw = tmp_path / "tz.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        c.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = 'EXPORT_TIME_LOCAL'",
+                  (b"2026-12-01T04:00:00 +0200 CEST",))
+        c.execute("DELETE FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'KernelVersion'")
+        c.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, "
+                  "value) SELECT globalVid, devStateName, ?, nameEnum, ? FROM "
+                  "TARGET_INFO_SYSTEM_ENV LIMIT 1", (b"KernelVersion", "#1 SMP acme-cloud-42"))
+    c.close()
+    assert {"timezone", "kernel"} <= {x.kind for x in find_leaks(raw)}
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    assert b"+0200" not in out.read_bytes() and b"acme-cloud" not in out.read_bytes()
