@@ -83,8 +83,32 @@ def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
     if cut:
         raise NotAnExport(f"{path}: truncated export ({cut}); copy or export it again")
     conn = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True)
+    conn.text_factory = decode_text
     _check_nsys(conn, path)
     return conn
+
+
+def decode_text(raw: bytes) -> str:
+    """A text cell as Python reads it here: UTF-8, with any bytes that are not UTF-8 kept as
+    lone surrogates (``surrogateescape``), so that a range named with arbitrary bytes is
+    searched like any other text and written back byte for byte (:func:`stored_text`)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def stored_text(text: str) -> bytes:
+    """The bytes :func:`decode_text` read ``text`` from (to be bound as ``CAST(? AS TEXT)``:
+    SQLite's ``sqlite3`` refuses a str that is not valid Unicode)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def is_valid_unicode(text: str) -> bool:
+    """Whether ``text`` came from valid UTF-8 (it holds no lone surrogate from
+    :func:`decode_text`)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:

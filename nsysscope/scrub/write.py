@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..trace.formats import is_kineto
-from .context import ExportContext, connect_ro, export_context, quoted, table_columns, utils_db
+from .context import (
+    ExportContext,
+    connect_ro,
+    decode_text,
+    export_context,
+    is_valid_unicode,
+    quoted,
+    stored_text,
+    table_columns,
+    utils_db,
+)
 from .kineto import scrub_kineto
 from .policy import DELETE, JSON_IDS, Finding, PathLike, ScrubError, ScrubResult
 from .private import Keep, unreferenced_strings
@@ -41,10 +51,22 @@ def _apply(db: Database, findings: list[Finding]) -> tuple[dict[str, int], int]:
         gone = deletes.get(table, set())
         found = [f for f in found if f.rowid not in gone]
         rewritten += len(found)
-        for group in _consistent_groups(found):
+        raw = [f for f in found if isinstance(f.old, str) and not is_valid_unicode(f.old)]
+        for group in _consistent_groups([f for f in found if f not in raw]):
             db.table(table).convert(col, _lookup({f.old: f.new for f in group}),
                               where=f"rowid IN ({_ids(f.rowid for f in group)})")
+        _rewrite_raw(db.conn, table, col, raw)
     return {t: len(r) for t, r in deletes.items()}, rewritten
+
+
+def _rewrite_raw(conn: sqlite3.Connection, table: str, col: str, found: list[Finding]) -> None:
+    """Rewrite text cells that are not valid UTF-8, row by row: SQLite hands such text to no
+    Python function (``Table.convert``), so each new text is bound as the bytes it keeps, cast
+    back to text (the bytes that were not UTF-8 and are not a leak stay as they were)."""
+    conn.executemany(f"UPDATE {quoted(table)} SET {quoted(col)} = CAST(? AS TEXT) "
+                     "WHERE rowid = ?",
+                     [(stored_text(f.new) if isinstance(f.new, str) else f.new, f.rowid)
+                      for f in found])
 
 
 def _ids(rowids: Iterable[int]) -> str:
@@ -260,6 +282,7 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
     packed: Path | None = None
     try:
         out = sqlite3.connect(tmp, isolation_level=None)
+        out.text_factory = decode_text
         try:
             src_conn.backup(out)
             src_conn.close()

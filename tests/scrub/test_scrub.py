@@ -563,6 +563,44 @@ def test_network_cards_and_binary_payloads_are_scrubbed(sample, tmp_path):
         analyze(load(sample)).summary.to_dict() | {"trace": None}
 
 
+def test_text_that_is_not_utf8_is_scrubbed_and_kept_byte_for_byte(sample, tmp_path):
+    """A text cell that is not UTF-8 (a range named with arbitrary bytes, program output) made
+    the whole scrub stop ("Could not decode to UTF-8"), so such a trace could not be shared at
+    all. Its leaks now go like any other's; the bytes that are not UTF-8 stay as they were,
+    still stored as text, and the analysis of the copy is the original's (the loader reads
+    such text with replacement characters)."""
+    raw = tmp_path / "bytes.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        sid = c.execute("SELECT MIN(id) FROM StringIds WHERE value LIKE 'cuda%'").fetchone()[0]
+        c.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?",
+                  (b"log \xff\xfe at /home/bob/run.py", sid))
+        rows = [r for (r,) in c.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'sample'")]
+        c.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE rowid = ?",
+                  (b"sample\x80", rows[0]))
+    c.close()
+    assert [(x.kind, x.table) for x in find_leaks(raw)] == [("abs_path", "StringIds")]
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    assert b"/home/bob" not in out.read_bytes()
+    assert find_leaks(out) == []
+    with connect(out) as c:
+        c.text_factory = bytes
+        assert c.execute("SELECT value, typeof(value) FROM StringIds WHERE id = ?", (sid,)
+                         ).fetchone() == (b"log \xff\xfe at run.py", b"text")
+        assert c.execute("SELECT text, typeof(text) FROM NVTX_EVENTS WHERE rowid = ?",
+                         (rows[0],)).fetchone() == (b"sample\x80", b"text")
+    assert analyze(load(out)).summary.to_dict() | {"trace": None} == \
+        analyze(load(raw)).summary.to_dict() | {"trace": None}
+    dropped = tmp_path / "dropped.sqlite"
+    scrub(raw, dropped, drop_nvtx_text=True, drop_kernel_names=True)
+    with connect(dropped) as c:
+        c.text_factory = bytes
+        assert c.execute("SELECT text FROM NVTX_EVENTS WHERE rowid = ?", (rows[0],)
+                         ).fetchone()[0].startswith(b"range_")
+
+
 @pytest.mark.parametrize("text", [
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
     "cub::DeviceReduce", "std::vector<int>", "c10::Half", "12:34:56", "BusLocation 0000:00:06.0",
