@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -66,12 +67,18 @@ _ANALYSES: dict = {}
 
 @pytest.fixture(scope="session")
 def analysed(sample_path):
-    """``analysed("case1")`` -> the :class:`nsysscope.Analysis` of that sample (cached)."""
+    """``analysed("case1")`` -> the :class:`nsysscope.Analysis` of that sample (cached).
+
+    Analysed from the repository root, as the README's commands run: the current directory
+    is where source lines are looked up when no ``--source-root`` is given, and a test that
+    moved to a temporary folder (``monkeypatch.chdir``) must not leave a cached analysis
+    without its source text for the tests after it."""
     from nsysscope import analyze, load
 
     def get(name: str):
         if name not in _ANALYSES:
-            _ANALYSES[name] = analyze(load(sample_path(name)))
+            with contextlib.chdir(ROOT):
+                _ANALYSES[name] = analyze(load(sample_path(name)))
         return _ANALYSES[name]
     return get
 

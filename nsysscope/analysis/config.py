@@ -22,9 +22,13 @@ class AnalysisConfig:
     #: graph replays on the H200 samples are 30-60 us apart (launch latency plus the eager
     #: sampling ops), so 150 us flags a host that is really late, not jitter.
     launch_bound_gap_us: float = 150.0
-    #: CPU and GPU timestamps come from one clock in nsys, but a sync returns a few us after the
-    #: GPU work it waited on; this much slack is allowed when matching by timing alone
-    timing_slack_us: float = 50.0
+    #: a block matched by timing alone (a blocking copy, a polling loop, a sync with no sync
+    #: record) waited on a launch only if it returned after the launch's GPU work ended, less
+    #: this much clock slack. CPU and GPU times come from one clock in nsys, and a wait returns
+    #: after the work it waited on: on every H200 sample the paired waits returned 9.8-30 us
+    #: after it. 50 us (the old value) took a pageable upload that returned 41.7 us before the
+    #: replay ended for its wait, and split case 2's one stall site in two.
+    timing_slack_us: float = 0.0
     #: polling: queries (``cudaEventQuery``...) on one thread at most this far apart, with no
     #: other CUDA call between them, are one wait. On the H200 captures a tight
     #: ``while not e.query()`` loop leaves 0.5-1.6 us between tries (p10-p99) and an asyncio

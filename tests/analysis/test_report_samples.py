@@ -61,6 +61,22 @@ def test_case2_stalls_on_a_pageable_upload_at_the_launch(analysed):
     assert s.gpu_busy > 0.9
 
 
+def test_a_call_that_returned_before_the_replay_ended_did_not_wait_for_it(analysed):
+    """In case 2, launch 196's pageable upload (corr 107550) returned 41.7 us before the
+    replay's GPU work ended; the ``cudaStreamSynchronize`` after it (returned 29.7 us after)
+    is the wait. With 50 us of timing slack the upload was taken for the wait, which made a
+    second one-launch stall site. Every wait the analysis pairs returned after the work it
+    waited on (the last assert: no tolerance, as nsys times CPU and GPU on one clock)."""
+    a = analysed("case2")
+    launch = a.launches.loc[a.launches["launch"] == 196].iloc[0]
+    assert launch["block_name"] == "cudaStreamSynchronize"
+    assert launch["window_ns"] == 2_816_518
+    stall_sites = [s for s in a.summary.sites if s.klass != "launch_bound"]
+    assert [(site.klass, site.count) for site in stall_sites] == [("cpu_to_gpu", 291)]
+    waited = a.launches[a.launches["waited"]]
+    assert (waited["block_end_ns"] >= waited["gpu_end_ns"]).all()
+
+
 def test_both_is_dominated_by_the_readback(analysed):
     assert frac(analysed("both"), "gpu_to_cpu") >= STEADY_SHARE
 
