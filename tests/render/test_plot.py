@@ -282,6 +282,26 @@ def test_series_shows_warmup_and_every_launch(analysed):
     assert any("warm-up" in t.get_text() for t in fig.legends[0].get_texts())
 
 
+@pytest.mark.parametrize("name", ["healthy", "case1", "case2", "case1_tolist_every4"])
+def test_every_time_axis_label_is_in_us_or_ms(analysed, name):
+    """On a log axis spanning under a decade matplotlib labels minor ticks itself, as maths
+    text that these figures never parse: case 1's launch-interval axis read
+    ``$\\mathdefault{3\\times10^{4}}$``. Every label drawn is a plain time."""
+    plots = TracePlots(analysed(name))
+    figures = [plots.series(), plots.distributions(),
+               compare_figure(analysed("healthy"), analysed(name))]
+    labels = []
+    for fig in figures:
+        fig._repr_png_()  # draws it: tick labels are set at draw time
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                labels += [t.get_text() for t in axis.get_ticklabels(which="both")]
+    assert labels and not [t for t in labels if "$" in t or "mathdefault" in t]
+    minor = [t.get_text() for t in figures[0].axes[2].yaxis.get_ticklabels(which="minor")]
+    if name == "case1":  # 4.5-31 ms: no decade inside, so the 20 ms and 30 ms ticks say so
+        assert "20 ms" in minor and "30 ms" in minor
+
+
 def test_compare_figure_with_traces_and_with_summaries(analysed):
     a, b = analysed("healthy"), analysed("case1")
     fig = compare_figure(a, b)

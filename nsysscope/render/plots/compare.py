@@ -24,8 +24,8 @@ from .style import (
     OKABE_ITO,
     NsysscopeFigure,
     class_order,
+    label_us,
     plain_text,
-    us_axis_formatter,
     use_log,
 )
 from .timeline import draw_timeline
@@ -84,7 +84,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                                              f"p90 {fmt_us(np.percentile(v, 90))}", **st)
         if log:
             ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(us_axis_formatter())
+        label_us(ax.xaxis)
         ax.set_ylim(0, 1.02)
         ax.set_title(title, loc="left", fontsize=10)
         ax.set_ylabel("fraction of steady launches ≤ x", fontsize=8.5)

@@ -20,8 +20,8 @@ from .style import (
     LEGEND_SIZE,
     NsysscopeFigure,
     class_order,
+    label_us,
     plain_text,
-    us_axis_formatter,
     use_log,
 )
 
@@ -91,7 +91,7 @@ def _dist_axes(ax: Any, data: pd.DataFrame, col: str, title: str, kind: str,
             cdf(ax, v, log, total=len(data), color=color, lw=2, label=label)
     if log:
         ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(us_axis_formatter())
+    label_us(ax.xaxis)
     if threshold_us is not None:
         ax.axvline(threshold_us, color="#555555", ls=":", lw=1)
         ax.annotate(f"launch-bound threshold {fmt_us(threshold_us)}", (threshold_us, 0.02),

@@ -22,8 +22,8 @@ from .style import (
     STALLS,
     NsysscopeFigure,
     class_order,
+    label_us,
     plain_text,
-    us_axis_formatter,
     use_log,
 )
 
@@ -106,7 +106,7 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
         # log when a few outliers (warm-up, intermittent stalls) would flatten the rest
         if len(vals) > 1 and (use_log(vals) or vals.max() / np.median(vals) > 8):
             ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(us_axis_formatter())
+        label_us(ax.yaxis)
         if col == "gpu_idle_us":
             thr = analysis.summary.config.get("launch_bound_gap_us")
             if thr:

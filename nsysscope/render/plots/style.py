@@ -13,7 +13,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import Formatter, FuncFormatter
 
 from ...model import STALL_CLASSES, LaunchClass
 from ...util.units import axis_us
@@ -77,8 +77,32 @@ def class_order(klasses: Iterable[str]) -> list[str]:
     return [str(k) for k in SHOWN_ORDER if k in present]
 
 
-def us_axis_formatter() -> FuncFormatter:
-    return FuncFormatter(lambda v, _pos: axis_us(v))
+def label_us(axis: Any) -> None:
+    """Label ``axis`` (``ax.xaxis`` or ``ax.yaxis``) in µs or ms. On a log scale the minor
+    ticks that matplotlib labels (an axis spanning less than about a decade) get the same
+    units: its own labels are maths text, which these figures never parse, so they showed as
+    raw ``$\\mathdefault{3\\times10^{4}}$``."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: axis_us(v)))
+    if axis.get_scale() == "log":
+        axis.set_minor_formatter(_LabelledMinorUs(axis.get_minor_formatter()))
+
+
+class _LabelledMinorUs(Formatter):
+    """The minor ticks ``inner`` (matplotlib's log formatter) chooses to label, in µs or ms."""
+
+    def __init__(self, inner: Formatter) -> None:
+        self.inner = inner
+
+    def set_axis(self, axis: Any) -> None:
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def set_locs(self, locs: Any) -> None:
+        super().set_locs(locs)
+        self.inner.set_locs(locs)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return axis_us(x) if self.inner(x, pos) else ""
 
 
 def use_log(values: np.ndarray) -> bool:
