@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -33,22 +34,28 @@ from .files import (
 )
 from .schema import truncation
 
-_NO_NSYS = ("install Nsight Systems (https://developer.nvidia.com/nsight-systems; Debian: "
-            "package nsight-systems in non-free), or export by hand with 'nsys export --type "
-            "sqlite -o TRACE.sqlite TRACE.nsys-rep' and pass the .sqlite")
+
+def _no_nsys(report: Path | None) -> str:
+    """What to do without a working nsys: the export command, for ``report`` when known (a
+    command to paste, not a template)."""
+    src, dst = (shlex.quote(str(report)), shlex.quote(str(report.with_name(
+        stem(report) + ".sqlite")))) if report else ("TRACE.nsys-rep", "TRACE.sqlite")
+    return ("install Nsight Systems (https://developer.nvidia.com/nsight-systems; Debian: "
+            "package nsight-systems in non-free), or export it where nsys is and pass the "
+            f".sqlite: nsys export --type sqlite -o {dst} {src}")
 
 
 def find_nsys(explicit: str | None = None, report: Path | None = None) -> str:
     """The nsys executable: the argument, ``$NSYS``, or ``nsys`` on PATH."""
     try:
-        return _find_nsys(explicit)
+        return _find_nsys(explicit, report)
     except NsysUnavailable as e:
         if report is None:
             raise
         raise NsysUnavailable(f"{report}: {e}") from None
 
 
-def _find_nsys(explicit: str | None) -> str:
+def _find_nsys(explicit: str | None, report: Path | None) -> str:
     if explicit or os.environ.get("NSYS"):
         candidate = explicit or os.environ["NSYS"]
         where = "--nsys" if explicit else "$NSYS"
@@ -56,13 +63,13 @@ def _find_nsys(explicit: str | None) -> str:
         if found:
             return found
         if Path(candidate).is_file():
-            raise NsysUnavailable(f"{where}={candidate} is not executable; {_NO_NSYS}")
-        raise NsysUnavailable(f"{where}={candidate}: no such program; {_NO_NSYS}")
+            raise NsysUnavailable(f"{where}={candidate} is not executable; {_no_nsys(report)}")
+        raise NsysUnavailable(f"{where}={candidate}: no such program; {_no_nsys(report)}")
     found = shutil.which("nsys")
     if found:
         return found
     raise NsysUnavailable(f"reading a .nsys-rep needs nsys, and none was found (--nsys, "
-                          f"$NSYS or PATH): {_NO_NSYS}")
+                          f"$NSYS or PATH): {_no_nsys(report)}")
 
 
 def _fresh(cache: Path, report: Path) -> bool:
@@ -179,7 +186,7 @@ def exported(report: Path, nsys: str | None) -> Path:
                 capture_output=True, text=True, stdin=subprocess.DEVNULL)
         except OSError as e:
             raise NsysUnavailable(
-                f"cannot run nsys at {exe}: {e.strerror or e}; {_NO_NSYS}") from None
+                f"cannot run nsys at {exe}: {e.strerror or e}; {_no_nsys(report)}") from None
         if proc.returncode != 0 or not tmp.is_file():
             raise _export_error(report, exe, proc.stdout + proc.stderr)
         with tmp.open("rb") as f:
@@ -219,7 +226,7 @@ def _export_error(report: Path, exe: str, output: str) -> Exception:
     if have == "unknown":
         return NsysUnavailable(
             f"{report}: {exe} does not look like nsys ('{Path(exe).name} --version' names no "
-            f"nsys version, and its export wrote no SQLite file); {_NO_NSYS}")
+            f"nsys version, and its export wrote no SQLite file); {_no_nsys(report)}")
     newer = bool(made_by) and _version_tuple(made_by) > _version_tuple(have)
     unparsable = re.search(r"protobuf|newer version|not supported|unsupported", output, re.I) \
         and "Version tag is not found" not in output

@@ -31,9 +31,13 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 NEW_REPORT = DATA / "nsys2025.3_tiny_redacted.nsys-rep"
 NO_CUDA = ("no CUDA data in this trace (was it captured with -t cuda, and does the program use "
            "the GPU?)")
-NO_NSYS = ("install Nsight Systems (https://developer.nvidia.com/nsight-systems; Debian: package "
-           "nsight-systems in non-free), or export by hand with 'nsys export --type sqlite -o "
-           "TRACE.sqlite TRACE.nsys-rep' and pass the .sqlite")
+
+
+def no_nsys(rep: Path) -> str:
+    """The advice without nsys: the export command for this report, ready to paste."""
+    return ("install Nsight Systems (https://developer.nvidia.com/nsight-systems; Debian: package "
+            "nsight-systems in non-free), or export it where nsys is and pass the .sqlite: "
+            f"nsys export --type sqlite -o {rep.with_name('trace.sqlite')} {rep}")
 
 
 def find_nsys() -> str | None:
@@ -223,7 +227,7 @@ def test_no_nsys_says_how_to_install_or_export_by_hand(tmp_path):
     before = fingerprint(rep)
     proc = report(rep, env={"NSYS": None, "PATH": str(tmp_path / "empty-bin")}, cwd=tmp_path)
     assert_one_line_error(proc, 6, f"{rep}: reading a .nsys-rep needs nsys, and none was found "
-                                   f"(--nsys, $NSYS or PATH): {NO_NSYS}")
+                                   f"(--nsys, $NSYS or PATH): {no_nsys(rep)}")
     assert fingerprint(rep) == before
     assert [p.name for p in tmp_path.iterdir()] == ["trace.nsys-rep"]
 
@@ -232,11 +236,11 @@ def test_nsys_variable_naming_nothing_runnable(tmp_path):
     rep = place(NEW_REPORT, tmp_path, "trace.nsys-rep")
     missing = tmp_path / "bin" / "nsys"
     proc = report(rep, env={"NSYS": str(missing)}, cwd=tmp_path)
-    assert_one_line_error(proc, 6, f"{rep}: $NSYS={missing}: no such program; {NO_NSYS}")
+    assert_one_line_error(proc, 6, f"{rep}: $NSYS={missing}: no such program; {no_nsys(rep)}")
     text = tmp_path / "nsys.txt"
     text.write_text("not a program")
     proc = report(rep, "--nsys", str(text), cwd=tmp_path)
-    assert_one_line_error(proc, 6, f"{rep}: --nsys={text} is not executable; {NO_NSYS}")
+    assert_one_line_error(proc, 6, f"{rep}: --nsys={text} is not executable; {no_nsys(rep)}")
 
 
 def test_report_version_is_read_from_old_headers_and_new_trailers(tmp_path):
