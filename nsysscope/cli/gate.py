@@ -104,7 +104,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 @click.argument("candidate", type=click.Path(readable=False, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(render.GATE_FORMATS), default=None,
               help="Output format [default: from -o's extension (.txt, .json, .md, .xml for "
-                   "junit, .html), else text].")
+                   "junit, .html; text for none, .log or .out; another is refused), else text].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the report here; the verdict line still goes to stdout.")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), metavar="FILE",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,8 @@ from ..util.text import DEFAULT_WIDTH, terminal_width
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: what a file name's extension says its format is, per kind of result
+#: extensions that name no format but plainly hold text: written as the text report
+TEXT_EXTENSIONS = frozenset({".log", ".out"})
 EXTENSION_FORMATS = {
     "report": {".txt": "text", ".text": "text", ".json": "json", ".md": "markdown",
                ".markdown": "markdown", ".html": "html", ".htm": "html"},
@@ -95,11 +98,21 @@ def require_steady(s: Summary, warmup: int | None) -> None:
 
 def output_format(kind: str, fmt: str | None, output: str | None, option: str = "-o") -> str:
     """The format to write: ``--format`` when given, else the one ``output``'s extension names,
-    else text. A ``--format`` the file name contradicts is a usage error, as is a file named
+    else text. An extension that names no format (``-o launches.csv``, where ``--per-launch``
+    was meant) is a usage error unless ``--format`` says what to write (``.log``, ``.out`` and
+    no extension are text), as are a ``--format`` the file name contradicts and a file named
     for another format after an ``option`` that is the format (``--junit r.md``)."""
     by_ext = EXTENSION_FORMATS[kind]
-    named = by_ext.get(Path(output).suffix.lower()) if output else None
+    suffix = Path(output).suffix.lower() if output else ""
+    named = by_ext.get(suffix)
     if fmt is None:
+        if named is None and suffix not in TEXT_EXTENSIONS and re.fullmatch(r"\.[a-z]\w*", suffix):
+            hint = " (the per-launch table is --per-launch FILE.csv)" if kind == "report" and \
+                suffix in (".csv", ".parquet", ".db", ".sqlite") else ""
+            raise click.UsageError(
+                f"{option} {output}: {suffix} names no {kind} format ("
+                f"{', '.join(e for e in by_ext if e not in ('.text', '.markdown', '.htm'))}); "
+                f"name one of those, or pass --format to write one to this file{hint}")
         return named or "text"
     if named is not None and named != fmt:
         said = f"{option} {output} names {_FORMAT_NAMES.get(named, named)} file, but"

@@ -34,8 +34,8 @@ from .options import (
 @click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str),
                 metavar="TRACE...")
 @click.option("--format", "fmt", type=click.Choice(render.REPORT_FORMATS), default=None,
-              help="Output format [default: from -o's extension (.txt, .json, .md, .html), "
-                   "else text].")
+              help="Output format [default: from -o's extension (.txt, .json, .md, .html; "
+                   "text for none, .log or .out; another is refused), else text].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write here instead of stdout; the extension picks the format.")
 @click.option("--per-launch", type=click.Path(dir_okay=False),

@@ -329,6 +329,25 @@ def test_report_format_follows_the_file_name(name, fmt, starts, tmp_path):
     assert run("report", _trace("case1"), "-o", out, "--format", fmt).exit_code == 0
 
 
+def test_an_extension_that_names_no_format_is_refused(summary_file, tmp_path):
+    """``-o launches.csv`` (where ``--per-launch`` was meant) or ``-o r.pdf`` wrote the text
+    report into that file and exited 0. Now a usage error (nothing written) unless --format
+    says what to write; no extension, ``.log`` and ``.out`` are text, and so is a dotted date."""
+    out = tmp_path / "launches.csv"
+    line = one_error_line(run("report", _trace("case1"), "-o", out), 2)
+    assert line.startswith(
+        f"nsysscope: error: -o {out}: .csv names no report format (.txt, .json, .md, .html); "
+        "name one of those, or pass --format to write one to this file (the per-launch table "
+        "is --per-launch FILE.csv)")
+    assert not out.exists()
+    one_error_line(run("gate", summary_file("healthy"), summary_file("case1"), "-o",
+                       tmp_path / "g.pdf"), 2)
+    assert run("report", _trace("case1"), "-o", out, "--format", "text").exit_code == 0
+    for name in ("r", "r.log", "r.out", "r.2026-12-01"):
+        assert run("report", _trace("case1"), "-o", tmp_path / name).exit_code == 0
+        assert (tmp_path / name).read_text(encoding="utf-8").startswith("nsysscope report: ")
+
+
 def test_gate_format_follows_the_file_name_and_writes_several(summary_file, tmp_path):
     base, cand = summary_file("healthy"), summary_file("case2")
     r = run("gate", base, cand, "-o", tmp_path / "g.xml")
