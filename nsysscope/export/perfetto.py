@@ -11,8 +11,9 @@
 * nsysscope's findings: ``nsysscope: class per launch`` (one slice per launch named by its
   class, from its launch call to the next one), ``nsysscope: overlap window`` (launch call end
   to the host block that waited on it) and ``nsysscope: GPU idle`` (the gap after each replay,
-  named by the class that caused it), with phase, op, API chain, and the Python line of the
-  stall site in the args;
+  named by the class that caused it; its ``gpu_gap_us`` is the slice's length, its
+  ``gpu_idle_us`` the gap less the eager GPU work inside it, the report's figure), with phase,
+  op, API chain, and the Python line of the stall site in the args;
 * flow arrows from each ``cudaGraphLaunch`` to its replay, and from the replay to the end of
   the host call that waited on it.
 
@@ -242,8 +243,10 @@ def _findings(w: EventWriter, tracks: _Tracks, L: pd.DataFrame) -> None:
         for s, e, row, args in sorted(idle_rows, key=lambda x: (x[0], -x[1])):
             t = tracks.get(pid, ("idle",), "nsysscope: GPU idle (named by cause)", 20_002,
                            idle.add(s, e))
+            # the slice spans the whole gap; gpu_idle_us leaves out the eager work inside it
             w.write({"ph": "X", "cat": "nsysscope", "name": str(row.klass), "pid": pid,
-                     "tid": t, "ts_ns": s, "dur_ns": e - s, "args": args})
+                     "tid": t, "ts_ns": s, "dur_ns": e - s,
+                     "args": args | {"gpu_gap_us": round((e - s) / 1e3, 2)}})
 
 
 def _flows(w: EventWriter, L: pd.DataFrame, api_tid: dict[tuple[int, int], int],

@@ -80,6 +80,12 @@ def test_chrome_trace_format(case1):
     assert sum(n for (t, _, _), n in by_track.items() if t == CLASS) == s.launches == 300
     assert by_track[(CLASS, "gpu_to_cpu", True)] == s.stalls["gpu_to_cpu"] == 293
     assert by_track[(IDLE, "gpu_to_cpu", True)] == 293
+    # an idle slice's length is its gpu_gap_us (it showed gpu_idle_us only, which leaves out
+    # the eager work inside the gap: 1695.83 us on a 1704.9 us slice)
+    idle = [e for e in events if e["ph"] == "X" and names[(e["pid"], e["tid"])] == IDLE]
+    assert all(e["args"]["gpu_gap_us"] == pytest.approx(e["dur"], abs=0.006) for e in idle)
+    assert all(e["args"]["gpu_idle_us"] <= e["args"]["gpu_gap_us"] for e in idle)
+    assert any(e["args"]["gpu_idle_us"] < e["args"]["gpu_gap_us"] - 1 for e in idle)
     replays = sum(n for (t, name, _), n in by_track.items() if name.startswith("graph replay"))
     assert replays == int(a.launches["gpu_start_ns"].notna().sum()) == 300
 
