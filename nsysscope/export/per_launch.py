@@ -15,6 +15,9 @@ import pandas as pd
 
 from ..trace.apis import COPY_KINDS, MEMORY_KINDS
 
+#: columns that hold whole numbers besides the ``*_ns`` times
+_WHOLE = ("cause_bytes", "cause_tid", "src_line")
+
 
 def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:
     """(pid, OS tid) of nsys global thread ids: ``globalTid = vm << 56 | pid << 24 | tid``."""
@@ -42,6 +45,12 @@ def per_launch_table(result: Any) -> pd.DataFrame:
         out.insert(at + 1, "os_tid", tid)
     if "step" in out.columns:  # numbers, or none: an integer column however the trace starts
         out["step"] = pd.to_numeric(out["step"], errors="coerce").astype("Int64")
+    # times, byte counts and thread ids that some launch lacks are floats in the analysis
+    # (NaN): whole numbers here, blank where missing (a CSV said 131666051.0, and a cause_tid
+    # written so matched no tid)
+    for col in [c for c in out.columns if c.endswith("_ns") or c in _WHOLE]:
+        if out[col].dtype.kind == "f":
+            out[col] = out[col].astype("Int64")
     if "cause_copy_kind" in out.columns:
         out["cause_copy_kind"] = _names(out["cause_copy_kind"], COPY_KINDS)
     for col in ("cause_src_kind", "cause_dst_kind"):

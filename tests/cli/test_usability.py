@@ -304,6 +304,13 @@ def test_per_launch_table_names_processes_threads_and_copy_kinds(sample_path, tm
     assert cols[cols.index("tid") + 1: cols.index("tid") + 3] == ["pid", "os_tid"]
     assert (df["pid"] == (df["tid"] // (1 << 24)) % (1 << 24)).all()
     assert (df["os_tid"] == df["tid"] % (1 << 24)).all()
+    # times, bytes and thread ids are whole numbers, blank where a launch has none (they were
+    # written as 131666051.0, and cause_tid then matched no tid as text)
+    text = pd.read_csv(out, dtype=str, keep_default_na=False)
+    whole = [c for c in cols if c.endswith("_ns")] + ["cause_bytes", "cause_tid"]
+    assert not [c for c in whole if text[c].str.contains(".", regex=False).any()]
+    paired = text[text["cause_tid"] != ""]
+    assert len(paired) > 250 and (paired["cause_tid"] == paired["tid"]).all()
     stalls = df[df["klass"] == "cpu_to_gpu"]
     assert set(stalls["cause_copy_kind"]) == {"HtoD"}
     assert set(stalls["cause_src_kind"]) == {"pageable"}

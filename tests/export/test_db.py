@@ -53,7 +53,7 @@ def test_tables_types_and_indexes(db):
     types = {name: ty for _, name, ty, *_ in rows(db, "PRAGMA table_info(launches)")}
     assert (types["trace"], types["step"], types["klass"], types["pid"], types["os_tid"],
             types["window_ns"], types["stall"]) == \
-        ("TEXT", "INTEGER", "TEXT", "INTEGER", "INTEGER", "REAL", "INTEGER")
+        ("TEXT", "INTEGER", "TEXT", "INTEGER", "INTEGER", "INTEGER", "INTEGER")
     indexes = {r[0] for r in rows(db, "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"idx_launches_step", "idx_launches_klass", "idx_launches_pid"} <= indexes
     assert rows(db, "SELECT trace FROM meta ORDER BY rowid") == [(t,) for t in TRACES]
