@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,9 @@ def _parts_beside(db: str | None, n: int) -> Iterator[list[str] | None]:
 def _init_worker(threads: int) -> None:
     os.environ["NSYSSCOPE_THREADS"] = str(threads)
     os.environ["NSYSSCOPE_PROGRESS"] = "0"
+    # Ctrl-C reaches every process of the terminal's group: a worker leaves without a word
+    # (it printed a KeyboardInterrupt traceback), and the parent says it was interrupted
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
 def workers_for(paths: list[Path], jobs: int | None) -> int:
@@ -120,7 +125,15 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
                 futures = {pool.submit(analyze_one, str(p), config, nsys, _part(parts, i)): i
                            for i, p in enumerate(paths)}
                 for f in as_completed(futures):
-                    results[futures[f]] = f.result()
+                    i = futures[f]
+                    try:
+                        results[i] = f.result()
+                    except BrokenProcessPool:  # a worker was killed: the traces it and the
+                        # others had not finished say so; those done keep their rows
+                        results[i] = TraceResult(
+                            path=str(paths[i]), rank=rank_of(paths[i]), exit_code=70,
+                            error="a worker process died before this trace was done (out of "
+                                  "memory, or killed); analyse it alone (-j 1) to see why")
                     bar.advance()
     return [results[i] for i in range(len(paths))]
 

@@ -8,6 +8,7 @@ what they share. The group imports a command's module only when that command run
 
 import atexit
 import os
+import signal
 import sys
 
 from ..errors import INTERNAL_ERROR
@@ -25,6 +26,9 @@ def run() -> None:
     and the exit handlers have run, the OS frees the process's memory in one go, where
     Python's own teardown of a large trace's arrays and of every module takes a tenth of a
     second or more (``bench/README.md``)."""
+    # a CI timeout or `docker stop`: leave as Ctrl-C does, through every clean-up on the way
+    # out (temporary files, the --no-cache folder), not at once
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         main()
     except SystemExit as e:
@@ -34,12 +38,17 @@ def run() -> None:
     else:
         code = 0
     atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # `nsysscope report ... | head`
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: closed when the program started (`>&-`)
+                stream.flush()
+        except (OSError, ValueError):  # `| head` (a broken pipe), /dev/full: the exit code stays
+            pass
     os._exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 __all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main", "run"]

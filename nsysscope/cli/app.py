@@ -10,6 +10,7 @@ never imports pandas, numpy or matplotlib.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -63,32 +64,48 @@ class _Cli(click.Group):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
-            sys.exit(rv if isinstance(rv, int) else 0)
+            code = rv if isinstance(rv, int) else 0
         except NsysscopeError as e:
-            click.echo(error_line(str(e)), err=True)
-            sys.exit(e.exit_code)
+            code = _fail(str(e), e.exit_code)
         except click.exceptions.NoArgsIsHelpError as e:  # bare "nsysscope": the help
-            click.echo(e.ctx.get_help() if e.ctx is not None else e.format_message())
-            sys.exit(2)
+            _say(e.ctx.get_help() if e.ctx is not None else e.format_message(), err=False)
+            code = 2
         except click.UsageError as e:  # a missing argument, unknown option, bad value
-            click.echo(error_line(_usage_message(e)), err=True)
-            sys.exit(2)
-        except click.exceptions.Abort:
-            click.echo("nsysscope: aborted", err=True)
-            sys.exit(130)
+            code = _fail(_usage_message(e), 2)
+        except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C
+            code = _fail("interrupted", 130)
         except click.ClickException as e:
-            click.echo(error_line(e.format_message()), err=True)
-            sys.exit(2 if e.exit_code == 1 else e.exit_code)
-        except KeyboardInterrupt:
-            sys.exit(130)
+            code = _fail(e.format_message(), 2 if e.exit_code == 1 else e.exit_code)
         except BrokenPipeError:  # `nsysscope report ... | head`
-            sys.exit(0)
+            code = 0
+        except OSError as e:  # the machine, not the program: a folder it may not enter, a
+            # full disk or stdout (/dev/full), a read-only file system
+            code = _fail(_os_message(e), 2)
         except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
             if os.environ.get("NSYSSCOPE_DEBUG"):
                 raise
-            click.echo(error_line(f"internal error: {type(e).__name__}: {e} "
-                                  "(set NSYSSCOPE_DEBUG=1 for the traceback)"), err=True)
-            sys.exit(INTERNAL_ERROR)
+            code = _fail(f"internal error: {type(e).__name__}: {e} "
+                         "(set NSYSSCOPE_DEBUG=1 for the traceback)", INTERNAL_ERROR)
+        sys.exit(code)
+
+
+def _say(text: str, err: bool = True) -> None:
+    """Print ``text``; a stream that is closed or full (``2>&-``, ``2>/dev/full``) is not a
+    reason to change the exit code, which is what a CI step reads."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: a stream closed under Python
+        click.echo(text, err=err)
+
+
+def _fail(message: str, code: int) -> int:
+    """Say ``message`` as the one error line; ``code`` to exit with."""
+    _say(error_line(message))
+    return code
+
+
+def _os_message(e: OSError) -> str:
+    """An OSError in the user's words: the file it concerns and why."""
+    why = e.strerror or str(e)
+    return f"{e.filename}: {why}" if e.filename else f"cannot write the output: {why}"
 
 
 _CODES = "\n".join(f"  {code:>2}  {text}" for code, text in EXIT_CODES)

@@ -24,6 +24,7 @@ from ..model import Summary
 from ..trace.cache import disable_cache
 from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
+from ..util.atomic import atomic_file
 from ..util.text import DEFAULT_WIDTH, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,7 +107,9 @@ def output_format(kind: str, fmt: str | None, output: str | None, option: str = 
     suffix = Path(output).suffix.lower() if output else ""
     named = by_ext.get(suffix)
     if fmt is None:
-        if named is None and suffix not in TEXT_EXTENSIONS and re.fullmatch(r"\.[a-z]\w*", suffix):
+        if named is None and suffix not in TEXT_EXTENSIONS and \
+                re.fullmatch(r"\.[a-z]\w*", suffix) and file_kind(Path(output or "")) is None:
+            # (a trace there is refused by check_writable, in its own words)
             hint = " (the per-launch table is --per-launch FILE.csv)" if kind == "report" and \
                 suffix in (".csv", ".parquet", ".db", ".sqlite") else ""
             raise click.UsageError(
@@ -209,14 +212,12 @@ def text_width(output: str | None) -> int:
 
 
 def write_output(text: str | bytes, output: str | None, option: str = "-o") -> None:
-    """What a renderer returned (text, or bytes from a binary format) to the file ``output``,
-    or to stdout."""
+    """What a renderer returned (text, or bytes from a binary format) to the file ``output``
+    (whole or not at all: :mod:`nsysscope.util.atomic`), or to stdout."""
     if output:
         try:
-            if isinstance(text, bytes):
-                Path(output).write_bytes(text)
-            else:
-                Path(output).write_text(text, encoding="utf-8")
+            with atomic_file(output) as f:
+                f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         except OSError as e:
             raise UnreadableInput(f"{option} {output}: cannot write: {e.strerror or e}") from None
     else:

@@ -24,6 +24,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..util.atomic import atomic_file
+
 
 def ts(ns: int | float) -> str:
     """Nanoseconds as the format's microseconds, exact: ``5204220333`` -> ``5204220.333``."""
@@ -68,12 +70,10 @@ def _plain(v: Any) -> Any:
 @contextmanager
 def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[EventWriter]:
     """An :class:`EventWriter` on ``path`` (gzip or xz when it ends in ``.gz`` or ``.xz``),
-    written to a temporary name and renamed into place when complete; ``other`` goes in
+    written whole or not at all (:func:`nsysscope.util.atomic.atomic_file`); ``other`` goes in
     ``otherData``, after ``"source": "nsysscope"``."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    raw = open(tmp, "wb")  # noqa: SIM115 - closed below, also on error
-    try:
+    with atomic_file(path) as raw:
         low = path.name.lower()
         binary = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if low.endswith(".gz") else \
             lzma.LZMAFile(raw, "wb") if low.endswith(".xz") else raw  # noqa: SIM115 - closed below
@@ -90,12 +90,6 @@ def open_trace(path: str | os.PathLike[str], other: dict[str, Any]) -> Iterator[
         out.detach()
         if binary is not raw:
             binary.close()
-        raw.close()
-        os.replace(tmp, path)
-    except BaseException:
-        raw.close()
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class Lanes:

@@ -19,6 +19,7 @@ from ..errors import UnreadableInput
 from ..trace.files import GZIP_MAGIC, REPORT_MAGIC, REPORT_SUFFIXES, SQLITE_MAGIC, XZ_MAGIC
 from ..trace.schema import truncation
 from ..trace.sources import resolve
+from .cells import as_text, decode_text
 from .policy import (
     ENV_VAR,
     GENERIC_HOSTS,
@@ -88,27 +89,10 @@ def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
     return conn
 
 
-def decode_text(raw: bytes) -> str:
-    """A text cell as Python reads it here: UTF-8, with any bytes that are not UTF-8 kept as
-    lone surrogates (``surrogateescape``), so that a range named with arbitrary bytes is
-    searched like any other text and written back byte for byte (:func:`stored_text`)."""
-    return raw.decode("utf-8", "surrogateescape")
 
 
-def stored_text(text: str) -> bytes:
-    """The bytes :func:`decode_text` read ``text`` from (to be bound as ``CAST(? AS TEXT)``:
-    SQLite's ``sqlite3`` refuses a str that is not valid Unicode)."""
-    return text.encode("utf-8", "surrogateescape")
 
 
-def is_valid_unicode(text: str) -> bool:
-    """Whether ``text`` came from valid UTF-8 (it holds no lone surrogate from
-    :func:`decode_text`)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
@@ -194,12 +178,6 @@ def json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
     return ids
 
 
-def as_text(value: object) -> str | None:
-    """A cell as the text it holds: a str as it is, text stored as a blob decoded (UTF-8, bad
-    bytes replaced), anything else None."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
 
 
 def _name_values(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:

@@ -60,7 +60,7 @@ Policy (what counts as a leak, and what it becomes):
     not be NULL). The analysis reads none. Text stored as a blob in a text column (a range
     name, a metadata name or value) is text to the loader: it is decoded (UTF-8, bad bytes
     replaced), searched like any text and, where it leaks, rewritten as text. Text that is not
-    UTF-8 is searched with its bad bytes kept (:func:`.context.decode_text`) and written back
+    UTF-8 is searched with its bad bytes kept (:func:`.cells.decode_text`) and written back
     with them.
 ``timezone``
     A local time that differs from UTC (``TARGET_INFO_SESSION_START_TIME.localTime``,

@@ -35,7 +35,8 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .context import ExportContext, as_text, json_ids, quoted, table_columns
+from .cells import as_text
+from .context import ExportContext, json_ids, quoted, table_columns
 from .policy import DELETE, Finding, env_names, redact_name
 
 #: tables whose rows say that nsys traced a process

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..trace.formats import is_kineto
-from .context import ExportContext, as_text, connect_ro, export_context, quoted, table_columns
+from .cells import as_text
+from .context import ExportContext, connect_ro, export_context, quoted, table_columns
 from .kineto import find_kineto_leaks
 from .policy import (
     DELETE,

@@ -7,21 +7,19 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..trace.formats import is_kineto
+from ..util.atomic import replace, target, temp_beside
+from .cells import decode_text, is_valid_unicode, stored_text
 from .context import (
     ExportContext,
     connect_ro,
-    decode_text,
     export_context,
-    is_valid_unicode,
     quoted,
-    stored_text,
     table_columns,
     utils_db,
 )
@@ -225,19 +223,6 @@ def _drop_nvtx_text(conn: sqlite3.Connection, ctx: ExportContext) -> int:
     return len(names)
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - not every platform can open a directory
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool = False,
           drop_nvtx_text: bool = False, in_place: bool = False, force: bool = False,
           keep_process_list: bool = False, keep_program_output: bool = False,
@@ -273,12 +258,12 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
     src_conn = connect_ro(src, nsys)
     mode = (dst if dst.exists() else src).stat().st_mode & 0o777
     try:
-        tmp = _temp_beside(dst, ".scrub-tmp")
+        tmp = temp_beside(dst)
     except OSError as e:
         src_conn.close()
         raise ScrubError(f"{dst.parent}: cannot write the scrubbed file there "
                          f"({e.strerror})") from None
-    os.chmod(tmp, mode | 0o200)  # mkstemp makes 0600; keep the usual mode, writable by its owner
+    os.chmod(tmp, mode | 0o200)  # the mode of the file it replaces (or of SRC), owner-writable
     packed: Path | None = None
     try:
         out = sqlite3.connect(tmp, isolation_level=None)
@@ -307,15 +292,12 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
         finally:
             out.close()
         if dst.name.lower().endswith((".xz", ".gz")):
-            packed = _temp_beside(dst, ".pack-tmp")
+            packed = temp_beside(dst)
             os.chmod(packed, mode | 0o200)
             _compress(tmp, packed, dst.name.lower().endswith(".xz"))
             tmp.unlink()
             tmp, packed = packed, None
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
-        _fsync_dir(dst.parent)
+        replace(tmp, dst)
     except sqlite3.DatabaseError as e:
         tmp.unlink(missing_ok=True)
         raise ScrubError(f"{src}: cannot scrub, SQLite error: {e}") from None
@@ -349,7 +331,7 @@ def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -
         raise ScrubError("scrub needs a destination, or --in-place (in_place=True)")
     dst = Path(dst)
     _check_target(src, dst, force, json=False)
-    return dst
+    return target(dst)  # a symbolic link is written through, not replaced
 
 
 def _check_target(src: Path, dst: Path, force: bool, json: bool) -> None:
@@ -382,12 +364,6 @@ def _is_sqlite(path: Path) -> bool:
             return f.read(16) == b"SQLite format 3\x00"
     except OSError:
         return False
-
-
-def _temp_beside(dst: Path, suffix: str) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=suffix, dir=dst.parent)
-    os.close(fd)
-    return Path(name)
 
 
 def _compress(src: Path, dst: Path, xz: bool) -> None:

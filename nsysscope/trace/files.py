@@ -5,13 +5,12 @@ input (a decompressed copy, an export), shared by :mod:`.sources` and :mod:`.nsy
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 
 from ..errors import UnreadableInput
+from ..util.atomic import temp_beside
 from .cache import CACHE_SUFFIX, cache_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -81,12 +80,6 @@ def cache_folder() -> Path:
                               "(set NSYSSCOPE_CACHE to a writable folder)") from None
     return folder
 
-def temp_beside(final: Path) -> Path:
-    """A fresh, empty temporary file in ``final``'s folder: rename it onto ``final`` when
-    complete. Raises OSError when the folder cannot be written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    return Path(tmp)
 
 def cache_temp(final: Path) -> Path:
     try:

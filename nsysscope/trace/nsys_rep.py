@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..errors import NsysUnavailable, UnreadableInput
+from ..util.atomic import temp_beside
 from ..util.progress import note
 from .cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
 from .files import (
@@ -30,7 +31,6 @@ from .files import (
     cache_folder,
     cache_temp,
     stem,
-    temp_beside,
 )
 from .schema import truncation
 

@@ -204,7 +204,7 @@ def test_an_output_that_is_no_regular_file_is_refused(sample_path, tmp_path, arg
 
 
 @pytest.mark.parametrize("args,line", [
-    (("report", "{a}", "-o", "out.csv", "--per-launch", "out.csv"),
+    (("report", "{a}", "-o", "out.csv", "--format", "text", "--per-launch", "out.csv"),
      "-o and --per-launch both name out.csv"),
     (("report", "{a}", "-o", "out.json", "--perfetto", "./out.json"),
      "-o and --perfetto both name ./out.json"),

@@ -44,20 +44,24 @@ input gives the same bytes).
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ...util.atomic import replace, target, temp_beside
 from ..policy import PathLike, ScrubError
 from .leaks import find_kineto_leaks
 from .survey import Cleaner, keep_mask, stream_events, survey_trace
 
 __all__ = ["KinetoScrubResult", "find_kineto_leaks", "scrub_kineto"]
+
+#: what a write fails with when the destination's file system is full or read-only
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
         dst = src
     elif dst is None:
         raise ScrubError("scrub needs a destination (or in_place=True)")
-    dst = Path(dst)
+    dst = target(dst)  # a symbolic link is written through, not replaced
     if not in_place and dst.exists() and dst.resolve() == src.resolve():
         raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
     if not dst.parent.is_dir():
@@ -101,14 +105,12 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
     keep = keep_mask(ctx) if slim else None
     clean = Cleaner(ctx)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".scrub-tmp", dir=dst.parent)
+        tmp = temp_beside(dst)
     except OSError as e:
         raise ScrubError(f"{dst.parent}: cannot write the scrubbed file there "
                          f"({e.strerror})") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
     mode = (dst if dst.exists() else src).stat().st_mode & 0o777
-    os.chmod(tmp, mode | 0o200)  # mkstemp makes 0600: keep the usual mode, writable by its owner
+    os.chmod(tmp, mode | 0o200)  # the mode of the file it replaces (or of SRC), owner-writable
     counts = {"in": 0, "out": 0, "py": 0, "dropped": 0}
     try:
         with _writer(tmp, dst.name.endswith(".gz")) as out:
@@ -146,7 +148,13 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
             if state["in_events"]:
                 out.write("\n]")
             out.write("\n}\n" if not state["first_field"] else "{}\n")
-        os.replace(tmp, dst)
+        replace(tmp, dst)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno not in _WRITE_ERRORS:
+            raise
+        # a full disk, say: the destination is left as it was
+        raise ScrubError(f"{dst}: cannot write the scrubbed file ({e.strerror or e})") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -173,8 +181,6 @@ class _writer:
         self.f.flush()
         if self.zf is not None:
             self.zf.close()
-        self.raw.flush()
-        os.fsync(self.raw.fileno())
         self.raw.close()
 
 

@@ -1,0 +1,163 @@
+"""What the command leaves behind when its output cannot be written whole, and what a closed or
+full stream, a symbolic link, SIGTERM or Ctrl-C do to a run (found by a review's bad-input
+hunt: each of these printed a traceback, changed the exit code a CI step reads, replaced a link
+or left half a file).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsysscope.util.atomic import atomic_file
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_traces"
+CASE1 = SAMPLES / "h200_case1_300.sqlite.xz"
+
+
+def nsysscope(*args: object, shell_suffix: str = "", env: dict | None = None,
+              timeout: int = 180) -> subprocess.CompletedProcess:
+    """``python -m nsysscope ARGS`` through bash (``shell_suffix``: redirections)."""
+    quoted = " ".join(f"'{a}'" for a in args)
+    e = {k: v for k, v in {**os.environ, **(env or {})}.items() if k != "NSYSSCOPE_DEBUG"}
+    return subprocess.run(["bash", "-c", f"'{sys.executable}' -m nsysscope {quoted} "
+                           f"{shell_suffix}"], capture_output=True, text=True, env=e,
+                          timeout=timeout, cwd=REPO)
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    out = tmp_path / "report.html"
+    out.write_text("old report")
+    with pytest.raises(RuntimeError), atomic_file(out) as f:
+        f.write(b"half a new rep")
+        raise RuntimeError("disk full")
+    assert out.read_text() == "old report" and os.listdir(tmp_path) == ["report.html"]
+
+
+def test_a_symbolic_link_is_written_through_by_every_writer(tmp_path):
+    """``report -o`` wrote through a link while ``--perfetto`` and ``scrub`` replaced the link
+    with a regular file (which, as root, turned /dev/stdout into one for the whole machine)."""
+    for name in ("r.html", "t.json.gz", "s.sqlite"):
+        (tmp_path / f"real-{name}").write_text("old")
+        (tmp_path / name).symlink_to(f"real-{name}")
+    r = nsysscope("report", CASE1, "-o", tmp_path / "r.html", "--perfetto",
+                  tmp_path / "t.json.gz")
+    assert r.returncode == 0, r.stderr
+    r = nsysscope("scrub", CASE1, tmp_path / "s.sqlite", "--force")
+    assert r.returncode == 0, r.stderr
+    for name in ("r.html", "t.json.gz", "s.sqlite"):
+        assert (tmp_path / name).is_symlink(), name
+        assert (tmp_path / f"real-{name}").stat().st_size > 10_000, name
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_name_for_stdout_is_written_in_place(tmp_path):
+    """``--perfetto /dev/stdout > FILE`` must reach FILE through the open stream (run as
+    root, replacing the name made /dev/stdout a regular file for the whole machine). Tested
+    through a link of our own to /proc/self/fd/1, so that a regression replaces that link,
+    not the machine's /dev/stdout."""
+    out, link = tmp_path / "timeline.json", tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    r = nsysscope("export", CASE1, "--perfetto", link, shell_suffix=f"> '{out}'")
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith('{"displayTimeUnit":"ns"')
+    assert link.is_symlink()
+
+
+def test_closed_or_full_streams_keep_the_exit_code():
+    """The gate passes (exit 0) with stdout closed; a failed run keeps its own code when stderr
+    is full; a full stdout is one line and exit 2 (each was a traceback and exit 1, which a
+    CI step reads as 'regression found', or exit 70)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    r = nsysscope("gate", CASE1, CASE1, shell_suffix=">&-")
+    assert (r.returncode, r.stderr) == (0, "")
+    r = nsysscope("report", REPO / "README.md", shell_suffix="2>/dev/full")
+    assert r.returncode == 2
+    r = nsysscope("report", CASE1, shell_suffix="> /dev/full")
+    assert r.returncode == 2
+    assert r.stderr == ("nsysscope: error: cannot write the output: No space left on "
+                        "device\n")
+
+
+def test_a_folder_that_may_not_be_entered_is_one_line(tmp_path):
+    if os.geteuid() == 0:
+        wrap = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
+                "-dac_override,-dac_read_search", "--"]
+        if subprocess.run([*wrap, "true"], capture_output=True).returncode:
+            pytest.skip("running as root, and setpriv cannot drop CAP_DAC_OVERRIDE here")
+    else:
+        wrap = []
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    trace = shut / "t.sqlite.xz"
+    trace.write_bytes(CASE1.read_bytes())
+    shut.chmod(0)
+    try:
+        r = subprocess.run([*wrap, sys.executable, "-m", "nsysscope", "report", str(trace)],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        shut.chmod(0o755)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == f"nsysscope: error: {trace}: Permission denied\n"
+
+
+def _start(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nsysscope", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+                            start_new_session=True, cwd=REPO)
+
+
+def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
+    """A CI timeout's SIGTERM left the --no-cache folder (53 MB for the 5000-step sample)
+    that the run promises to remove: now the run leaves through its clean-up, exit 143."""
+    p = _start(["report", "--no-cache", str(SAMPLES / "h200_healthy_long_5000.sqlite.xz")],
+               {"TMPDIR": str(tmp_path), "NSYSSCOPE_PROGRESS": "0"})
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob("nsysscope-nocache-*/*")) and p.poll() is None and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    if p.poll() is not None:
+        pytest.skip("the run ended before its temporary folder was seen")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _group_size(pgid: int) -> int:
+    """How many processes are in process group ``pgid`` (Linux /proc)."""
+    n = 0
+    for d in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        n += stat.rsplit(")", 1)[1].split()[2] == str(pgid)
+    return n
+
+
+def test_ctrl_c_on_several_traces_is_one_line():
+    """Ctrl-C reaches the parent and its worker processes: each worker printed a
+    KeyboardInterrupt traceback (24 lines of stderr)."""
+    traces = [str(SAMPLES / f"h200_{n}.sqlite.xz")
+              for n in ("healthy_300", "case1_300", "case2_300", "healthy_long_5000")]
+    p = _start(["report", *traces, "-j", "2"], {"NSYSSCOPE_PROGRESS": "0"})
+    deadline = time.monotonic() + 60
+    while _group_size(p.pid) < 4 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # the parent, the fork server and two workers
+    time.sleep(0.3)  # the workers are into their traces
+    if p.poll() is not None:
+        pytest.skip("the run ended before Ctrl-C")
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130
+    assert err.strip() == "nsysscope: error: interrupted", err
