@@ -107,4 +107,6 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (7, "the profiler lost the data (e.g. nsys too old for the CUDA version)"),
     (8, "nothing steady to judge: every launch is warm-up"),
     (INTERNAL_ERROR, "internal error (a bug; NSYSSCOPE_DEBUG=1 shows the traceback)"),
+    (130, "interrupted (Ctrl-C)"),
+    (143, "terminated (SIGTERM: a CI timeout, docker stop); temporary files removed"),
 )

@@ -108,7 +108,7 @@ def _os_message(e: OSError) -> str:
     return f"{e.filename}: {why}" if e.filename else f"cannot write the output: {why}"
 
 
-_CODES = "\n".join(f"  {code:>2}  {text}" for code, text in EXIT_CODES)
+_CODES = "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES)
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]},
