@@ -32,7 +32,7 @@ from .files import (
     cache_temp,
     stem,
 )
-from .schema import truncation
+from .schema import is_whole, truncation
 
 
 def _no_nsys(report: Path | None) -> str:
@@ -156,9 +156,9 @@ def exported(report: Path, nsys: str | None) -> Path:
     beside = report.with_name(name + CACHE_SUFFIX)
     cached = cache_entry(report)
     if not cache_disabled():
-        if _exported_from(beside, report):
+        if _exported_from(beside, report) and is_whole(beside):
             return beside
-        if _exported_from(cached, report):
+        if _exported_from(cached, report) and is_whole(cached):
             touch(cached)
             return cached
     try:

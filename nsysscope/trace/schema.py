@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from ..errors import NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
+from .files import SQLITE_MAGIC
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -91,6 +92,18 @@ def truncation(db: Path) -> str | None:
     if pages and change == valid_for and page_size >= 512 and pages * page_size > size:
         return f"{size} of {pages * page_size} bytes"
     return None
+
+
+def is_whole(db: Path) -> bool:
+    """Whether ``db`` is an SQLite file as long as its header says: what a cache entry or an
+    export nsysscope wrote must be to be used again. One cut short (a full disk, a crash) or
+    overwritten is made again, not blamed on the trace it came from."""
+    try:
+        with db.open("rb") as f:
+            magic = f.read(len(SQLITE_MAGIC))
+    except OSError:
+        return False
+    return magic == SQLITE_MAGIC and truncation(db) is None
 
 
 class Schema:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import UnreadableInput
+from ..util.progress import note
 from .cache import cache_dir, cache_disabled, evict, touch
 from .files import (
     ACCEPTS,
@@ -42,6 +43,7 @@ from .files import (
     read_head,
 )
 from .nsys_rep import exported
+from .schema import is_whole
 
 
 def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
@@ -91,8 +93,10 @@ def _decompressed(p: Path, opener: Callable[[Path], io.BufferedIOBase]) -> Path:
     cache_folder()  # made, if it is not there
     final = cache_entry(p)
     if final.is_file():
-        touch(final)
-        return final
+        if is_whole(final):
+            touch(final)
+            return final
+        note(f"the cached copy of {p.name} ({final}) was damaged: decompressing it again")
     tmp = cache_temp(final)
     try:
         with opener(p) as src, tmp.open("wb") as dst:
