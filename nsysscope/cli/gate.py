@@ -91,9 +91,8 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
     s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events=False).summary
     require_steady(s, warmup)
     text = render.render("report", "json", s)
-    write_output(text, output)
+    size = write_output(text, output)
     if output:
-        size = len(text.encode() if isinstance(text, str) else text)
         click.echo(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
                    f"{size / 1024:.0f} KB): {s.verdict}", err=True)
     return 0

@@ -25,7 +25,7 @@ from ..trace.cache import disable_cache
 from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
 from ..util.atomic import atomic_file
-from ..util.text import DEFAULT_WIDTH, terminal_width
+from ..util.text import DEFAULT_WIDTH, displayable, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -206,19 +206,31 @@ def check_per_launch(path: str | None, inputs: Iterable[str | Path] = ()) -> Non
     check_writable(path, "--per-launch", inputs, database=is_db_name(path))
 
 
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a file name that is not UTF-8, quoted in a report, shows its bad
+    bytes as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return displayable(text).encode("utf-8")
+
+
 def text_width(output: str | None) -> int:
     """The width text reports wrap to: the terminal's for stdout, 80 for a file."""
     return DEFAULT_WIDTH if output else terminal_width()
 
 
-def write_output(text: str | bytes, output: str | None, option: str = "-o") -> None:
+def write_output(text: str | bytes, output: str | None, option: str = "-o") -> int:
     """What a renderer returned (text, or bytes from a binary format) to the file ``output``
-    (whole or not at all: :mod:`nsysscope.util.atomic`), or to stdout."""
-    if output:
-        try:
-            with atomic_file(output) as f:
-                f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
-        except OSError as e:
-            raise UnreadableInput(f"{option} {output}: cannot write: {e.strerror or e}") from None
-    else:
+    (whole or not at all: :mod:`nsysscope.util.atomic`), or to stdout; the bytes written to
+    the file (0 for stdout)."""
+    if not output:
         click.echo(text, nl=False)
+        return 0
+    data = text if isinstance(text, bytes) else _utf8(text)
+    try:
+        with atomic_file(output) as f:
+            f.write(data)
+    except OSError as e:
+        raise UnreadableInput(f"{option} {output}: cannot write: {e.strerror or e}") from None
+    return len(data)

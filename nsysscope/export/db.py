@@ -41,6 +41,7 @@ from ..analysis import Analysis
 from ..errors import UnreadableInput
 from ..model import StallSite
 from ..model.schema import to_plain
+from ..util.text import displayable
 from ..util.version import __version__
 from .per_launch import os_ids, per_launch_table
 
@@ -66,7 +67,7 @@ def write_db(path: str | os.PathLike[str], analysis: Analysis, trace: str | None
     """Add ``analysis`` to the database at ``path`` (created when missing) as trace ``trace``
     (default: the trace's path), replacing that trace's earlier rows."""
     t = analysis.summary.trace
-    given = str(trace if trace is not None else t.path)
+    given = displayable(str(trace if trace is not None else t.path))
     key = (_abspath(t.path), _range(t.time_range_ns))
     with _open(path) as db:
         label = _labels(db, {given: key})[given]
@@ -131,7 +132,7 @@ class _open:
 
 
 def _abspath(path: str) -> str:
-    return os.path.abspath(path)
+    return displayable(os.path.abspath(path))
 
 
 def _range(span: Any) -> str | None:
@@ -212,7 +213,7 @@ def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[s
     yield "processes", _frame(a.processes, label)
     t = s.trace
     yield "meta", _records([{
-        "trace": label, "path": t.path, "abspath": _abspath(t.path),
+        "trace": label, "path": displayable(t.path), "abspath": _abspath(t.path),
         "time_range": _range(t.time_range_ns), "rank": rank,
         "nsys_version": t.nsys_version, "schema_version": t.schema_version,
         "gpus": json.dumps(list(t.gpus)), "graph_trace": t.graph_trace,

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UnreadableInput
-from ..trace.files import GZIP_MAGIC, REPORT_MAGIC, REPORT_SUFFIXES, SQLITE_MAGIC, XZ_MAGIC
+from ..trace.files import (
+    GZIP_MAGIC,
+    REPORT_MAGIC,
+    REPORT_SUFFIXES,
+    SQLITE_MAGIC,
+    XZ_MAGIC,
+    sqlite_uri,
+)
 from ..trace.schema import truncation
 from ..trace.sources import resolve
 from .cells import as_text, decode_text
@@ -83,7 +90,7 @@ def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
     cut = truncation(db_path)
     if cut:
         raise NotAnExport(f"{path}: truncated export ({cut}); copy or export it again")
-    conn = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True)
+    conn = sqlite3.connect(sqlite_uri(db_path, "mode=ro"), uri=True)
     conn.text_factory = decode_text
     _check_nsys(conn, path)
     return conn

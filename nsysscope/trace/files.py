@@ -5,9 +5,11 @@ input (a decompressed copy, an export), shared by :mod:`.sources` and :mod:`.nsy
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import stat
 from pathlib import Path
+from urllib.parse import quote
 
 from ..errors import UnreadableInput
 from ..util.atomic import temp_beside
@@ -88,3 +90,10 @@ def cache_temp(final: Path) -> Path:
         raise UnreadableInput(f"cannot write to the cache folder {final.parent}: "
                               f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable "
                               "folder)") from None
+
+
+def sqlite_uri(path: str | os.PathLike[str], query: str) -> str:
+    """A ``file:`` URI for SQLite to open ``path`` with ``query`` (``mode=ro``...). The path's
+    bytes are percent-encoded: ``?``, ``#`` and ``%`` in a file name would otherwise end or
+    change the URI, and a name that is not UTF-8 could not be passed as text at all."""
+    return f"file:{quote(os.fsencode(Path(path).resolve()))}?{query}"

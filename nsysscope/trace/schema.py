@@ -14,11 +14,10 @@ import struct
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ..errors import NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
-from .files import SQLITE_MAGIC
+from .files import SQLITE_MAGIC, sqlite_uri
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -54,10 +53,10 @@ def api_base_name(name: str) -> str:
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open an export read-only and immutable: nsysscope never writes to a trace.
 
-    The path is percent-encoded: in a URI, ``?``, ``#`` and ``%`` in a file name would
-    otherwise end or change it. Text that is not valid UTF-8 (a thread named with arbitrary
-    bytes) is decoded with replacement characters instead of failing the whole trace."""
-    uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro&immutable=1"
+    The path goes as a percent-encoded URI (:func:`.files.sqlite_uri`). Text that is not valid
+    UTF-8 (a thread named with arbitrary bytes) is decoded with replacement characters instead
+    of failing the whole trace."""
+    uri = sqlite_uri(path, "mode=ro&immutable=1")
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     except sqlite3.Error as e:

@@ -46,3 +46,10 @@ def wrap(text: str, width: int | None, first: str = "", rest: str | None = None)
     lines = textwrap.wrap(glued, width=width, initial_indent=first, subsequent_indent=rest,
                           break_long_words=False, break_on_hyphens=False)
     return [line.replace(_NBSP, " ") for line in lines] or [first.rstrip()]
+
+
+def displayable(text: str) -> str:
+    """``text`` as valid Unicode: a file name that is not UTF-8 (Python keeps its bytes as
+    lone surrogates) shows its bad bytes as U+FFFD, so it can be written to a UTF-8 file or an
+    SQLite database."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

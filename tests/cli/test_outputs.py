@@ -161,3 +161,30 @@ def test_ctrl_c_on_several_traces_is_one_line():
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130
     assert err.strip() == "nsysscope: error: interrupted", err
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    """A trace named with bytes that are not UTF-8 was 'internal error: UnicodeEncodeError'
+    (exit 70) in report, summarize, the JSON and HTML outputs and --per-launch: the name is
+    now shown with U+FFFD where it cannot be decoded."""
+    import json
+    import lzma
+    import sqlite3
+
+    folder = os.fsencode(tmp_path)
+    trace = folder + b"/\xff\xfe.sqlite"
+    with open(trace, "wb") as f:
+        f.write(lzma.decompress(CASE1.read_bytes()))
+    for args in (["-o", folder + b"/r.json"], ["-o", folder + b"/r.html"],
+                 ["--per-launch", folder + b"/l.db"]):
+        r = subprocess.run([sys.executable, "-m", "nsysscope", "report", trace, *args],
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["trace"]["path"].endswith(
+        "\ufffd\ufffd.sqlite")
+    with sqlite3.connect(tmp_path / "l.db") as c:
+        assert c.execute("SELECT COUNT(*) FROM launches").fetchone() == (300,)
+    c.close()
+    r = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", trace, "-o",
+                        folder + b"/s.json"], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
