@@ -43,6 +43,11 @@ from ..model import StallSite
 from ..model.schema import to_plain
 from ..util.text import displayable
 from ..util.version import __version__
+
+try:
+    import fcntl
+except ImportError:  # Windows: no turns taken
+    fcntl = None  # type: ignore[assignment]
 from .per_launch import os_ids, per_launch_table
 
 if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
@@ -106,7 +111,13 @@ def append_parts(path: str | os.PathLike[str], parts: Iterable[str | os.PathLike
 
 
 class _open:
-    """The database at ``path`` as a sqlite-utils ``Database``; write failures are one line."""
+    """The database at ``path`` as a sqlite-utils ``Database``, held by this writer alone
+    until closed; write failures are one line.
+
+    Runs that add to one database at once (a sweep's parallel jobs) take turns: each reads
+    which traces are there, deletes a trace's old rows and inserts the new ones as one step.
+    SQLite's own locking could not make it one (sqlite-utils commits each table it fills), and
+    four runs on a new database kept every trace's rows four times over."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -118,15 +129,24 @@ class _open:
         from sqlite_utils import Database
 
         try:
-            self.db = Database(sqlite3.connect(self.path))
+            self.turn = open(self.path, "ab")  # noqa: SIM115 - closed in __exit__
+            if fcntl is not None:
+                fcntl.flock(self.turn, fcntl.LOCK_EX)  # not SQLite's locks: they are fcntl's
+        except OSError as e:
+            raise UnreadableInput(f"--per-launch {self.path}: cannot write: "
+                                  f"{e.strerror or e}") from None
+        try:
+            self.db = Database(sqlite3.connect(self.path, timeout=60))
             self.db.execute("PRAGMA user_version")  # an existing non-SQLite file fails here
         except sqlite3.Error as e:
+            self.turn.close()
             raise UnreadableInput(f"--per-launch {self.path}: cannot write an SQLite database "
                                   f"there ({e})") from None
         return self.db
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
         self.db.conn.close()
+        self.turn.close()  # the next writer's turn
         if isinstance(err, sqlite3.Error):
             raise UnreadableInput(f"--per-launch {self.path}: cannot write: {err}") from None
 

@@ -174,3 +174,22 @@ def test_site_columns_have_their_types_whatever_trace_comes_first(tmp_path):
     assert types["pid"] == "INTEGER" and types["mean_polls"] == "REAL"
     assert rows(db, "SELECT klass, typeof(speedup_if_fixed) FROM sites WHERE klass = "
                     "'gpu_to_cpu'") == [("gpu_to_cpu", "real")]
+
+
+def test_runs_adding_to_one_new_database_at_once_keep_each_trace_once(tmp_path):
+    """Four sweeps at once on a database not there yet: each trace's rows were kept four
+    times over (each run saw no earlier rows to replace), and some runs failed with 'database
+    is locked'. Writers now take turns."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "c.db"
+    traces = [str(SAMPLES / f"h200_{n}_300.sqlite.xz") for n in ("healthy", "case1")]
+    runs = [subprocess.Popen([sys.executable, "-m", "nsysscope", "report", *traces, "-j", "2",
+                              "--per-launch", str(out)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    errors = [p.communicate(timeout=300)[1] for p in runs]
+    assert [p.returncode for p in runs] == [0] * 4, errors
+    assert sorted(rows(out, "SELECT trace, COUNT(*) FROM launches GROUP BY trace")) == \
+        [(t, 300) for t in sorted(traces)]
+    assert rows(out, "SELECT COUNT(*) FROM meta") == [(2,)]
