@@ -26,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -288,6 +289,8 @@ def _lines(path: Path) -> tuple[str, ...] | None:
     try:
         st = path.stat()
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would wait for a writer forever
         return None
     return _read_lines(str(path), st.st_mtime_ns, st.st_size)
 

@@ -24,8 +24,9 @@ _KEEP = (
 @click.argument("dst", type=click.Path(path_type=str), required=False)
 @click.option("--check", is_flag=True, help="List what would leak; write nothing (exit 1 if "
                                             "anything would).")
-@click.option("--in-place", is_flag=True, help="Replace SRC (an uncompressed .sqlite) with its "
-                                               "scrubbed copy.")
+@click.option("--in-place", is_flag=True, help="Replace SRC (an uncompressed .sqlite, or a "
+                                               "torch.profiler JSON trace, plain or .gz) with "
+                                               "its scrubbed copy.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
 @click.option("--drop-kernel-names", is_flag=True, help="Replace kernel names with kernel_<id>.")
 @click.option("--drop-nvtx-text", is_flag=True, help="Replace NVTX range text with range_<n>.")

@@ -93,6 +93,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import NotAnNsysExport, NsysscopeError
+from ..util.units import plural
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -149,8 +150,9 @@ class ScrubResult:
     remaining: tuple[Leak, ...] = field(default=())
 
     def counts(self) -> str:
-        """What was done, for the command's one line: ``3 leaks removed, 12 rows dropped``."""
-        return f"{self.leaks_found} leaks removed, {sum(self.rows_deleted.values())} rows dropped"
+        """What was done, for the command's one line: ``3 leaks removed, 1 row dropped``."""
+        return (f"{plural(self.leaks_found, 'leak')} removed, "
+                f"{plural(sum(self.rows_deleted.values()), 'row')} dropped")
 
 
 # --------------------------------------------------------------------------------------------

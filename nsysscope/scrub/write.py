@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..trace.formats import is_kineto
+from ..trace.formats import file_kind, is_kineto
 from ..util.atomic import replace, target, temp_beside
 from .cells import decode_text, is_valid_unicode, stored_text
 from .context import (
@@ -350,6 +350,10 @@ def _check_target(src: Path, dst: Path, force: bool, json: bool) -> None:
     if not dst.parent.is_dir():
         raise ScrubError(f"{dst.parent}: destination directory does not exist")
     named_json = dst.name.lower().endswith((".json", ".json.gz"))
+    if json != named_json and not json and file_kind(src) is None:  # not a trace at all
+        raise ScrubError(f"{src}: no such file" if not src.exists() else
+                         f"{src}: not a trace (nsysscope scrubs .sqlite, .sqlite.xz, "
+                         ".sqlite.gz, .nsys-rep and torch.profiler JSON traces)")
     if json != named_json:
         raise ScrubError(
             f"{dst}: {src.name} is a torch.profiler trace, written as JSON: name the "

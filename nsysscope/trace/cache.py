@@ -92,7 +92,8 @@ def max_bytes() -> int | None:
     if not m or m.group(2) not in _UNITS:
         raise UnreadableInput(f"NSYSSCOPE_CACHE_MAX={raw!r}: give a size such as 500M or 2G "
                               "(0: no limit)")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
+    cap = float(m.group(1)) * _UNITS[m.group(2)]
+    return None if cap >= 2**63 else int(cap)  # more than any disk holds: no cap
 
 
 @dataclass(frozen=True)

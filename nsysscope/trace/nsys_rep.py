@@ -64,6 +64,9 @@ def _find_nsys(explicit: str | None, report: Path | None) -> str:
             return found
         if Path(candidate).is_file():
             raise NsysUnavailable(f"{where}={candidate} is not executable; {_no_nsys(report)}")
+        if Path(candidate).is_dir():
+            raise NsysUnavailable(f"{where}={candidate} is a folder; name the nsys program in "
+                                  f"it (its bin/nsys), or {_no_nsys(report)}")
         raise NsysUnavailable(f"{where}={candidate}: no such program; {_no_nsys(report)}")
     found = shutil.which("nsys")
     if found:

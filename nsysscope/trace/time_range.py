@@ -14,6 +14,7 @@ never counts, and a launch whose host block falls after the range is never waite
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -113,4 +114,7 @@ def _nanoseconds(text: str) -> int:
     if not m:
         raise ValueError(f"{text!r} is not a time: write seconds (12.5), or 12.5s, 300ms, "
                          "250us")
-    return int(round(float(m.group(1)) * _UNITS[m.group(2) or "s"]))
+    ns = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not math.isfinite(ns) or abs(ns) >= 2**63:  # past any trace's clock (292 years)
+        raise ValueError(f"{text!r} is out of range: no trace lasts that long")
+    return int(round(ns))

@@ -475,6 +475,8 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
     assert cache.entries(folder) == []
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "lots")
     one_error_line(run("cache", "info"), 2)
+    monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "9" * 400 + "T")  # an OverflowError: exit 70
+    assert cache.max_bytes() is None and run("cache", "info").exit_code == 0
 
 
 def test_cache_files_of_the_old_naming_are_the_default_folder_s(tmp_path, monkeypatch):

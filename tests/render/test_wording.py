@@ -84,6 +84,27 @@ def test_words(analysed):
     assert "### Stall sites" not in md and "### Launch-bound gaps" in md
 
 
+def test_a_fifo_in_the_source_root_is_not_read(sample_path, tmp_path):
+    """A named pipe where a source file was expected made the report wait forever for a
+    writer; it is skipped like a missing file."""
+    import os
+    import threading
+
+    fifo = tmp_path / "engine_under_test" / "sampler.py"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    got: list = []
+    run = threading.Thread(target=lambda: got.append(analyze(
+        load(sample_path("case1_py")), AnalysisConfig(source_root=str(tmp_path)))), daemon=True)
+    run.start()
+    run.join(120)
+    if run.is_alive():
+        with open(fifo, "w"):  # let the stuck read end
+            pass
+        pytest.fail("the analysis waited on the FIFO")
+    assert got[0].summary.sites[0].source.file == "engine_under_test/sampler.py"
+
+
 def test_missing_source_text_says_source_root(sample_path, tmp_path):
     a = analyze(load(sample_path("case1_py")), AnalysisConfig(source_root=str(tmp_path)))
     assert a.summary.sites[0].source.text is None

@@ -147,7 +147,12 @@ def test_a_destination_of_the_wrong_kind_or_no_file_is_refused(tmp_path):
     with pytest.raises(ScrubError, match="is an nsys export, written as SQLite: name the "
                                          "destination .sqlite"):
         scrub(export, tmp_path / "out.json")
-    assert [p.name for p in tmp_path.iterdir()] == ["fifo.json"]  # nothing written
+    # a file that is no trace at all was called an nsys export too
+    notes = tmp_path / "notes.json"
+    notes.write_text("{}")
+    with pytest.raises(ScrubError, match="notes.json: not a trace"):
+        scrub(notes, tmp_path / "out.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.json", "notes.json"]
 
 
 def test_secrets_addresses_and_the_trace_id_go(tmp_path):

@@ -241,6 +241,9 @@ def test_nsys_variable_naming_nothing_runnable(tmp_path):
     text.write_text("not a program")
     proc = report(rep, "--nsys", str(text), cwd=tmp_path)
     assert_one_line_error(proc, 6, f"{rep}: --nsys={text} is not executable; {no_nsys(rep)}")
+    proc = report(rep, env={"NSYS": str(tmp_path)}, cwd=tmp_path)  # said "no such program"
+    assert_one_line_error(proc, 6, f"{rep}: $NSYS={tmp_path} is a folder; name the nsys "
+                                   f"program in it (its bin/nsys), or {no_nsys(rep)}")
 
 
 def test_report_version_is_read_from_old_headers_and_new_trailers(tmp_path):
