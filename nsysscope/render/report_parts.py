@@ -36,8 +36,11 @@ def verdict(s: Summary) -> str:
 
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:
     rate = f"{s.launches_per_s:.1f}" if s.launches_per_s is not None else "n/a"
+    notes = [f"{len(s.processes)} processes added"] if len(s.processes) > 1 else []
     if s.steps_per_s is not None:
-        rate += f"  (NVTX steps/s {s.steps_per_s:.1f})"
+        notes.append(f"NVTX steps/s {s.steps_per_s:.1f}")
+    if notes:  # a TP group's ranks each launch every step: per rank, see "Processes"
+        rate += f"  ({'; '.join(notes)})"
     # the last launch on each stream, and any whose GPU work is missing from the trace
     unjudged = s.launches - s.warmup_launches - s.steady_launches
     return [

@@ -144,3 +144,13 @@ def test_the_host_pause_note_says_the_quantile_in_use(analysed):
         for fmt in ("text", "markdown"):
             out = " ".join(registry.render("gate", fmt, r).split())
             assert words in out and "GPU busy and launch rate" not in out, (q, fmt)
+
+
+def test_a_several_process_rate_says_it_is_added(analysed):
+    """TP=2: the summary's launches/s adds the ranks' rates (508.1 where each rank launches
+    254.1 times a second, as the gate's per-process rate says); the report said so only in the
+    Processes heading below it."""
+    out = registry.render("report", "text", analysed("tp2_healthy"))
+    assert "launches/s                  508.1  (2 processes added; NVTX steps/s 507.5)" in out
+    one = registry.render("report", "text", analysed("healthy"))
+    assert "processes added" not in one
