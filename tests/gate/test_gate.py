@@ -724,3 +724,16 @@ def test_the_readme_example_is_what_the_gate_prints(summary_file, sample_path, t
     r = CliRunner(env={"COLUMNS": "80"}).invoke(
         cli, ["gate", "baseline.json", "sample_traces/h200_case2_300.sqlite.xz"])
     assert r.exit_code == 1 and r.stdout.startswith(shown)
+
+
+def test_a_rank_that_waits_for_its_stalling_peer_is_not_an_improvement(analysed):
+    """TP=2, only rank 0 reads back: rank 1's host blocks later because its GPU spins in the
+    all-reduce waiting for rank 0, so its overlap window grew (4.26 -> 5.40 ms). The gate
+    listed that under Improvements and never named the wait."""
+    r = compare(analysed("tp2_healthy").summary, analysed("tp2_case1_rank0").summary)
+    assert not r.passed
+    window = {c.name: c for c in r.checks}["process1/window_p50"]
+    assert window.status == "pass" and window.change > 1000
+    assert not [f for f in r.improvements if "window" in f.check]
+    assert ("process1 (pid 1151) now waits 1.32 ms per step in all-reduce for pid 1150: its "
+            "longer overlap window is that wait, not an improvement") in r.notes
