@@ -48,7 +48,7 @@ try:
     import fcntl
 except ImportError:  # Windows: no turns taken
     fcntl = None  # type: ignore[assignment]
-from .per_launch import os_ids, per_launch_table
+from .per_launch import kinds_named, os_ids, per_launch_table
 
 if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
     from sqlite_utils import Database
@@ -225,7 +225,7 @@ Table = tuple[dict[str, type], Iterator[dict[str, Any]]]
 def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[str, Table]]:
     s = a.summary
     yield "launches", _frame(per_launch_table(a), label)
-    yield "blocks", _frame(_with_pids(a.blocks), label)
+    yield "blocks", _frame(kinds_named(_with_pids(a.blocks)), label)
     yield "sites", _records([{"trace": label, "rank": i + 1,
                               **{k: _plain(v) for k, v in to_plain(site).items()}}
                              for i, site in enumerate(s.sites)], _SITE_TYPES)

@@ -33,6 +33,14 @@ def _names(values: pd.Series, names: dict[int, str]) -> pd.Series:
     return out.astype(object)
 
 
+def kinds_named(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
+    """``df`` with its ``{prefix}copy_kind``, ``src_kind`` and ``dst_kind`` columns as names
+    (``HtoD``, ``pageable``) instead of nsys's enum codes; blank where there is no copy."""
+    names = {f"{prefix}copy_kind": COPY_KINDS, f"{prefix}src_kind": MEMORY_KINDS,
+             f"{prefix}dst_kind": MEMORY_KINDS}
+    return df.assign(**{c: _names(df[c], kinds) for c, kinds in names.items() if c in df})
+
+
 def per_launch_table(result: Any) -> pd.DataFrame:
     """The per-launch table of an Analysis (or an OpenTrace), as ``--per-launch`` writes it."""
     analysis = getattr(result, "analysis", result)
@@ -51,9 +59,5 @@ def per_launch_table(result: Any) -> pd.DataFrame:
     for col in [c for c in out.columns if c.endswith("_ns") or c in _WHOLE]:
         if out[col].dtype.kind == "f":
             out[col] = out[col].astype("Int64")
-    if "cause_copy_kind" in out.columns:
-        out["cause_copy_kind"] = _names(out["cause_copy_kind"], COPY_KINDS)
-    for col in ("cause_src_kind", "cause_dst_kind"):
-        if col in out.columns:
-            out[col] = _names(out[col], MEMORY_KINDS)
+    out = kinds_named(out, "cause_")
     return out

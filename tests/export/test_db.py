@@ -193,3 +193,16 @@ def test_runs_adding_to_one_new_database_at_once_keep_each_trace_once(tmp_path):
     assert sorted(rows(out, "SELECT trace, COUNT(*) FROM launches GROUP BY trace")) == \
         [(t, 300) for t in sorted(traces)]
     assert rows(out, "SELECT COUNT(*) FROM meta") == [(2,)]
+
+
+def test_every_column_of_every_table_is_documented(db):
+    """The blocks table's columns (scope, boundary_ns, exact, polls...), meta.abspath and more
+    were described nowhere; the blocks' copy kinds were nsys's enum codes where the per-launch
+    table names them."""
+    text = (REPO / "docs" / "per-launch.md").read_text(encoding="utf-8")
+    text += (REPO / "docs" / "json.md").read_text(encoding="utf-8")  # the summary's fields
+    missing = {t: [c for _, c, *_ in rows(db, f"PRAGMA table_info({t})") if f"`{c}`" not in text]
+               for t in ("launches", "blocks", "sites", "summary", "processes", "meta")}
+    assert not any(missing.values()), missing
+    kinds = {k for (k,) in rows(db, "SELECT DISTINCT copy_kind FROM blocks")}
+    assert kinds <= {"", "HtoD", "DtoH", "DtoD", "PtoP"} and kinds, kinds
