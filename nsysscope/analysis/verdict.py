@@ -39,7 +39,7 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
               sites: list[StallSite] | None = None) -> list[str]:
     """What the reader should know about how far to trust this report."""
     notes = []
-    line = python_samples_note(python_samples, sites)
+    line = python_samples_note(python_samples, sites, trace.meta.has_nvtx)
     if line:
         notes.append(line)
     m = trace.meta
@@ -66,8 +66,11 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     return notes + list(m.reader_notes)
 
 
-def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None) -> str | None:
-    """One line when stall sites could not be given a Python source line, saying why."""
+def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None,
+                        has_nvtx: bool = True) -> str | None:
+    """One line when stall sites could not be given a Python source line, saying why (and,
+    with no NVTX ranges either, that only the API calls name a stall)."""
+    by = "NVTX phase and op" if has_nvtx else "their CUDA calls"
     stalls = [s for s in (sites or []) if s.klass != "launch_bound"]
     if not stalls:
         return None
@@ -75,12 +78,13 @@ def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | 
     have = samples.ok if samples is not None else any(s.source for s in stalls)
     if not have:
         if samples is not None and samples.status == NO_STACKS:
-            return f"no Python stacks: stalls are attributed to ranges and op only; {STACKS_HINT}"
+            return (f"no Python stacks: stalls are attributed to "
+                    f"{'ranges and op' if has_nvtx else by} only; {STACKS_HINT}")
         if samples is not None and samples.status == NO_PAYLOAD:
             return ("this export has Python samples but no JSON payloads: stalls are attributed "
-                    "to NVTX phase and op only; re-export with "
+                    f"to {by} only; re-export with "
                     "`nsys export --type sqlite --include-json true`")
-        return ("no Python samples: stalls are attributed to NVTX phase and op only; to name "
+        return (f"no Python samples: stalls are attributed to {by} only; to name "
                 "the source line of each stall, capture with `nsys profile "
                 "--python-sampling=true --python-sampling-frequency=2000` and export with "
                 "`nsys export --type sqlite --include-json true`")

@@ -52,7 +52,8 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
         ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
         ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
-        ("overlap window p10/p50/p90", triple(s.window_us)),
+        ("overlap window p10/p50/p90", triple(s.window_us) if s.window_us.p50 is not None
+         or not s.steady_launches else "n/a: the host never waited on a launch"),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
         ("GPU busy", pct(s.gpu_busy)),
         ("launches/s", rate),

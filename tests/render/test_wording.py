@@ -154,3 +154,10 @@ def test_a_several_process_rate_says_it_is_added(analysed):
     assert "launches/s                  508.1  (2 processes added; NVTX steps/s 507.5)" in out
     one = registry.render("report", "text", analysed("healthy"))
     assert "processes added" not in one
+
+
+def test_no_window_says_why(analysed):
+    """The CPU-bound sample's host never waits: its window row read 'n/a / n/a / n/a' under a
+    verdict that overlap works."""
+    out = registry.render("report", "text", analysed("case2_cpubound"))
+    assert "overlap window p10/p50/p90  n/a: the host never waited on a launch" in out

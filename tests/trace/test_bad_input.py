@@ -305,6 +305,9 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
                 assert s["sites"][0]["phase"] == "sample"
             else:
                 assert s["sites"][0]["phase"] is None
+                # it said "attributed to NVTX phase and op only" above "no NVTX ranges"
+                assert not [n for n in s["notes"] if "NVTX phase" in n], s["notes"]
+                assert any("attributed to their CUDA calls only" in n for n in s["notes"])
         add(f"case1_{name}", Case(p, 0, args=("--format", "json"), check=degraded))
     # damage or drift in places the analysis reads around: each was an internal error (70)
     p = copy_of(case1, d / "schema_not_utf8.sqlite",
