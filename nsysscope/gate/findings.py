@@ -85,7 +85,8 @@ def message(c: Check) -> str:
     if c.unit == "us":
         return (f"{c.label}: {us(c.baseline)} -> {us(c.candidate)} "
                 f"({'+' if c.change >= 0 else '-'}{us(abs(c.change))}, {c.change_pct:+.1f}%)")
-    return f"{c.label}: {c.baseline:.1f} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
+    return (f"{c.label}: {c.baseline:.1f}{c.unit} -> {c.candidate:.1f}{c.unit} "
+            f"({c.change_pct:+.1f}%)")
 
 
 def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Finding:
@@ -131,7 +132,7 @@ def _short(c: Check, f: Finding) -> str:
         return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%"
     if c.unit == "us":
         return f"{c.label} {us(c.baseline)} -> {us(c.candidate)} ({c.change_pct:+.0f}%)"
-    return f"{c.label} {c.baseline:.1f} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
+    return f"{c.label} {c.baseline:.1f}{c.unit} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
 
 
 # -- listing findings ------------------------------------------------------------------------
