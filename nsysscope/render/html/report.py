@@ -142,8 +142,11 @@ def _figures(analysis: Any) -> list[str]:
     has_stall = bool(launches["stall"].any()) if len(launches) else False
     worst_title = "Timeline: the worst stall" if has_stall else \
         "Timeline: the longest GPU gap (this trace has no stalls)"
+    worst_help = ("The stall that cost the GPU most idle time of its own: the gap it caused, "
+                  "less what the host's own slowness after it added (a neighbour's gap can be "
+                  "longer and still rank lower). " if has_stall else "") + TIMELINE_HELP
     return [f"<h2>{worst_title}</h2>",
-            _timeline(plots, "worst", TIMELINE_HELP),
+            _timeline(plots, "worst", worst_help),
             "<h2>Timeline: a typical step</h2>",
             _timeline(plots, "typical", "A steady launch whose GPU idle gap is close to the "
                                         "median, and whose neighbours' gaps are too, drawn "
