@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UnreadableInput
 from ..trace import cache
+from ..util.units import plural
 
 
 @click.group("cache")
@@ -43,6 +45,10 @@ def info_command() -> int:
 def clear_command() -> int:
     """Remove the cache's files from its folder (files it did not make stay)."""
     n, size = cache.clear()
-    click.echo(f"removed {n} file{'s' if n != 1 else ''} ({cache.human(size)}) from "
-               f"{cache.cache_dir()}")
+    folder = cache.cache_dir()
+    left = cache.entries(folder)
+    if left:  # a folder it may not write: it said "removed 0 files" and exited 0
+        raise UnreadableInput(f"{folder}: removed {plural(n, 'file')}, but {len(left)} could not "
+                              "be removed (is the folder writable?)")
+    click.echo(f"removed {plural(n, 'file')} ({cache.human(size)}) from {folder}")
     return 0

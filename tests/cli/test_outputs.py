@@ -87,14 +87,24 @@ def test_closed_or_full_streams_keep_the_exit_code():
                         "device\n")
 
 
+def obeying_permissions() -> list[str]:
+    """The command prefix that makes a subprocess obey file permissions: none for a user; as
+    root, setpriv dropping CAP_DAC_OVERRIDE (or the test is skipped)."""
+    if os.geteuid() != 0:
+        return []
+    wrap = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
+            "-dac_override,-dac_read_search", "--"]
+    try:
+        ok = subprocess.run([*wrap, "true"], capture_output=True).returncode == 0
+    except OSError:
+        ok = False
+    if not ok:
+        pytest.skip("running as root, and setpriv cannot drop CAP_DAC_OVERRIDE here")
+    return wrap
+
+
 def test_a_folder_that_may_not_be_entered_is_one_line(tmp_path):
-    if os.geteuid() == 0:
-        wrap = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
-                "-dac_override,-dac_read_search", "--"]
-        if subprocess.run([*wrap, "true"], capture_output=True).returncode:
-            pytest.skip("running as root, and setpriv cannot drop CAP_DAC_OVERRIDE here")
-    else:
-        wrap = []
+    wrap = obeying_permissions()
     shut = tmp_path / "shut"
     shut.mkdir()
     trace = shut / "t.sqlite.xz"
@@ -188,3 +198,21 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", trace, "-o",
                         folder + b"/s.json"], capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_cache_clear_on_a_folder_it_may_not_write_fails(tmp_path):
+    """It said 'removed 0 files' and exited 0, the entry still there."""
+    wrap = obeying_permissions()
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "t-0123456789abcdef.nsysscope-cache.sqlite").write_bytes(b"x" * 100)
+    folder.chmod(0o555)
+    try:
+        r = subprocess.run([*wrap, sys.executable, "-m", "nsysscope", "cache", "clear"],
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "NSYSSCOPE_CACHE": str(folder)})
+    finally:
+        folder.chmod(0o755)
+    assert r.returncode == 2
+    assert r.stderr == (f"nsysscope: error: {folder}: removed 0 files, but 1 could not be "
+                        "removed (is the folder writable?)\n")
