@@ -27,10 +27,12 @@ def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _names(values: pd.Series, names: dict[int, str]) -> pd.Series:
+    """nsys enum codes as names (``kind N`` for a code nsys added since), blank for none."""
     codes = pd.to_numeric(values, errors="coerce")
-    out = codes.map(lambda v: names.get(int(v), f"kind {int(v)}") if pd.notna(v) and v >= 0
-                    else "")
-    return out.astype(object)
+    known = codes[codes >= 0].astype(np.int64)
+    named = known.map(names)
+    named = named.where(named.notna(), "kind " + known.astype(str))
+    return named.reindex(values.index, fill_value="").astype(object)
 
 
 def kinds_named(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
