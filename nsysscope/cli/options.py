@@ -21,7 +21,7 @@ from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
 from ..export import is_db_name
 from ..model import Summary
-from ..trace.cache import disable_cache
+from ..trace.cache import disable_cache, max_bytes
 from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
 from ..util.atomic import atomic_file
@@ -80,9 +80,13 @@ def time_range(start: str | None, end: str | None) -> TimeRange:
 
 
 def use_cache(no_cache: bool) -> None:
-    """``--no-cache``: this run's decompressed and exported files go to a temporary folder."""
+    """``--no-cache``: this run's decompressed and exported files go to a temporary folder.
+    A bad ``$NSYSSCOPE_CACHE_MAX`` is refused here, before any work, on a cache hit too (it
+    was read only when a new entry was written, after the entry was made)."""
     if no_cache:
         disable_cache()
+    else:
+        max_bytes()
 
 
 def require_steady(s: Summary, warmup: int | None) -> None:

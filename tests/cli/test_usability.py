@@ -473,8 +473,11 @@ def test_cache_cap_info_clear_and_no_cache(sample_path, tmp_path, monkeypatch):
                        capture_output=True, text=True, env={**os.environ}, timeout=300)
     assert p.returncode == 0, p.stderr
     assert cache.entries(folder) == []
+    assert run("report", sample_path("case1")).exit_code == 0  # an entry: the next is a hit
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "lots")
     one_error_line(run("cache", "info"), 2)
+    # refused on a cache hit too, before any work (only a miss read it, after writing)
+    one_error_line(run("report", sample_path("case1")), 2)
     monkeypatch.setenv("NSYSSCOPE_CACHE_MAX", "9" * 400 + "T")  # an OverflowError: exit 70
     assert cache.max_bytes() is None and run("cache", "info").exit_code == 0
 
