@@ -87,12 +87,45 @@ def _parts_beside(db: str | None, n: int) -> Iterator[list[str] | None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _init_worker(threads: int) -> None:
+#: whether this worker process is analysing a trace (:func:`_analyse_in_worker`), and
+#: whether it is already stopping (:func:`_stop_worker`)
+_busy = _stopping = False
+
+
+def _init_worker(threads: int, interruptible: bool) -> None:
     os.environ["NSYSSCOPE_THREADS"] = str(threads)
     os.environ["NSYSSCOPE_PROGRESS"] = "0"
-    # Ctrl-C reaches every process of the terminal's group: a worker leaves without a word
-    # (it printed a KeyboardInterrupt traceback), and the parent says it was interrupted
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    if interruptible:  # Ctrl-C reaches the terminal's whole group; a run started with it
+        # ignored (`nohup`, a background job of a script) keeps its workers going too
+        signal.signal(signal.SIGINT, _stop_worker)
+    signal.signal(signal.SIGTERM, _stop_worker)  # the parent stopping the batch
+
+
+def _stop_worker(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM in a worker: a trace being analysed stops through its clean-up (a
+    half-written cache file is removed: :func:`_analyse_in_worker`), an idle worker at once;
+    either way the worker leaves without a word (each printed a KeyboardInterrupt traceback;
+    the parent says it was interrupted). A second signal (Ctrl-C, then the parent's
+    SIGTERM) is ignored: it would cut that clean-up short."""
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    if _busy:
+        raise KeyboardInterrupt
+    os._exit(130)
+
+
+def _analyse_in_worker(path: str, config: AnalysisConfig | None, nsys: str | None,
+                       part: str | None) -> TraceResult:
+    global _busy
+    _busy = True
+    try:
+        return analyze_one(path, config, nsys, part)
+    except KeyboardInterrupt:  # its clean-up done on the way here: leave, not wait for work
+        os._exit(130)
+    finally:
+        _busy = False
 
 
 def workers_for(paths: list[Path], jobs: int | None) -> int:
@@ -120,22 +153,37 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
             if method == "forkserver":
                 ctx.set_forkserver_preload(["nsysscope.batch", "nsysscope.analysis",
                                             "nsysscope.trace"])
+            interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
             with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(max(1, cpus // jobs),)) as pool:
-                futures = {pool.submit(analyze_one, str(p), config, nsys, _part(parts, i)): i
-                           for i, p in enumerate(paths)}
-                for f in as_completed(futures):
-                    i = futures[f]
-                    try:
-                        results[i] = f.result()
-                    except BrokenProcessPool:  # a worker was killed: the traces it and the
-                        # others had not finished say so; those done keep their rows
-                        results[i] = TraceResult(
-                            path=str(paths[i]), rank=rank_of(paths[i]), exit_code=70,
-                            error="a worker process died before this trace was done (out of "
-                                  "memory, or killed); analyse it alone (-j 1) to see why")
-                    bar.advance()
+                                     initargs=(max(1, cpus // jobs), interruptible)) as pool:
+                futures = {pool.submit(_analyse_in_worker, str(p), config, nsys,
+                                       _part(parts, i)): i for i, p in enumerate(paths)}
+                try:
+                    for f in as_completed(futures):
+                        i = futures[f]
+                        try:
+                            results[i] = f.result()
+                        except BrokenProcessPool:  # a worker was killed: the traces it and
+                            # the others had not finished say so; those done keep their rows
+                            results[i] = TraceResult(
+                                path=str(paths[i]), rank=rank_of(paths[i]), exit_code=70,
+                                error="a worker process died before this trace was done (out "
+                                      "of memory, or killed); analyse it alone (-j 1) to see why")
+                        bar.advance()
+                except BaseException:  # Ctrl-C, SIGTERM: stop the batch, not finish it first
+                    _stop_pool(pool)
+                    raise
     return [results[i] for i in range(len(paths))]
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop the workers (:func:`_stop_worker`) and cancel the traces not started: leaving the
+    pool otherwise waits for every queued trace to be analysed."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # public in 3.14 only
+    for worker in workers:
+        with contextlib.suppress(OSError, ValueError):
+            worker.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 #: how long to wait for a Dask scheduler that accepts connections but does not answer

@@ -25,6 +25,7 @@ written: the same traces give the same database.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -130,11 +131,14 @@ class _open:
 
         try:
             self.turn = open(self.path, "ab")  # noqa: SIM115 - closed in __exit__
-            if fcntl is not None:
-                fcntl.flock(self.turn, fcntl.LOCK_EX)  # not SQLite's locks: they are fcntl's
         except OSError as e:
             raise UnreadableInput(f"--per-launch {self.path}: cannot write: "
                                   f"{e.strerror or e}") from None
+        if fcntl is not None:
+            # not SQLite's locks (they are fcntl's); a file system without flock (ENOLCK,
+            # EOPNOTSUPP) writes as before, one run at a time being the user's care
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.turn, fcntl.LOCK_EX)
         try:
             self.db = Database(sqlite3.connect(self.path, timeout=60))
             self.db.execute("PRAGMA user_version")  # an existing non-SQLite file fails here
@@ -145,8 +149,10 @@ class _open:
         return self.db
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
-        self.db.conn.close()
-        self.turn.close()  # the next writer's turn
+        try:
+            self.db.conn.close()
+        finally:
+            self.turn.close()  # the next writer's turn
         if isinstance(err, sqlite3.Error):
             raise UnreadableInput(f"--per-launch {self.path}: cannot write: {err}") from None
 

@@ -50,7 +50,8 @@ def _apply(db: Database, findings: list[Finding]) -> tuple[dict[str, int], int]:
         found = [f for f in found if f.rowid not in gone]
         rewritten += len(found)
         raw = [f for f in found if isinstance(f.old, str) and not is_valid_unicode(f.old)]
-        for group in _consistent_groups([f for f in found if f not in raw]):
+        raw_ids = {id(f) for f in raw}
+        for group in _consistent_groups([f for f in found if id(f) not in raw_ids]):
             db.table(table).convert(col, _lookup({f.old: f.new for f in group}),
                               where=f"rowid IN ({_ids(f.rowid for f in group)})")
         _rewrite_raw(db.conn, table, col, raw)
@@ -326,7 +327,7 @@ def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -
             raise ScrubError(f"{src}: --in-place (in_place=True) rewrites an uncompressed "
                              ".sqlite export only; "
                              "give a destination instead")
-        return src
+        return target(src)  # through a link: the file it names is what must be clean
     if dst is None:
         raise ScrubError("scrub needs a destination, or --in-place (in_place=True)")
     dst = Path(dst)

@@ -85,7 +85,7 @@ def cache_folder() -> Path:
 
 def cache_temp(final: Path) -> Path:
     try:
-        return temp_beside(final)
+        return temp_beside(final, 0o600)  # a trace's data: its owner's alone
     except OSError as e:
         raise UnreadableInput(f"cannot write to the cache folder {final.parent}: "
                               f"{e.strerror or e} (set NSYSSCOPE_CACHE to a writable "
@@ -96,4 +96,4 @@ def sqlite_uri(path: str | os.PathLike[str], query: str) -> str:
     """A ``file:`` URI for SQLite to open ``path`` with ``query`` (``mode=ro``...). The path's
     bytes are percent-encoded: ``?``, ``#`` and ``%`` in a file name would otherwise end or
     change the URI, and a name that is not UTF-8 could not be passed as text at all."""
-    return f"file:{quote(os.fsencode(Path(path).resolve()))}?{query}"
+    return f"file:{quote(os.fsencode(Path(path).resolve().as_posix()))}?{query}"

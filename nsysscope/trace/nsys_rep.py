@@ -176,7 +176,7 @@ def exported(report: Path, nsys: str | None) -> Path:
     try:
         if cache_disabled():
             raise OSError("--no-cache")
-        target, tmp = beside, temp_beside(beside)
+        target, tmp = beside, temp_beside(beside, 0o600)  # the report's data, as the cache's
     except OSError:  # a read-only folder (or one we may not write): the user cache folder
         target = cache_folder() / cached.name
         tmp = cache_temp(target)

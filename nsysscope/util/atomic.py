@@ -1,79 +1,106 @@
 """Writing an output file whole or not at all, as the shell's ``>`` would name it.
 
 Every file nsysscope writes (reports, summaries, the gate's files, per-launch tables,
-timelines, scrubbed copies) goes to a temporary file in the destination's folder and is renamed
-over the destination only once complete: a full disk, a Ctrl-C or a crash leaves the old file
-(or none), never half a report that a CI step would then read.
+timelines, scrubbed copies, cache entries) goes to a temporary file in the destination's
+folder and is renamed over the destination only once complete: a full disk, a Ctrl-C or a
+crash leaves the old file (or none), never half a report that a CI step would then read.
 
-Two kinds of destination are not replaced:
+What is not replaced:
 
 * a symbolic link is written through, to the file it names (``ln -s run7.html latest.html``
   keeps pointing at the new report), as ``>`` does; replacing the link itself turned
   ``/dev/stdout`` into a regular file for the whole machine;
-* a destination that exists and is not a regular file (``/dev/stdout``, ``/dev/null``, a named
-  pipe) cannot be renamed over: it is written in place, as a stream.
+* an open file's name (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is written
+  through that open file, at its offset: reopening it would truncate what the shell already
+  wrote there (``{ echo header; nsysscope report T -o /dev/stdout; } > log``);
+* a device or a named pipe cannot be renamed over: it is written in place;
+* a file in a folder nsysscope may not write, but that it may write itself, is written in
+  place, as before this module.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import secrets
 import stat
-import tempfile
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+#: names of an open file of this process: /dev/stdout, /dev/fd/3, /proc/self/fd/1, /proc/PID/fd/1
+_FD_NAME = re.compile(r"/dev/(?:std(?:in|out|err)|fd/\d+)|/proc/(?:self|\d+)/fd/\d+")
+_STD_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
 
 def target(path: str | os.PathLike[str]) -> Path:
-    """The file that writing ``path`` changes: a symbolic link's target, else ``path``."""
+    """The file that writing ``path`` changes: a symbolic link's target (which need not exist
+    yet), else ``path``. A loop of links is an OSError, as for the shell."""
     p = Path(path)
-    return Path(os.path.realpath(p)) if p.is_symlink() else p
+    if not p.is_symlink():
+        return p
+    try:
+        return Path(os.path.realpath(p, strict=True))
+    except FileNotFoundError:  # a link to a file still to be made
+        return Path(os.path.realpath(p))
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` exists and is not a regular file (a device, a pipe), or is one of the
-    system's names for an open file (``/dev/stdout``, ``/proc/self/fd/1``, a link to one),
-    even when the shell sent it to a file: written in place, never replaced."""
+    """Whether ``path`` is written in place: an open file's name (``/dev/stdout``...), or an
+    existing device, pipe or socket."""
+    if _own_fd(path) is not None:
+        return True
     try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:  # missing (or unreadable: the write says why)
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # missing (or unreachable: the write says why)
         return False
-    return not regular or _names_an_open_file(os.path.abspath(path))
 
 
-def _names_an_open_file(path: str) -> bool:
-    """Whether ``path``, or a link on the way to what it names, is under ``/dev`` or
-    ``/proc``."""
-    for _ in range(40):  # the kernel's own limit on links followed
-        if path.startswith(("/dev/", "/proc/")):
-            return True
-        if not os.path.islink(path):
-            return False
-        path = os.path.abspath(os.path.join(os.path.dirname(path), os.readlink(path)))
-    return False
+def _own_fd(path: str | os.PathLike[str]) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``: 1), itself or
+    through links (``out -> /proc/self/fd/1``), or None."""
+    name = os.path.abspath(path)
+    for _ in range(40):  # the kernel's limit on links followed
+        if name in _STD_FDS:
+            return _STD_FDS[name]
+        if _FD_NAME.fullmatch(name) and (not name.startswith("/proc/") or
+                                         name.split("/")[2] in ("self", str(os.getpid()))):
+            return int(name.rsplit("/", 1)[1])
+        if not os.path.islink(name):
+            return None
+        name = os.path.abspath(os.path.join(os.path.dirname(name), os.readlink(name)))
+    return None
 
 
-def temp_beside(final: Path) -> Path:
-    """A fresh, empty temporary file in ``final``'s folder, hidden, with the mode a new file
-    (or ``final``, when it exists) would have: rename it onto ``final`` when complete
-    (:func:`replace`). Raises OSError when the folder cannot be written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    try:
-        os.fchmod(fd, _mode_for(final))
-    finally:
+def temp_beside(final: Path, mode: int = 0o666) -> Path:
+    """A fresh, empty temporary file in ``final``'s folder, hidden, created with ``mode`` less
+    the umask (the system applies it, as for any new file; a cache entry asks for 0o600):
+    rename it onto ``final`` when complete (:func:`replace`). Raises OSError when the folder
+    cannot be written."""
+    for _ in range(100):
+        # the name's own part is cut short: NAME_MAX is 255 bytes, the rest takes 14
+        tmp = final.with_name(f".{final.name[:200]}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            continue
         os.close(fd)
-    return Path(tmp)
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(final.parent))
 
 
-def replace(tmp: Path, final: Path) -> None:
-    """Move the complete ``tmp`` onto ``final``, durably (the data, then the folder entry)."""
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
+def replace(tmp: Path, final: Path, synced: bool = False) -> None:
+    """Move the complete ``tmp`` onto ``final``, durably: its data (unless ``synced``), then
+    the folder entry."""
+    if not synced:
+        _sync(tmp)
     os.replace(tmp, final)
     try:
         fd = os.open(final.parent, os.O_RDONLY)
-    except OSError:
+    except OSError:  # not every platform opens a folder
         return
     try:
         os.fsync(fd)
@@ -85,29 +112,57 @@ def replace(tmp: Path, final: Path) -> None:
 
 @contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
-    """A binary file to write ``path``'s new content to; it becomes ``path`` when the block
-    ends without an exception, and is removed otherwise (see the module's docstring for links
-    and streams). Raises OSError when the folder cannot be written."""
+    """A binary file to write ``path``'s new content to; it becomes ``path`` (with the
+    permissions ``path`` had) when the block ends without an exception, and is removed
+    otherwise (see the module's docstring for links, open files, devices and folders that
+    cannot be written). Raises OSError when ``path`` cannot be written."""
+    fd = _own_fd(path)
+    if fd is not None:  # through the open file, at its offset
+        if fd == 1 and sys.stdout is not None:
+            sys.stdout.flush()  # what was printed before comes first
+        with os.fdopen(os.dup(fd), "wb") as f:
+            yield f
+        return
     if is_stream(path):
         with open(path, "wb") as f:
             yield f
         return
     final = target(path)
-    tmp = temp_beside(final)
+    try:
+        tmp = temp_beside(final)
+    except PermissionError:  # a folder it may not write, holding a file it may
+        if not (final.is_file() and os.access(final, os.W_OK)):
+            raise
+        with open(final, "wb") as f:
+            yield f
+        return
     try:
         with open(tmp, "wb") as f:
             yield f
-        replace(tmp, final)
+            f.flush()
+            os.fsync(f.fileno())
+        keep = _mode_of(final)
+        if keep is not None:
+            os.chmod(tmp, keep)
+        replace(tmp, final, synced=True)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def _mode_for(final: Path) -> int:
-    """``final``'s permission bits when it exists, else those of a new file under the umask."""
+def _sync(path: Path) -> None:
+    """Flush ``path``'s data to disk, opening it for writing only (a file written with mode
+    0o200 cannot be opened for reading)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mode_of(final: Path) -> int | None:
+    """``final``'s permission bits when it exists, else None."""
     try:
         return stat.S_IMODE(os.stat(final).st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return None

@@ -63,12 +63,19 @@ def test_a_name_for_stdout_is_written_in_place(tmp_path):
     root, replacing the name made /dev/stdout a regular file for the whole machine). Tested
     through a link of our own to /proc/self/fd/1, so that a regression replaces that link,
     not the machine's /dev/stdout."""
-    out, link = tmp_path / "timeline.json", tmp_path / "stdout"
+    out, link = tmp_path / "log", tmp_path / "stdout"
     link.symlink_to("/proc/self/fd/1")
-    r = nsysscope("export", CASE1, "--perfetto", link, shell_suffix=f"> '{out}'")
+    out.write_text("")
+    inode = out.stat().st_ino
+    r = subprocess.run(["bash", "-c", f"{{ echo HEADER; '{sys.executable}' -m nsysscope report "
+                        f"'{CASE1}' -o '{link}' --format json; echo FOOTER; }} >> '{out}'"],
+                       capture_output=True, text=True, timeout=180, cwd=REPO)
     assert r.returncode == 0, r.stderr
-    assert out.read_text().startswith('{"displayTimeUnit":"ns"')
-    assert link.is_symlink()
+    # at the stream's offset, not reopened (which truncated HEADER away, and FOOTER landed
+    # inside the report), and not renamed over
+    text = out.read_text()
+    assert text.startswith("HEADER\n{") and text.endswith("}\nFOOTER\n"), text[:80]
+    assert link.is_symlink() and out.stat().st_ino == inode
 
 
 def test_closed_or_full_streams_keep_the_exit_code():
@@ -155,22 +162,45 @@ def _group_size(pgid: int) -> int:
     return n
 
 
-def test_ctrl_c_on_several_traces_is_one_line():
-    """Ctrl-C reaches the parent and its worker processes: each worker printed a
-    KeyboardInterrupt traceback (24 lines of stderr)."""
-    traces = [str(SAMPLES / f"h200_{n}.sqlite.xz")
-              for n in ("healthy_300", "case1_300", "case2_300", "healthy_long_5000")]
-    p = _start(["report", *traces, "-j", "2"], {"NSYSSCOPE_PROGRESS": "0"})
+def _batch(tmp_path: Path, n: int) -> subprocess.Popen:
+    """``report`` of ``n`` links to the 5000-step sample, two workers, an empty cache in
+    ``tmp_path/cache``, once both workers are into their traces."""
+    (tmp_path / "cache").mkdir()
+    for i in range(n):
+        (tmp_path / f"t{i}.sqlite.xz").symlink_to(SAMPLES / "h200_healthy_long_5000.sqlite.xz")
+    p = _start(["report", *sorted(map(str, tmp_path.glob("t*.sqlite.xz"))), "-j", "2"],
+               {"NSYSSCOPE_PROGRESS": "0", "NSYSSCOPE_CACHE": str(tmp_path / "cache")})
     deadline = time.monotonic() + 60
-    while _group_size(p.pid) < 4 and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)  # the parent, the fork server and two workers
-    time.sleep(0.3)  # the workers are into their traces
+    while _group_size(p.pid) < 5 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # the parent, the resource tracker, the fork server, two workers
+    time.sleep(0.5)  # the workers are into their traces
     if p.poll() is not None:
-        pytest.skip("the run ended before Ctrl-C")
+        pytest.skip("the run ended before the signal")
+    return p
+
+
+def test_ctrl_c_on_several_traces_is_one_line(tmp_path):
+    """Ctrl-C reaches the parent and its worker processes: each worker printed a
+    KeyboardInterrupt traceback (24 lines of stderr), and a worker that left at once kept its
+    half-decompressed cache file."""
+    p = _batch(tmp_path, 4)
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130
     assert err.strip() == "nsysscope: error: interrupted", err
+    assert not [f for f in os.listdir(tmp_path / "cache") if f.endswith(".tmp")]
+
+
+def test_sigterm_stops_a_batch_without_finishing_it(tmp_path):
+    """SIGTERM to the parent of a batch left the pool analysing on (80 small traces: 11 s,
+    where `docker stop` kills after 10; here 4 s for the traces under way). The workers now
+    stop within the DuckDB query they are in (well under a second on this machine)."""
+    p = _batch(tmp_path, 16)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=120)
+    assert p.returncode == 143 and time.monotonic() - t0 < 2
+    assert not [f for f in os.listdir(tmp_path / "cache") if f.endswith(".tmp")]
 
 
 def test_a_file_name_that_is_not_utf8(tmp_path):
@@ -216,3 +246,21 @@ def test_cache_clear_on_a_folder_it_may_not_write_fails(tmp_path):
     assert r.returncode == 2
     assert r.stderr == (f"nsysscope: error: {folder}: removed 0 files, but 1 could not be "
                         "removed (is the folder writable?)\n")
+
+
+def test_scrub_in_place_through_a_link_scrubs_the_file_it_names(tmp_path):
+    """``scrub --in-place link.sqlite`` replaced the link with a scrubbed copy and left the
+    file it named, the one the user meant to share, as it was."""
+    import lzma
+    import sqlite3
+
+    real, link = tmp_path / "real.sqlite", tmp_path / "link.sqlite"
+    real.write_bytes(lzma.decompress(CASE1.read_bytes()))
+    with sqlite3.connect(real) as c:
+        sid = c.execute("SELECT MIN(id) FROM StringIds WHERE value LIKE 'cuda%'").fetchone()[0]
+        c.execute("UPDATE StringIds SET value = 'log /home/alice/run.py' WHERE id = ?", (sid,))
+    c.close()
+    link.symlink_to(real.name)
+    r = nsysscope("scrub", "--in-place", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and b"/home/alice" not in real.read_bytes()

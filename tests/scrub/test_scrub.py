@@ -576,19 +576,30 @@ def test_text_that_is_not_utf8_is_scrubbed_and_kept_byte_for_byte(sample, tmp_pa
         sid = c.execute("SELECT MIN(id) FROM StringIds WHERE value LIKE 'cuda%'").fetchone()[0]
         c.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?",
                   (b"log \xff\xfe at /home/bob/run.py", sid))
+        # a path whose user name and file name hold such bytes: it stopped at the first one,
+        # and the rest of the user name stayed
+        other = c.execute("SELECT MIN(id) FROM StringIds WHERE value LIKE 'cuda%' AND id > ?",
+                          (sid,)).fetchone()[0]
+        c.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?",
+                  (b"/home/b\xffob/\xfe\xferun.py", other))
         rows = [r for (r,) in c.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'sample'")]
         c.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE rowid = ?",
                   (b"sample\x80", rows[0]))
     c.close()
-    assert [(x.kind, x.table) for x in find_leaks(raw)] == [("abs_path", "StringIds")]
+    assert {(x.kind, x.table) for x in find_leaks(raw)} == {("abs_path", "StringIds"),
+                                                            ("user", "StringIds")}
     out = tmp_path / "clean.sqlite"
     scrub(raw, out)
-    assert b"/home/bob" not in out.read_bytes()
+    assert b"/home/bob" not in out.read_bytes() and b"b\xffob" not in out.read_bytes()
     assert find_leaks(out) == []
     with connect(out) as c:
         c.text_factory = bytes
-        assert c.execute("SELECT value, typeof(value) FROM StringIds WHERE id = ?", (sid,)
-                         ).fetchone() == (b"log \xff\xfe at run.py", b"text")
+        value, kind = c.execute("SELECT value, typeof(value) FROM StringIds WHERE id = ?",
+                                (sid,)).fetchone()
+        assert value.startswith(b"log \xff\xfe at ") and value.endswith(b"run.py")
+        assert b"bob" not in value and kind == b"text"
+        assert c.execute("SELECT value FROM StringIds WHERE id = ?", (other,)
+                         ).fetchone()[0].endswith(b"\xfe\xferun.py")
         assert c.execute("SELECT text, typeof(text) FROM NVTX_EVENTS WHERE rowid = ?",
                          (rows[0],)).fetchone() == (b"sample\x80", b"text")
     assert analyze(load(out)).summary.to_dict() | {"trace": None} == \
