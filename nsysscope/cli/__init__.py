@@ -7,6 +7,7 @@ what they share. The group imports a command's module only when that command run
 """
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -35,6 +36,9 @@ def run() -> None:
         if not isinstance(e.code, int | None):
             raise  # a message to print: Python's own exit prints it
         code = e.code or 0
+        if isinstance(e, _Terminated):  # one line, as for every other way a run ends early
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.write("nsysscope: error: terminated (SIGTERM)\n")
     else:
         code = 0
     atexit._run_exitfuncs()
@@ -47,8 +51,12 @@ def run() -> None:
     os._exit(code)
 
 
+class _Terminated(SystemExit):
+    """The exit SIGTERM makes: code 143, through the clean-up."""
+
+
 def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise _Terminated(128 + signum)
 
 
 __all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main", "run"]
