@@ -7,13 +7,12 @@ what they share. The group imports a command's module only when that command run
 """
 
 import atexit
-import contextlib
 import os
 import signal
 import sys
 
 from ..errors import INTERNAL_ERROR
-from .app import COMMANDS, cli
+from .app import COMMANDS, cli, say_error
 
 
 def main() -> None:
@@ -37,8 +36,7 @@ def run() -> None:
             raise  # a message to print: Python's own exit prints it
         code = e.code or 0
         if isinstance(e, _Terminated):  # one line, as for every other way a run ends early
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                sys.stderr.write("nsysscope: error: terminated (SIGTERM)\n")
+            say_error("terminated (SIGTERM)", code)
     else:
         code = 0
     atexit._run_exitfuncs()

@@ -66,25 +66,25 @@ class _Cli(click.Group):
             rv = super().main(*args, **kwargs)
             code = rv if isinstance(rv, int) else 0
         except NsysscopeError as e:
-            code = _fail(str(e), e.exit_code)
+            code = say_error(str(e), e.exit_code)
         except click.exceptions.NoArgsIsHelpError as e:  # bare "nsysscope": the help
             _say(e.ctx.get_help() if e.ctx is not None else e.format_message(), err=False)
             code = 2
         except click.UsageError as e:  # a missing argument, unknown option, bad value
-            code = _fail(_usage_message(e), 2)
+            code = say_error(_usage_message(e), 2)
         except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C
-            code = _fail("interrupted", 130)
+            code = say_error("interrupted", 130)
         except click.ClickException as e:
-            code = _fail(e.format_message(), 2 if e.exit_code == 1 else e.exit_code)
+            code = say_error(e.format_message(), 2 if e.exit_code == 1 else e.exit_code)
         except BrokenPipeError:  # `nsysscope report ... | head`
             code = 0
         except OSError as e:  # the machine, not the program: a folder it may not enter, a
             # full disk or stdout (/dev/full), a read-only file system
-            code = _fail(_os_message(e), 2)
+            code = say_error(_os_message(e), 2)
         except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
             if os.environ.get("NSYSSCOPE_DEBUG"):
                 raise
-            code = _fail(f"internal error: {type(e).__name__}: {e} "
+            code = say_error(f"internal error: {type(e).__name__}: {e} "
                          "(set NSYSSCOPE_DEBUG=1 for the traceback)", INTERNAL_ERROR)
         sys.exit(code)
 
@@ -96,7 +96,7 @@ def _say(text: str, err: bool = True) -> None:
         click.echo(text, err=err)
 
 
-def _fail(message: str, code: int) -> int:
+def say_error(message: str, code: int) -> int:
     """Say ``message`` as the one error line; ``code`` to exit with."""
     _say(error_line(message))
     return code

@@ -51,8 +51,11 @@ def target(path: str | os.PathLike[str]) -> Path:
 def is_stream(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is written in place: an open file's name (``/dev/stdout``...), or an
     existing device, pipe or socket."""
-    if _own_fd(path) is not None:
-        return True
+    return _own_fd(path) is not None or _is_special(path)
+
+
+def _is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device, a pipe, a socket)."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:  # missing (or unreachable: the write says why)
@@ -123,7 +126,7 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         with os.fdopen(os.dup(fd), "wb") as f:
             yield f
         return
-    if is_stream(path):
+    if _is_special(path):
         with open(path, "wb") as f:
             yield f
         return

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from permissions import obeying_permissions  # tests/ is on sys.path
 
 from nsysscope.util.atomic import atomic_file
 
@@ -92,22 +93,6 @@ def test_closed_or_full_streams_keep_the_exit_code():
     assert r.returncode == 2
     assert r.stderr == ("nsysscope: error: cannot write the output: No space left on "
                         "device\n")
-
-
-def obeying_permissions() -> list[str]:
-    """The command prefix that makes a subprocess obey file permissions: none for a user; as
-    root, setpriv dropping CAP_DAC_OVERRIDE (or the test is skipped)."""
-    if os.geteuid() != 0:
-        return []
-    wrap = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
-            "-dac_override,-dac_read_search", "--"]
-    try:
-        ok = subprocess.run([*wrap, "true"], capture_output=True).returncode == 0
-    except OSError:
-        ok = False
-    if not ok:
-        pytest.skip("running as root, and setpriv cannot drop CAP_DAC_OVERRIDE here")
-    return wrap
 
 
 def test_a_folder_that_may_not_be_entered_is_one_line(tmp_path):

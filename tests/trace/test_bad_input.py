@@ -30,13 +30,12 @@ from pathlib import Path
 
 import pytest
 import synth  # tests/ is on sys.path (pytest rootdir-relative import)
+from permissions import NO_DAC
 
 ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler JSON "
            "traces")
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASE1_STEADY = 293  # steady launches of the case1 sample (300 launches, 6 warm-up, 1 last)
-NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
-          "--inh-caps", "-dac_override,-dac_read_search", "--"]
 
 
 def report(path, *args: str, env: dict | None = None, wrap: list[str] = (), cwd=None,

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from permissions import obeying_permissions  # tests/ is on sys.path
 
 from nsysscope.util.atomic import atomic_file, is_stream, target, temp_beside
 
@@ -70,15 +71,7 @@ def test_modes_kept_new_and_private(tmp_path):
 def test_permissions_as_a_user(tmp_path):
     """A file it may write, in a folder it may not, was written before atomic writes; and a
     write-only file failed (the temporary file was reopened for reading to sync it)."""
-    wrap = []
-    if os.geteuid() == 0:
-        wrap = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
-                "-dac_override,-dac_read_search", "--"]
-        try:
-            if subprocess.run([*wrap, "true"], capture_output=True).returncode:
-                pytest.skip("running as root, and setpriv cannot drop CAP_DAC_OVERRIDE here")
-        except OSError:
-            pytest.skip("running as root, and setpriv is missing")
+    wrap = obeying_permissions()
     ro = tmp_path / "ro"
     ro.mkdir()
     (ro / "f.txt").write_bytes(b"old")
