@@ -94,6 +94,10 @@ def parser() -> argparse.ArgumentParser:
                    help="how the host waits on events: event.synchronize(), a tight "
                         "event.query() loop, or query() + `await asyncio.sleep(0)`; the poll "
                         "modes read case1's flag back through pinned memory and an event")
+    p.add_argument("--pieces", type=_int_at_least(1), default=1, metavar="N",
+                   help="piecewise CUDA graphs (vLLM's, for mixed batches): each step's layers "
+                        "in N graphs (at most one per layer), replayed in turn with an eager "
+                        "copy between them; the tokens are the same")
     p.add_argument("--tp", type=_int_at_least(1),
                    help="tensor-parallel ranks, one process per GPU (NCCL; gloo on a CPU)")
     p.add_argument("--readback-ranks", type=_ranks, metavar="R[,R...]",
@@ -196,7 +200,7 @@ def _run(a: argparse.Namespace, info) -> int:
                        initial_requests=a.batch, readback=a.readback,
                        stall_every=a.stall_every, host_work_us=a.host_work_us,
                        output_copy=a.output_copy, wait=a.wait, rank=rank,
-                       readback_ranks=a.readback_ranks)
+                       readback_ranks=a.readback_ranks, pieces=a.pieces)
     engine = Engine(model, cfg, backend, tp)
     if a.torch_profile:
         from .profiling import rank_path, torch_profile
@@ -221,7 +225,8 @@ def _run(a: argparse.Namespace, info) -> int:
                    tokens_per_s=round(result.tokens_per_s, 1), gpu_busy=mine["gpu_busy"],
                    finished=len(result.finished), tokens_digest=result.digest,
                    device=backend.device.type, output_copy=cfg.output_copy, wait=cfg.wait,
-                   tp=world, model_layers=model.n_layers)
+                   tp=world, model_layers=model.n_layers,
+                   graph_pieces=min(cfg.pieces, model.n_layers))
     busy = "n/a (no GPU)" if result.gpu_busy is None else f"{result.gpu_busy:.1%}"
     line = (f"mode={cfg.mode} steps={result.steps} steps/s={result.steps_per_s:.1f} "
             f"tokens/s={result.tokens_per_s:.0f} gpu_busy={busy} finished={len(result.finished)} "

@@ -71,6 +71,9 @@ class EngineConfig:
     # case 1 then waits on this step's copy event right after the launch instead of `.all()`
     output_copy: bool = False
     wait: str = "sync"  # how the host waits on events: sync, poll or poll-async
+    # piecewise CUDA graphs (vLLM's default for mixed batches): each step's layers split into
+    # this many graphs, replayed one after another with an eager op between them
+    pieces: int = 1
     # tensor parallel: this process's rank, and the ranks that plant case 1 (None: all)
     rank: int = 0
     readback_ranks: tuple[int, ...] | None = None
@@ -83,6 +86,8 @@ class EngineConfig:
             raise ValueError(f"readback must be 'all' or 'tolist', not {self.readback!r}")
         if self.wait not in WAITS:
             raise ValueError(f"wait must be one of {', '.join(WAITS)}, not {self.wait!r}")
+        if self.pieces < 1:
+            raise ValueError(f"pieces must be >= 1, not {self.pieces}")
 
     def _case1_at(self, step: int) -> bool:
         if self.readback_ranks is not None and self.rank not in self.readback_ranks:

@@ -84,18 +84,18 @@ class ModelRunner:
         self.copy_stream = backend.stream() if cfg.output_copy else None
         self.d_out = [torch.zeros(n, dtype=torch.int64, device=dev) for _ in range(2)]
         with backend.phase("capture_graphs"):
-            self.graphs = {bs: backend.capture(self._forward_fn(bs)) for bs in batch_sizes}
+            self.graphs = {bs: self._capture(bs) for bs in batch_sizes}
 
     def _forward_fn(self, bs: int):
+        """The step's device work as one graph: embed the step's tokens (:meth:`step_tokens`),
+        run every layer, sample (:meth:`finish_step`).
+
+        With ``--pieces`` the same work is split over several graphs (:func:`piecewise`) and
+        gives the same tokens. (The module docstring says why lines here must not move.)"""
         def forward() -> None:
-            ints, floats = self.d_ints[:, :bs], self.d_floats[:, :bs]
-            tokens = torch.where(ints[_FORCED] != 0, ints[_TOKEN], self.d_last_token[:bs])
-            logits = self.model.decode(tokens, ints[_POS], self.cache)
-            greedy, sampled = sample_device(logits, floats[_TEMP], floats[_TOP_P], ints[_SEED],
-                                            ints[_POS])
-            self.d_greedy[:bs].copy_(greedy)
-            self.d_sampled[:bs].copy_(sampled)
-            self.d_is_greedy[:bs].copy_(ints[_GREEDY] != 0)
+            ints = self.d_ints[:, :bs]
+            logits = self.model.decode(self.step_tokens(bs), ints[_POS], self.cache)
+            self.finish_step(bs, logits)
         return forward
 
     def prepare(self, rows: list[Row], bs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -150,6 +150,28 @@ class ModelRunner:
 
     # the loop's names for the two phases above (their own names stay, for the traces)
     launch, sample = _launch, _sample
+
+    def _capture(self, bs: int):
+        """The step's device work for batch size ``bs``, captured: one graph, or with
+        ``--pieces N`` N graphs replayed in turn (:func:`piecewise`)."""
+        if self.cfg.pieces == 1:
+            return self.backend.capture(self._forward_fn(bs))
+        return piecewise(self, bs)
+
+    def step_tokens(self, bs: int) -> torch.Tensor:
+        """The tokens a step feeds the model: the prompt's where still forced, else the last
+        sampled (captured: reads the device buffers)."""
+        ints = self.d_ints[:, :bs]
+        return torch.where(ints[_FORCED] != 0, ints[_TOKEN], self.d_last_token[:bs])
+
+    def finish_step(self, bs: int, logits: torch.Tensor) -> None:
+        """Sample from the step's logits into the device buffers the host reads (captured)."""
+        ints, floats = self.d_ints[:, :bs], self.d_floats[:, :bs]
+        greedy, sampled = sample_device(logits, floats[_TEMP], floats[_TOP_P], ints[_SEED],
+                                        ints[_POS])
+        self.d_greedy[:bs].copy_(greedy)
+        self.d_sampled[:bs].copy_(sampled)
+        self.d_is_greedy[:bs].copy_(ints[_GREEDY] != 0)
 
     def _read_flag_polled(self, bs: int, how: str) -> bool:
         """Case 1's readback with no sync call: copy the flag into pinned memory
@@ -270,3 +292,38 @@ class Engine:
             return None
         busy = sum(self.backend.elapsed_ms(s, e) for s, e in zip(starts, ends))
         return busy / self.backend.elapsed_ms(starts[0], ends[-1])
+
+
+def piecewise(runner: ModelRunner, bs: int):
+    """vLLM-style piecewise CUDA graphs: the layers split into ``cfg.pieces`` graphs, replayed
+    one after another, each handing its hidden states to the next through an eager copy
+    (where vLLM runs attention eagerly between its pieces). The first piece also embeds the
+    tokens, the last one also samples, as the one-graph ``_forward_fn`` does; the tokens are
+    the same. Returns the callable that replays the whole step."""
+    model, be, n = runner.model, runner.backend, len(runner.model.layers)
+    count = min(runner.cfg.pieces, n)
+    bounds = [round(i * n / count) for i in range(count + 1)]
+    # static hidden states: each piece writes `out`, the eager copy moves it to `inp`
+    out = torch.zeros((runner.cfg.max_batch, model.cfg.d_model), device=be.device,
+                      dtype=be.dtype)
+    inp = torch.zeros_like(out)
+
+    def piece(i: int):
+        def fn() -> None:
+            ints = runner.d_ints[:, :bs]
+            h = model.embed[runner.step_tokens(bs)] if i == 0 else inp[:bs]
+            h = model.layers_forward(h, ints[_POS], runner.cache, bounds[i], bounds[i + 1])
+            if i < count - 1:
+                out[:bs].copy_(h)
+            else:
+                runner.finish_step(bs, model.head(h))
+        return fn
+
+    replays = [be.capture(piece(i)) for i in range(count)]
+
+    def step() -> None:
+        for i, replay in enumerate(replays):
+            if i:
+                inp[:bs].copy_(out[:bs])
+            replay()
+    return step

@@ -137,19 +137,26 @@ class Llama:
 
         Writes this step's keys and values into slots ``[:B]`` at ``positions``.
         """
+        h = self.layers_forward(self.embed[tokens], positions, cache, 0, len(self.layers))
+        return self.head(h)
+
+    def layers_forward(self, h: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+                       first: int, end: int) -> torch.Tensor:
+        """Layers ``first`` to ``end - 1`` on the hidden states ``h [B, d_model]``: what one
+        piece of a piecewise-captured step runs (``--pieces``); :meth:`decode` runs them all."""
         cfg = self.local  # this rank's heads and FFN width (all of them without TP)
-        b = tokens.shape[0]
-        rows = torch.arange(b, device=tokens.device)
+        b = h.shape[0]
+        rows = torch.arange(b, device=h.device)
         rot = self.rot[positions][:, None]
         # additive mask, shared by every layer: 0 where visible, -inf past the row's position
-        bias = torch.zeros(b, 1, cfg.max_seq, device=tokens.device, dtype=torch.float32)
+        bias = torch.zeros(b, 1, cfg.max_seq, device=h.device, dtype=torch.float32)
         bias = bias.masked_fill(self.t_range[None, None, :] > positions[:, None, None],
                                 float("-inf")).to(self.embed.dtype)
         bias = bias.repeat_interleave(cfg.n_kv_heads, 0)  # [B*Hkv, 1, T], one row per kv head
         groups = cfg.n_heads // cfg.n_kv_heads
         q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-        h = self.embed[tokens]
-        for i, layer in enumerate(self.layers):
+        for i in range(first, end):
+            layer = self.layers[i]
             x = _rms_norm(h, layer["attn_norm"], cfg.norm_eps)
             qkv = self._column(x, layer["wqkv"])
             qk = _rotate(qkv[:, : q_dim + kv_dim].unflatten(-1, (-1, cfg.head_dim)), rot)
@@ -165,4 +172,8 @@ class Llama:
             x = _rms_norm(h, layer["mlp_norm"], cfg.norm_eps)
             gate, up = self._column(x, layer["w_gate_up"]).chunk(2, dim=-1)
             h = h + self._row(F.silu(gate) * up, layer["w_down"])
-        return self._column(_rms_norm(h, self.norm, cfg.norm_eps), self.lm_head).float()
+        return h
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """The final norm and the LM head: hidden states -> logits ``[B, vocab]`` (float32)."""
+        return self._column(_rms_norm(h, self.norm, self.local.norm_eps), self.lm_head).float()

@@ -10,10 +10,12 @@ PATH, or ``$NSYS``). Either is called as ``WRAPPER OUT_BASENAME -- COMMAND...`` 
     python3 sample_traces/capture.py OUTDIR SPEC... [--timeout S] [--budget S] [--pack DIR]
 
 SPEC is one of
-  NAME:MODE:STEPS[:python|:aten|:][:ENGINE ARGS]  nsys capture of one engine command (as
-                      capture.sh always took; ENGINE ARGS may hold --tp 2: nsys follows the
-                      spawned ranks into the same report). ":python" adds 2 kHz Python
-                      sampling (stacks exported as JSON), ":aten" --pytorch=autograd-nvtx.
+  NAME:MODE:STEPS[:python|:aten|:graph|:][:ENGINE ARGS]  nsys capture of one engine command
+                      (as capture.sh always took; ENGINE ARGS may hold --tp 2: nsys follows
+                      the spawned ranks into the same report). ":python" adds 2 kHz Python
+                      sampling (stacks exported as JSON), ":aten" --pytorch=autograd-nvtx,
+                      ":graph" traces each graph replay as a whole (--cuda-graph-trace=graph,
+                      nsys's default, instead of the samples' =node).
   pair:NAME:STEPS:ARGS0:ARGS1   nsys capture of TWO engine processes in one report, started
                       together by one shell: `CUDA_VISIBLE_DEVICES=0 ... ARGS0 &
                       CUDA_VISIBLE_DEVICES=1 ... ARGS1 & wait` (metrics: NAME.gpu0/1.json)
@@ -53,6 +55,10 @@ PYTHON = os.environ.get("CAPTURE_PYTHON", "python3")
 ENGINE = [PYTHON, "-m", "engine_under_test"]
 PY_FLAGS = ("--python-sampling=true --python-sampling-frequency=2000", "--include-json true")
 ATEN_FLAGS = ("--pytorch=autograd-nvtx", "")
+#: the wrappers' base flags (NSYS_BASE_FLAGS) for ":graph": one row per replay, as nsys
+#: records by default (the flag may be given only once, so the base is replaced)
+GRAPH_BASE = "-t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=graph"
+EXTRAS = {"python": PY_FLAGS, "aten": ATEN_FLAGS, "graph": ("", ""), "": ("", "")}
 KEEP = ("mode=", "error", "Error", "no report", "Traceback", "Killed", "timed out", "hung")
 MIN_LEFT_S = 40  # a capture gets at least this much of the budget, else it is skipped
 PACK_LIMIT = 15 * 2**20
@@ -123,14 +129,17 @@ class Driver:
 
     # -- kinds of capture -------------------------------------------------------------------
     def nsys(self, name: str, argv: list[str], flags: tuple[str, str] = ("", ""),
-             metrics: list[Path] | None = None) -> None:
+             metrics: list[Path] | None = None, base: str | None = None) -> None:
         if self.skip_if_late(name):
             return
         env = dict(self.env, NSYS_FLAGS=flags[0], NSYS_EXPORT_FLAGS=flags[1])
-        self.note(f"== {name}: {shlex.join(argv)}  [nsys {flags[0]}]")
-        base = self.work / name
-        rc, wall = self.run(name, [CAPTURE, str(base), "--", *argv], env)
-        sqlite, xz = base.with_suffix(".sqlite"), self.out / f"{name}.sqlite.xz"
+        if base is not None:
+            env["NSYS_BASE_FLAGS"] = base
+        how = " ".join(filter(None, ("nsys", base, flags[0])))
+        self.note(f"== {name}: {shlex.join(argv)}  [{how}]")
+        out = self.work / name
+        rc, wall = self.run(name, [CAPTURE, str(out), "--", *argv], env)
+        sqlite, xz = out.with_suffix(".sqlite"), self.out / f"{name}.sqlite.xz"
         if sqlite.exists():
             t = time.monotonic()
             with open(xz, "wb") as f:
@@ -143,13 +152,14 @@ class Driver:
 
     def plain(self, spec: str) -> None:
         name, mode, steps, extra, args = (spec.split(":", 4) + ["", ""])[:5]
-        flags = {"python": PY_FLAGS, "aten": ATEN_FLAGS, "": ("", "")}.get(extra)
+        flags = EXTRAS.get(extra)
         if flags is None:
-            raise SystemExit(f"capture: {spec!r}: the 4th field must be python, aten or empty")
+            raise SystemExit(f"capture: {spec!r}: the 4th field must be one of "
+                             f"{', '.join(k for k in EXTRAS if k)} or empty")
         metrics = self.out / f"{name}.json"
         argv = [*ENGINE, "--mode", mode, "--steps", steps, *shlex.split(args),
                 "--json", str(metrics)]
-        self.nsys(name, argv, flags, [metrics])
+        self.nsys(name, argv, flags, [metrics], GRAPH_BASE if extra == "graph" else None)
 
     def pair(self, spec: str) -> None:
         _, name, steps, args0, args1 = (spec.split(":", 4) + [""] * 5)[:5]
@@ -190,7 +200,7 @@ class Driver:
             ok = len(fields) >= 4 and fields[1] != "" and fields[3].isdigit()
         else:
             ok = (len(fields) >= 3 and fields[0] != "" and fields[2].lstrip("-").isdigit()
-                  and (len(fields) < 4 or fields[3] in ("python", "aten", "")))
+                  and (len(fields) < 4 or fields[3] in EXTRAS))
         if not ok:
             raise SystemExit(f"capture: malformed spec {spec!r} (see -h)")
 

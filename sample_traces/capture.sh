@@ -7,5 +7,6 @@
 # Each NAME is profiled with nsys (CUDA + NVTX, graphs traced per node), exported to SQLite,
 # its engine metrics written to NAME.json, and the SQLite xz-compressed into OUTDIR.
 # ":python" adds 2 kHz Python sampling and exports the stacks as JSON.
-# ":aten" adds --pytorch=autograd-nvtx (an NVTX range per aten op).
+# ":aten" adds --pytorch=autograd-nvtx (an NVTX range per aten op); ":graph" traces each graph
+# replay as one row (--cuda-graph-trace=graph, nsys's default) instead of per node.
 exec python3 "$(dirname "$0")/capture.py" "$@"

@@ -3,7 +3,8 @@
 #   sample_traces/nsys_capture.sh OUT_BASENAME -- COMMAND [ARGS...]
 # makes OUT_BASENAME.nsys-rep and exports OUT_BASENAME.sqlite. The flags are the samples'
 # (sample_traces/README.md): CUDA and NVTX, CUDA graphs traced per node, no CPU sampling.
-# NSYS: the nsys to run (default: nsys on PATH). NSYS_FLAGS: more profile flags (capture.py
+# NSYS: the nsys to run (default: nsys on PATH). NSYS_BASE_FLAGS replaces the flags above
+# (capture.py's ":graph": --cuda-graph-trace=graph). NSYS_FLAGS: more profile flags (capture.py
 # passes --python-sampling=true ... or --pytorch=autograd-nvtx); NSYS_EXPORT_FLAGS: export flags
 # (--include-json true: the Python stacks are JSON NVTX payloads, exported only so).
 # The H200 machine these samples came from needed its report importer run by hand (a missing
@@ -13,7 +14,8 @@ out=${1:?usage: nsys_capture.sh OUT_BASENAME -- COMMAND [ARGS...]}; shift
 [ "${1:-}" = "--" ] && shift
 nsys=${NSYS:-nsys}
 rm -f "$out.nsys-rep" "$out.sqlite"
-"$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node ${NSYS_FLAGS:-} \
+"$nsys" profile ${NSYS_BASE_FLAGS:--t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node} \
+    ${NSYS_FLAGS:-} \
     -o "$out" -f true "$@"
 [ -f "$out.nsys-rep" ] || { echo "nsys_capture: no report made" >&2; exit 1; }
 export_flags=${NSYS_EXPORT_FLAGS:-}

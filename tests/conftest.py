@@ -40,6 +40,12 @@ SAMPLE = {
     "runs_case1": "runs/h200_runs_case1_200.sqlite.xz",
     "runs_case2": "runs/h200_runs_case2_200.sqlite.xz",
     "runs_both": "runs/h200_runs_both_200.sqlite.xz",
+    # nsys's default --cuda-graph-trace=graph (one row per replay), and node-traced twins of
+    # the same commands in the same device session
+    **{f"graph_{m}": f"graph/h200_graph_{m}_200.sqlite.xz"
+       for m in ("healthy", "case1", "case2", "both", "outcopy_case1")},
+    **{f"node_twin_{m}": f"graph/h200_node_twin_{m}_200.sqlite.xz"
+       for m in ("healthy", "case1", "case2")},
     # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
     "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
 }

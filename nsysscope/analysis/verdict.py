@@ -35,6 +35,15 @@ def data_loss_reason(trace: Trace) -> str | None:
     return None
 
 
+#: with several processes, what a graph-level trace cannot show (collectives.py reads the
+#: NCCL kernels inside each replay, which only --cuda-graph-trace=node records)
+GRAPH_TRACED_RANKS = (
+    "graph replays were traced whole (--cuda-graph-trace=graph, nsys's default): the "
+    "collectives inside them are not recorded, so a tensor-parallel rank that waits in its "
+    "graph for a late peer would read as healthy; capture with --cuda-graph-trace=node to see "
+    "which rank waits for which")
+
+
 def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSamples | None = None,
               sites: list[StallSite] | None = None) -> list[str]:
     """What the reader should know about how far to trust this report."""
@@ -63,6 +72,8 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     groups = groups_note(launches)
     if groups:
         notes.append(groups)
+    if m.graph_trace == "graph" and launches["proc"].nunique() > 1:
+        notes.append(GRAPH_TRACED_RANKS)
     return notes + list(m.reader_notes)
 
 

@@ -34,6 +34,10 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     if all_kernels and a.trace.meta.format == "kineto":
         note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
              "trace's replays are drawn as one slice each")
+    elif all_kernels and a.trace.meta.graph_trace == "graph":
+        note("--all-kernels: this export traced each graph replay as a whole (nsys's default "
+             "--cuda-graph-trace=graph) and holds none of its kernels: each replay is drawn as "
+             "one slice; capture with --cuda-graph-trace=node to see them")
     n = write_perfetto_file(perfetto, a, all_kernels)
     click.echo(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
                "https://ui.perfetto.dev", err=True)

@@ -107,11 +107,15 @@ def test_long_healthy_run(analysed):
     assert s.gpu_busy >= 0.95
 
 
-@pytest.mark.parametrize("name", ["healthy", "case1", "case2", "both", "case2_cpubound"])
+@pytest.mark.parametrize("name", ["healthy", "case1", "case2", "both", "case2_cpubound",
+                                  "graph_healthy", "graph_case1", "graph_case2", "graph_both",
+                                  "graph_outcopy_case1", "node_twin_healthy", "node_twin_case1",
+                                  "node_twin_case2"])
 def test_rates_and_busy_agree_with_the_engine(analysed, engine_metrics, name):
     """The engine timed its graphs with CUDA events after 20 warm-up steps; nsysscope uses the
     CUPTI records after 2 % warm-up. Steps/s agree within 3 %; busy fractions within 4 points
-    (the engine counts only graph time as busy, nsysscope also the eager sampling ops).
+    (the engine counts only graph time as busy, nsysscope also the eager sampling ops). The
+    ``graph_*`` traces time each replay from its one graph-trace row, their twins per node.
 
     In case 2 the engine's start event was recorded before the synchronising pageable copy
     (fixed in the engine since), so its busy figure counts the launch slice as busy: there

@@ -179,3 +179,29 @@ def test_the_portable_nsys_wrapper_profiles_and_exports(tmp_path):
                              str(out.with_suffix(".sqlite"))], capture_output=True, text=True,
                             timeout=300)
     assert report.returncode == 3 and "no CUDA data in this trace" in report.stderr
+
+
+@pytest.mark.parametrize("part, names", [
+    ("graph", ["graph_healthy_200", "graph_case1_200", "graph_case2_200", "graph_both_200",
+               "graph_outcopy_case1_200", "graph_poll_case1_100", "node_twin_healthy_200",
+               "node_twin_case1_200", "node_twin_case2_200"]),
+    ("pieces", ["pw24_graph_healthy_100", "pw24_graph_case1_100", "pw24_graph_case2_100",
+                "pw24_node_case1_100"]),
+])
+def test_capture_runs_graph_and_pieces_parts(tmp_path, part, names):
+    """Device runs G and P (sample_traces/README.md): a ``:graph`` capture replaces the
+    wrappers' base flags with --cuda-graph-trace=graph (nsys refuses the flag twice); the
+    others keep the samples' per-node tracing."""
+    proc = subprocess.run(["bash", str(REPO / "sample_traces" / "capture_runs.sh"),
+                           str(tmp_path / "o"), part], cwd=REPO,
+                          env=dict(os.environ, CAPTURE_ARGS="--dry-run"), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines()
+             if line.startswith("== ") and not line.startswith("== done")]
+    assert [line.split(":")[0][3:] for line in lines] == names
+    for name, line in zip(names, lines, strict=True):
+        graph = "graph" in name.split("_")[:2]
+        assert line.endswith("--cuda-graph-trace=graph]") == graph, line
+        assert line.endswith("[nsys]") != graph, line
+        assert ("--layers 24 --pieces 24" in line) == (part == "pieces")

@@ -146,6 +146,36 @@ def test_output_copy_emits_the_same_tokens(extra):
     assert other[1] == base[1]  # the same phases, in the same order
 
 
+# -- piecewise CUDA graphs (--pieces) ---------------------------------------------------------
+@pytest.mark.parametrize("pieces", [2, 3])  # the tiny model has 2 layers: 3 pieces make 2
+def test_piecewise_graphs_emit_the_same_tokens(pieces):
+    base, other = run(), run(pieces=pieces)
+    assert other[0].outputs == base[0].outputs and other[0].finished == base[0].finished
+    assert other[1] == base[1]
+
+
+def test_piecewise_captures_a_graph_per_piece_and_copies_between_them():
+    """One capture per piece and batch size; replaying a step runs the pieces in order, the
+    hidden states handed on by an eager copy between them (torch.Tensor.copy_)."""
+    class Counting(CpuBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.captured = 0
+
+        def capture(self, fn):
+            self.captured += 1
+            return fn
+
+    counts = {}
+    for pieces in (1, 2):
+        backend = Counting()
+        engine = Engine(MODEL, EngineConfig(**BASE, pieces=pieces), backend)
+        counts[pieces] = backend.captured
+    assert counts[2] == 2 * counts[1] == 2 * len(engine.runner.graphs)
+    with pytest.raises(ValueError):
+        EngineConfig(pieces=0)
+
+
 def _sample_waits(ops) -> dict[str, list]:
     out: dict[str, list] = {}
     for step, where, *op in ops:
@@ -317,6 +347,7 @@ def test_torch_profile_plain_json_and_rank_paths(tmp_path, capsys):
     (["--tp", "0"], "--tp: must be >= 1"),
     (["--stall-every", "0"], "--stall-every: must be >= 1"),
     (["--layers", "0"], "--layers: must be >= 1"),
+    (["--pieces", "0"], "--pieces: must be >= 1"),
     (["--host-work-us", "-1"], "--host-work-us: must be >= 0"),
     (["--host-work-us", "nan"], "--host-work-us: must be >= 0"),
     (["--steps", "x"], "--steps: not an integer"),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -21,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 CASE1 = REPO / "sample_traces" / "h200_case1_300.sqlite.xz"
 TWOPROC = REPO / "sample_traces" / "h200_twoproc_healthy_case1_200.sqlite.xz"
 TWIN = REPO / "sample_traces" / "kineto" / "h200_nsys_twin_case1_60.sqlite.xz"
+GRAPH_TRACED = REPO / "sample_traces" / "graph" / "h200_graph_case1_200.sqlite.xz"
 CLASS, WINDOW, IDLE = ("nsysscope: class per launch", "nsysscope: overlap window",
                        "nsysscope: GPU idle (named by cause)")
 
@@ -155,6 +158,28 @@ def test_two_processes_and_all_kernels(tmp_path):
     events = read_events(out)
     graph_ops = sum(1 for e in events if e.get("cat") == "gpu_graph")
     assert graph_ops == int(a.launches["n_ops"].sum())
+
+
+def test_all_kernels_of_a_graph_traced_export_says_it_has_none(tmp_path):
+    """nsys's default --cuda-graph-trace=graph records no kernel of a replay: --all-kernels
+    wrote the default timeline without a word. Each replay is still one slice, with its
+    class, and the note says how to capture the kernels."""
+    out = tmp_path / "g.json.gz"
+    proc = subprocess.run([sys.executable, "-m", "nsysscope", "export", str(GRAPH_TRACED),
+                           "--perfetto", str(out), "--all-kernels"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(
+        "nsysscope: note: --all-kernels: this export traced each graph replay as a whole "), \
+        proc.stderr
+    assert "--cuda-graph-trace=node" in proc.stderr.splitlines()[0]
+    events = read_events(out)
+    replays = [e for e in events if e.get("cat") == "gpu" and "launch" in e.get("args", {})]
+    assert len(replays) == 200 and {e["args"]["ops"] for e in replays} == {1}
+    classes = analyze(load(GRAPH_TRACED)).launches["klass"].astype(str)
+    assert Counter(e["args"]["class"] for e in replays) == Counter(classes)
+    assert Counter(classes)["gpu_to_cpu"] >= 194  # every steady launch, some warm-up ones
+    assert not any(e.get("cat") == "gpu_graph" for e in events)
 
 
 def test_html_links_the_timeline(tmp_path):
