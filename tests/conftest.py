@@ -46,6 +46,9 @@ SAMPLE = {
        for m in ("healthy", "case1", "case2", "both", "outcopy_case1")},
     **{f"node_twin_{m}": f"graph/h200_node_twin_{m}_200.sqlite.xz"
        for m in ("healthy", "case1", "case2")},
+    # piecewise CUDA graphs: 24 layers in 24 graphs per step (vLLM's for mixed batches)
+    **{f"pieces_{m}": f"pieces/h200_pw24_graph_{m}_100.sqlite.xz"
+       for m in ("healthy", "case1", "case2")},
     # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
     "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
 }

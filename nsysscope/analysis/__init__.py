@@ -16,6 +16,7 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
+from .bursts import burst_numbers
 from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig
@@ -112,6 +113,7 @@ def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
         python_samples = _python_samples(trace, launches)
     launches = attach_source_lines(launches, python_samples, cfg)
     launches = step_costs(launches, rows.blocks)
+    launches["burst"] = burst_numbers(launches, rows.blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
                                    latent_sites(rows.latent, launches), rows.busy)
     return Analysis(trace, cfg, launches, rows.blocks, summary, processes, rows.nvtx,

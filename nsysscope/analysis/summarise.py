@@ -30,6 +30,7 @@ from ..model import (
 from ..trace.apis import process_of
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
+from .bursts import steady_bursts
 from .config import AnalysisConfig
 from .launches import device_busy_intervals
 from .nvtx import names_step
@@ -45,7 +46,7 @@ MAX_DISTRIBUTION = 4000
 
 #: the launch table's columns the summary's steady-state numbers read
 _SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns",
-               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns"]
+               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns", "burst"]
 
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
@@ -85,13 +86,15 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
 
 
 def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
-    """Class counts, stalls, launches never waited for, window and idle-gap percentiles."""
+    """Class counts, stalls, launches never waited for, window and idle-gap percentiles, and
+    the launches' bursts."""
     counts = steady["klass"].value_counts()
     classes = {str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}
     return dict(classes=classes, stalls={str(k): classes[k] for k in STALL_CLASSES},
                 no_wait=int((~steady["waited"]).sum()),
                 window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
-                gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3))
+                gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3),
+                bursts=steady_bursts(steady))
 
 
 def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,

@@ -116,8 +116,8 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     stalled = sum(s.stalls.values())
     if not n:
         return False, "no steady-state launches to judge"
-    if stalled / n > cfg.stall_fraction_broken:
-        return False, _broken(s.stalls, s.sites, n, s.window_us.p50)
+    if _stalled_share(s) > cfg.stall_fraction_broken:
+        return False, _broken(s)
     lb = s.classes.get("launch_bound", 0)
     if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
@@ -128,13 +128,29 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
                   f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU")
 
 
-def _broken(stalls: dict[str, int], sites: list[StallSite], n: int,
-            window_p50: float | None) -> str:
-    stalled = sum(stalls.values())
-    top = sites[0] if sites else None
-    kind = max(stalls, key=lambda k: stalls[k])
-    return (f"OVERLAP BROKEN: {stalled}/{n} steady launches stall ({kind}{_located(top)}); "
-            f"median overlap window {us(window_p50)}")
+def _stalled_share(s: Summary | ProcessSummary) -> float:
+    """The share of steady launches that stall, or of steady steps where a step is several
+    launches (piecewise CUDA graphs: only a step's last launch is followed by the block that
+    stalls, so a stall on every step would read as 1/N of the launches; :class:`Bursts`)."""
+    b = s.bursts
+    if b is not None and b.several:
+        return b.stalled / b.steady if b.steady else 0.0
+    return sum(s.stalls.values()) / s.steady_launches
+
+
+def _broken(s: Summary | ProcessSummary) -> str:
+    """``OVERLAP BROKEN: 194/194 steady launches stall (...); median overlap window ...``,
+    counted in steps (launch bursts) where a step is several launches."""
+    top = s.sites[0] if s.sites else None
+    kind = max(s.stalls, key=lambda k: s.stalls[k])
+    b = s.bursts
+    if b is not None and b.several:
+        return (f"OVERLAP BROKEN: {b.stalled}/{b.steady} steady steps stall ({kind}"
+                f"{_located(top)}; {b.launches_p50:g} graph launches per step, as piecewise "
+                f"CUDA graphs issue them); median overlap window of a step's last launch "
+                f"{us(b.window_us.p50)}")
+    return (f"OVERLAP BROKEN: {sum(s.stalls.values())}/{s.steady_launches} steady launches "
+            f"stall ({kind}{_located(top)}); median overlap window {us(s.window_us.p50)}")
 
 
 def _located(top: StallSite | None) -> str:
@@ -155,9 +171,8 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     stalled = sum(p.stalls.values())
     if not n:
         return "idle", "no steady-state launches"
-    if stalled / n > cfg.stall_fraction_broken:
-        return "stalls", _broken(p.stalls, p.sites, n, p.window_us.p50).replace(
-            "OVERLAP BROKEN: ", "")
+    if _stalled_share(p) > cfg.stall_fraction_broken:
+        return "stalls", _broken(p).replace("OVERLAP BROKEN: ", "")
     wait = p.collective_wait_us.p50 or 0.0
     period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
     if p.waits_for_pid is not None and wait >= cfg.peer_wait_us and \

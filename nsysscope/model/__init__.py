@@ -26,6 +26,7 @@ from .gate import (
 from .registry import Renderer
 from .summary import (
     SCHEMA,
+    Bursts,
     Distributions,
     IfFixed,
     LatentSite,
@@ -41,7 +42,7 @@ from .summary import (
 __all__ = [
     "BATCH_SCHEMA", "CHANGED", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA", "IMPROVED",
     "LAUNCH_CLASSES",
-    "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Check",
+    "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check",
     "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
     "ProcessSummary", "Renderer", "Side",
     "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult", "registry",

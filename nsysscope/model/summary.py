@@ -37,7 +37,8 @@ from .schema import Record, check_schema, extra_field, optional, shown, to_plain
 #: writes the distributions too
 #: 1.2 added trace.time_range_ns
 #: 1.3 added sites[].launches_per_s_if_fixed
-SCHEMA = "nsysscope.summary/1.3"
+#: 1.4 added bursts and processes[].bursts
+SCHEMA = "nsysscope.summary/1.4"
 
 
 #: where a stall is when the trace has no NVTX range around it (and no source line)
@@ -201,6 +202,27 @@ class IfFixed(Record):
 
 
 @dataclass(frozen=True)
+class Bursts(Record):
+    """The steady launches grouped into bursts: the launches a process issues between two of
+    its host blocks (one per step with the whole step in one graph, one per piece with
+    piecewise CUDA graphs; :mod:`nsysscope.analysis.bursts`). A burst stalls when one of its
+    launches does; where bursts hold several launches (``launches_p50`` >= 2) the verdict
+    counts them, not launches."""
+
+    steady: int
+    stalled: int
+    launches_p50: float  # launches per burst, median
+    window_us: Percentiles  # the overlap window of each burst's last launch
+    extra: dict[str, Any] = extra_field()
+    nested = {"window_us": Percentiles.from_dict}
+
+    @property
+    def several(self) -> bool:
+        """Whether a burst typically holds several launches (piecewise graphs)."""
+        return self.launches_p50 >= 2
+
+
+@dataclass(frozen=True)
 class ProcessSummary(Record):
     """One process of the trace that launched CUDA graphs: an engine, or one tensor-parallel
     rank. The same steady-state numbers as :class:`Summary`, for this process alone, and how
@@ -232,11 +254,13 @@ class ProcessSummary(Record):
     sites: list[StallSite]
     if_fixed: IfFixed | None = None
     distributions: Distributions | None = None
+    bursts: Bursts | None = None  # None in a summary written before 1.4
     extra: dict[str, Any] = extra_field()
     nested = {"window_us": Percentiles.from_dict, "gpu_gap_us": Percentiles.from_dict,
               "collective_wait_us": Percentiles.from_dict, "if_fixed": optional(IfFixed.from_dict),
               "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
-              "distributions": optional(Distributions.from_dict)}
+              "distributions": optional(Distributions.from_dict),
+              "bursts": optional(Bursts.from_dict)}
 
     def check_values(self) -> None:
         check_counts(self)
@@ -271,6 +295,7 @@ class Summary(Record):
     #: totals (counts summed, percentiles pooled, launch rates added)
     processes: list[ProcessSummary] = field(default_factory=list)
     distributions: Distributions | None = None
+    bursts: Bursts | None = None  # None in a summary written before 1.4
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -279,7 +304,8 @@ class Summary(Record):
               "processes": lambda ps: [ProcessSummary.from_dict(p) for p in ps],
               "if_fixed": optional(IfFixed.from_dict),
               "latent": lambda ls: [LatentSite.from_dict(x) for x in ls],
-              "distributions": optional(Distributions.from_dict)}
+              "distributions": optional(Distributions.from_dict),
+              "bursts": optional(Bursts.from_dict)}
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)

@@ -52,6 +52,7 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
         ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
         ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
+        *([("steps (launch bursts)", steps_row(s))] if s.bursts and s.bursts.several else []),
         ("overlap window p10/p50/p90", triple(s.window_us) if s.window_us.p50 is not None
          or not s.steady_launches else "n/a: the host never waited on a launch"),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
@@ -61,6 +62,17 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
                                              s.if_fixed.launches_per_s))]
           if s.if_fixed and s.if_fixed.speedup and s.if_fixed.speedup > 1 else []),
     ]
+
+
+def steps_row(s: Summary) -> str:
+    """``98  (24 graph launches each, between two host waits; 97 stall; overlap window of the
+    last launch p10/p50/p90 ...)``: shown where a step is several launches (piecewise
+    graphs), whose per-launch numbers above mix every piece."""
+    b = s.bursts
+    assert b is not None
+    return (f"{b.steady}  ({b.launches_p50:g} graph launches each, between two host waits; "
+            f"{b.stalled} stall; overlap window of the last launch p10/p50/p90 "
+            f"{triple(b.window_us)})")
 
 
 def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:

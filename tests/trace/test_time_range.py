@@ -20,7 +20,7 @@ from nsysscope.trace.time_range import TimeRange
 #: differ from the whole trace's when their blocks fall after the range, none before them
 EDGE = 3
 #: columns that number rows of one analysis, and warm-up, which counts from the range's start
-NUMBERING = {"launch", "block", "warmup", "steady"}
+NUMBERING = {"launch", "block", "warmup", "steady", "burst"}
 
 
 def middle(trace, first=0.3, last=0.6) -> TimeRange:
@@ -90,6 +90,10 @@ def test_launches_inside_the_range_are_judged_as_in_the_whole_trace(sample_path,
         pd.MultiIndex.from_frame(inner[["proc", "corr_id"]])].reset_index()
     columns = [c for c in inner.columns if c not in NUMBERING]
     pd.testing.assert_frame_equal(inner[columns].reset_index(drop=True), same[columns])
+    # bursts count the blocks since the read's start: the same groups, numbered from there
+    steps = [d.groupby("proc")["burst"].diff().fillna(0).to_numpy()
+             for d in (inner.reset_index(drop=True), same)]
+    assert (steps[0] == steps[1]).all()
 
 
 def test_each_process_reads_only_the_gpu_rows_of_its_own_calls(sample_path):
