@@ -277,6 +277,33 @@ def test_a_readback_every_fourth_step_still_fails(analysed):
     assert c["gpu_idle_fraction"].status == FAIL and c["launch_rate"].status == CHANGED
 
 
+def test_piecewise_stalls_are_gated_per_step(analysed):
+    """With 24 graphs a step, case 1 stalls 97 of 2351 launches (4.1 %) but 97 of 98 steps:
+    the stall check counts steps, as the verdict does."""
+    r = compare(analysed("pieces_healthy").summary, analysed("pieces_case1").summary)
+    c = by_name(r)["stalls.gpu_to_cpu"]
+    assert c.status == FAIL and c.detail == "0/98 -> 97/98 steady steps"
+    assert c.threshold == "+2 pp & +5 steps"
+    # launch-bound gaps are gaps after a launch, still counted per launch
+    assert by_name(r)["stalls.launch_bound"].detail.endswith("/2351 steady launches")
+
+
+def test_a_readback_on_every_third_piecewise_step_fails(analysed):
+    """Case 1's summary with the readback on only every third step (33 of its 97 stalls kept,
+    the rest counted healthy: the summary of such a capture, derived from the real one): 1.4 %
+    of launches, under the 2 pp a launch count would need, but a third of the steps."""
+    import dataclasses
+
+    s = analysed("pieces_case1").summary
+    third = dataclasses.replace(
+        s, classes={**s.classes, "gpu_to_cpu": 33, "healthy": s.classes["healthy"] + 64},
+        stalls={**s.stalls, "gpu_to_cpu": 33},
+        bursts=dataclasses.replace(s.bursts, stalled=33))
+    assert 100 * 33 / third.steady_launches < 2
+    c = by_name(compare(analysed("pieces_healthy").summary, third))["stalls.gpu_to_cpu"]
+    assert c.status == FAIL and c.detail == "0/98 -> 33/98 steady steps"
+
+
 # -- summaries stand in for traces -------------------------------------------------------------
 
 PAIRS = [("healthy", "case1", 1), ("healthy", "case2", 1), ("case1", "healthy", 0),
