@@ -1,6 +1,6 @@
 """The overlap decode loop, split the way sglang and vLLM split it.
 
-``ModelRunner`` owns the device (buffers, a CUDA graph per padded batch size, input staging and
+``ModelRunner`` owns the device (buffers, CUDA graphs per padded batch size, input staging and
 upload, the launch, device sampling, the tokens' copy to the host), ``OutputProcessor``
 (``output.py``) the host's use of the tokens (append, stop conditions, detokenize, streamed
 chunks). ``Engine.run`` is the overlap scheduler: launch step k, wait only on step k-1,
@@ -49,9 +49,9 @@ class _InFlight:
 
 
 class ModelRunner:
-    """The device side of a step: stage and upload inputs, replay the graph, sample, copy out.
-    ``tp`` (a ``parallel.TensorParallel``) shards the model; its all-reduces are captured into
-    each graph. ``--output-copy`` copies the tokens to the host on a side stream."""
+    """The device side of a step: stage and upload inputs, replay the step's graph (its graphs
+    in turn with ``--pieces``), sample, copy out. ``tp`` shards the model (its all-reduces are
+    captured into each graph); ``--output-copy`` copies the tokens out on a side stream."""
 
     def __init__(self, model_cfg: ModelConfig, cfg: EngineConfig, backend: Backend,
                  batch_sizes: tuple[int, ...], tp=None) -> None:

@@ -49,6 +49,7 @@ SAMPLE = {
     # piecewise CUDA graphs: 24 layers in 24 graphs per step (vLLM's for mixed batches)
     **{f"pieces_{m}": f"pieces/h200_pw24_graph_{m}_100.sqlite.xz"
        for m in ("healthy", "case1", "case2")},
+    "pieces_hostbound": "pieces/h200_pw24_graph_hostbound_60.sqlite.xz",
     # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
     "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
 }

@@ -21,6 +21,8 @@ TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "NVTX_EVENTS",
           "ThreadNames", "PROCESSES")
+#: tables merged where the second export has them (its graph replays traced whole)
+OPTIONAL_TABLES = {"CUPTI_ACTIVITY_KIND_GRAPH_TRACE"}
 #: their columns that hold a StringIds id
 STRING_COLUMNS = {"CUPTI_ACTIVITY_KIND_RUNTIME": {"nameId"},
                   "CUPTI_ACTIVITY_KIND_KERNEL": {"demangledName", "shortName", "mangledName"},
@@ -47,7 +49,8 @@ def merge_exports(a: Path, b: Path, dst: Path, shift_ns: int = 0) -> Path:
         c.execute("INSERT INTO main.StringIds SELECT id + ?, value FROM b.StringIds", (offset,))
         gpus = c.execute("SELECT MAX(deviceId) + 1 FROM main.CUPTI_ACTIVITY_KIND_KERNEL"
                          ).fetchone()[0]
-        for t in TABLES:
+        have = {r[0] for r in c.execute("SELECT name FROM b.sqlite_master WHERE type = 'table'")}
+        for t in TABLES + tuple(OPTIONAL_TABLES & have):
             cols = [r[1] for r in c.execute(f"PRAGMA main.table_info('{t}')")]
             values = [f'"{col}" + {offset}' if col in STRING_COLUMNS.get(t, ())
                       else f'"{col}" + {move}' if col in TIME_COLUMNS

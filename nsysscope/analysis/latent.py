@@ -26,6 +26,7 @@ import pandas as pd
 from ..model import LatentSite
 from ..trace.apis import SYNC_APIS
 from ..trace.load import Trace
+from .bursts import count_before
 from .calls import ThreadCalls
 from .distinct import per_distinct_row
 from .nvtx import NvtxIndex
@@ -109,10 +110,8 @@ def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:
 
 
 def _step_of(found: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
-    """The steady launch each copy falls after (its step), per process."""
-    out = np.full(len(found), -1, dtype=np.int64)
-    for proc, own in steady.groupby("proc"):
-        rows = np.flatnonzero(found["proc"].to_numpy() == proc)
-        starts = np.sort(own["api_start_ns"].to_numpy())
-        out[rows] = np.searchsorted(starts, found["start_ns"].to_numpy()[rows], side="right")
-    return out
+    """The steady launch each copy falls after (its step), per process (-1: a process with
+    no steady launch)."""
+    return count_before(found["proc"].to_numpy(), found["start_ns"].to_numpy(),
+                        steady["proc"].to_numpy(), steady["api_start_ns"].to_numpy(),
+                        side="right", missing=-1)

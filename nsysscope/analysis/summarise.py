@@ -46,7 +46,7 @@ MAX_DISTRIBUTION = 4000
 
 #: the launch table's columns the summary's steady-state numbers read
 _SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns",
-               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns", "burst"]
+               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns", "burst", "stall"]
 
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,

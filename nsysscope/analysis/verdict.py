@@ -119,9 +119,8 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     if _stalled_share(s) > cfg.stall_fraction_broken:
         return False, _broken(s)
     lb = s.classes.get("launch_bound", 0)
-    if lb / n > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
-        return True, (f"overlap works, but the host is launch-bound on {lb}/{n} launches "
-                      f"(GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)")
+    if _launch_bound_share(s) > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
+        return True, f"overlap works, but the host is launch-bound on {_launch_bound(s)}"
     queued = n - stalled - lb  # a launch-bound gap: the next launch came after the GPU idled
     return True, (f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU; "
                   f"GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else
@@ -136,6 +135,26 @@ def _stalled_share(s: Summary | ProcessSummary) -> float:
     if b is not None and b.several:
         return b.stalled / b.steady if b.steady else 0.0
     return sum(s.stalls.values()) / s.steady_launches
+
+
+def _launch_bound_share(s: Summary | ProcessSummary) -> float:
+    """The share of steady launches, or steps (as :func:`_stalled_share`), after which the GPU
+    idled past the launch-bound threshold without a stall."""
+    b = s.bursts
+    if b is not None and b.several:
+        return b.launch_bound / b.steady if b.steady else 0.0
+    return s.classes.get("launch_bound", 0) / s.steady_launches
+
+
+def _launch_bound(s: Summary | ProcessSummary, idle: bool = True) -> str:
+    """``293/293 launches (GPU idle p50 ...)`` (``idle``: with the gap), or in steps where a
+    step is several launches (the per-launch idle gaps are then mostly the pieces')."""
+    b = s.bursts
+    if b is not None and b.several:
+        return (f"{b.launch_bound}/{b.steady} steps ({b.launches_p50:g} graph launches per "
+                "step, as piecewise CUDA graphs issue them)")
+    gap = f" (GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)" if idle else ""
+    return f"{s.classes.get('launch_bound', 0)}/{s.steady_launches} launches{gap}"
 
 
 def _broken(s: Summary | ProcessSummary) -> str:
@@ -181,8 +200,8 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
                                   f"{p.waits_in or 'collectives'} for pid {p.waits_for_pid}; "
                                   "its own launches are on time")
     lb = p.classes.get("launch_bound", 0)
-    if lb / n > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
-        return "launch_bound", f"launch-bound on {lb}/{n} launches"
+    if _launch_bound_share(p) > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
+        return "launch_bound", f"launch-bound on {_launch_bound(p, idle=False)}"
     busy = f"; GPU busy {pct(p.gpu_busy)}" if p.gpu_busy is not None else ""
     return "healthy", (f"healthy: {n - stalled - lb}/{n} steady launches queued ahead of the "
                        f"GPU{busy}")

@@ -53,8 +53,9 @@ _THRESHOLD_OPTIONS = (
     ("--gap-pct", "gap_pct", float, "The median GPU idle gap may grow by this %"),
     ("--gap-us", "gap_us", float, "... and fails only when it also grows by this many us"),
     ("--idle-pp", "idle_pp", float, "The GPU idle fraction may grow by this many points"),
-    ("--rate-pct", "rate_pct", float, "The launch rate (steps/s) and the GPU work per launch are "
-                                      "reported as changed beyond this % (not a failure)"),
+    ("--rate-pct", "rate_pct", float, "The launch rate (launches/s) and the GPU work per "
+                                      "launch are reported as changed beyond this % (not a "
+                                      "failure)"),
     ("--fail-on-slowdown", "fail_on_slowdown_pct", float, "Also fail when the launch rate drops, "
                                                           "or the GPU work per launch grows, by "
                                                           "more than this % (0: off)"),

@@ -79,6 +79,12 @@ def check_comparable(base: Summary, cand: Summary,
     elif base.trace.nsys_version != cand.trace.nsys_version:
         notes.append(f"captured with different nsys versions (baseline {base.trace.nsys_version}"
                      f", candidate {cand.trace.nsys_version})")
+    several = [s.bursts is not None and s.bursts.several for s in (base, cand)]
+    if any(several) and any(s.bursts is None for s in (base, cand)):
+        notes.append("one side's steps are several graph launches (piecewise CUDA graphs) but "
+                     "the other is a summary from before nsysscope.summary/1.4, without steps: "
+                     "stalls were compared per launch, where a stall on every step is 1/N; "
+                     "summarize it again")
     if base.trace.graph_trace != cand.trace.graph_trace:
         notes.append(f"different --cuda-graph-trace modes (baseline {base.trace.graph_trace}, "
                      f"candidate {cand.trace.graph_trace}): GPU timings may differ")
@@ -101,11 +107,11 @@ def _pct(part: float, whole: float) -> float | None:
 def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresholds) -> Check:
     """The class's share of steady launches: grown by more than ``stall_pp``
     (``launch_bound_pp`` for launch-bound gaps) and ``stall_min_launches``, and a one-sided
-    two-proportion z-test below ``alpha``. A stall class of two traces whose steps are several
-    launches (piecewise CUDA graphs: ``Summary.bursts``) is a share of steady steps, each
-    stalled launch one step: per launch, a readback on every third step of 24 pieces would be
-    1.4 %, under the 2 pp."""
-    unit = "steps" if klass != LaunchClass.LAUNCH_BOUND and _in_steps(base, cand) else "launches"
+    two-proportion z-test below ``alpha``. The class of two traces whose steps are several
+    launches (piecewise CUDA graphs: ``Summary.bursts``) is a share of steady steps, each such
+    launch one step (a step stalls, or leaves the GPU idle, after its last launch): per launch,
+    a readback on every third step of 24 pieces would be 1.4 %, under the 2 pp."""
+    unit = "steps" if _in_steps(base, cand) else "launches"
     if unit == "steps":
         assert base.bursts is not None and cand.bursts is not None
         n1, n2 = base.bursts.steady, cand.bursts.steady
@@ -305,7 +311,7 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
     work_b, work_c = values(db.gpu_work_us), values(dc.gpu_work_us)
     period_b, period_c = _periods(db), _periods(dc)
     several = mean and (len(base.processes) > 1 or len(cand.processes) > 1)
-    checks.append(speed_check("launch_rate", "launch rate (steps/s)", "/s", rb.rate, rc.rate,
+    checks.append(speed_check("launch_rate", "launch rate (launches/s)", "/s", rb.rate, rc.rate,
                               period_b, period_c, -1, t,
                               "graph launches per second" + (" of one process (the mean)"
                                                              if several else "") +

@@ -141,7 +141,8 @@ def process_summary(s: Summary, p: ProcessSummary) -> Summary:
                    warmup_launches=p.warmup_launches, stalls=p.stalls, classes=p.classes,
                    no_wait=p.no_wait, window_us=p.window_us, gpu_gap_us=p.gpu_gap_us,
                    gpu_busy=p.gpu_busy, launches_per_s=p.launches_per_s, sites=p.sites,
-                   processes=[p], distributions=p.distributions, verdict=p.verdict)
+                   processes=[p], distributions=p.distributions, verdict=p.verdict,
+                   bursts=p.bursts)
 
 
 def _side(s: Summary, label: str | None) -> Side:

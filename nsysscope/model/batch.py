@@ -47,8 +47,12 @@ class TraceResult:
 
     @property
     def stall_share(self) -> float:
-        """Fraction 0..1 of this trace's steady launches that stalled."""
-        n = self.summary.steady_launches if self.summary is not None else 0
+        """Fraction 0..1 of this trace's steady launches that stalled, or of its steady steps
+        where a step is several launches (piecewise CUDA graphs), as the verdict counts."""
+        s = self.summary
+        if s is not None and s.bursts is not None and s.bursts.several:
+            return s.bursts.stalled / s.bursts.steady
+        n = s.steady_launches if s is not None else 0
         return self.stalled / n if n else 0.0
 
     @property

@@ -201,6 +201,10 @@ class IfFixed(Record):
     extra: dict[str, Any] = extra_field()
 
 
+#: fewer steady bursts than this are judged per launch (:attr:`Bursts.several`)
+MIN_BURSTS = 10
+
+
 @dataclass(frozen=True)
 class Bursts(Record):
     """The steady launches grouped into bursts: the launches a process issues between two of
@@ -213,13 +217,15 @@ class Bursts(Record):
     stalled: int
     launches_p50: float  # launches per burst, median
     window_us: Percentiles  # the overlap window of each burst's last launch
+    launch_bound: int = 0  # bursts that left the GPU idle past the threshold without a stall
     extra: dict[str, Any] = extra_field()
     nested = {"window_us": Percentiles.from_dict}
 
     @property
     def several(self) -> bool:
-        """Whether a burst typically holds several launches (piecewise graphs)."""
-        return self.launches_p50 >= 2
+        """Whether a burst typically holds several launches (piecewise graphs), over enough
+        bursts to judge (a launching thread that never blocks makes one burst of all)."""
+        return self.launches_p50 >= 2 and self.steady >= MIN_BURSTS
 
 
 @dataclass(frozen=True)

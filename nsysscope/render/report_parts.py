@@ -70,9 +70,10 @@ def steps_row(s: Summary) -> str:
     graphs), whose per-launch numbers above mix every piece."""
     b = s.bursts
     assert b is not None
+    window = f"; overlap window of the last launch p10/p50/p90 {triple(b.window_us)}" \
+        if b.window_us.p50 is not None else ""
     return (f"{b.steady}  ({b.launches_p50:g} graph launches each, between two host waits; "
-            f"{b.stalled} stall; overlap window of the last launch p10/p50/p90 "
-            f"{triple(b.window_us)})")
+            f"{b.stalled} stall, {b.launch_bound} launch-bound{window})")
 
 
 def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:

@@ -87,3 +87,40 @@ def test_one_graph_a_step_is_judged_per_launch_as_before(analysed, name):
     if name != "poll_healthy":
         assert s.bursts.steady == s.steady_launches
     assert "steady steps" not in s.verdict
+
+
+def test_a_host_bound_piecewise_engine_is_launch_bound_per_step(analysed, engine_metrics):
+    """25 ms of host work a step: the GPU idles after each step's last launch, 58 of 1411
+    launches (4.1 %, under 5 %), and the report said "overlap healthy" at 42 % GPU busy. As the
+    one-graph CPU-bound sample reads "launch-bound on 293/293 launches", this reads 58/59
+    steps."""
+    s = analysed("pieces_hostbound").summary
+    assert s.classes["launch_bound"] == 58 and s.steady_launches == 1411
+    assert s.bursts.launch_bound == 58 and s.bursts.steady == 59 and s.bursts.stalled == 0
+    assert s.verdict.startswith("overlap works, but the host is launch-bound on 58/59 steps")
+    assert s.gpu_busy == pytest.approx(engine_metrics("pieces_hostbound")["gpu_busy"], abs=0.04)
+
+
+def test_a_launching_thread_that_never_blocks_is_judged_per_launch(analysed):
+    """Steps are split by the launching threads' own blocks only: without them (every block
+    dropped) the whole trace is one burst, too few to judge by, and the verdict goes back to
+    counting launches (the earlier, diluted one) instead of calling one step 1/1."""
+    from nsysscope.analysis.bursts import burst_numbers, steady_bursts
+    a = analysed("pieces_case1")
+    L = a.launches.assign(burst=burst_numbers(a.launches, a.blocks.iloc[:0]))
+    b = steady_bursts(L[L["steady"]])
+    assert (b.steady, b.stalled) == (1, 1) and not b.several
+
+
+def test_blocks_of_other_threads_do_not_split_steps(analysed):
+    """A block on a thread that launches nothing (an output thread syncing its copies) right
+    after every launch: counted, each step would be 24 one-launch steps and the stall share
+    1/24 again."""
+    import pandas as pd
+
+    from nsysscope.analysis.bursts import burst_numbers
+    a = analysed("pieces_case1")
+    L, B = a.launches, a.blocks
+    other = B.iloc[[0] * len(L)].assign(tid=B["tid"].max() + 1, proc=L["proc"].to_numpy(),
+                                        start_ns=L["api_start_ns"].to_numpy() + 1)
+    assert (burst_numbers(L, pd.concat([B, other])) == burst_numbers(L, B)).all()

@@ -284,8 +284,14 @@ def test_piecewise_stalls_are_gated_per_step(analysed):
     c = by_name(r)["stalls.gpu_to_cpu"]
     assert c.status == FAIL and c.detail == "0/98 -> 97/98 steady steps"
     assert c.threshold == "+2 pp & +5 steps"
-    # launch-bound gaps are gaps after a launch, still counted per launch
-    assert by_name(r)["stalls.launch_bound"].detail.endswith("/2351 steady launches")
+
+
+def test_a_host_bound_piecewise_engine_fails_on_launch_bound_steps(analysed):
+    """25 ms of host work a step (the engine measured 42.7 % GPU busy): the GPU idles after
+    58 of 59 steps' last launches, 4.1 % of launches (under the +10 pp a launch count needs)."""
+    r = compare(analysed("pieces_healthy").summary, analysed("pieces_hostbound").summary)
+    c = by_name(r)["stalls.launch_bound"]
+    assert c.status == FAIL and c.detail == "0/98 -> 58/59 steady steps"
 
 
 def test_a_readback_on_every_third_piecewise_step_fails(analysed):
@@ -764,3 +770,23 @@ def test_a_rank_that_waits_for_its_stalling_peer_is_not_an_improvement(analysed)
     assert not [f for f in r.improvements if "window" in f.check]
     assert ("process1 (pid 1151) now waits 1.32 ms per step in all-reduce for pid 1150: its "
             "longer overlap window is that wait, not an improvement") in r.notes
+
+
+def test_each_process_of_a_piecewise_server_is_gated_in_its_own_steps(sample_path, tmp_path):
+    """Two piecewise engines in one export (tests/merged.py: the real captures, one clock
+    shifted): engine 1 goes from healthy to case 1 while engine 2 stays case 2. Its stall
+    check counts its own 98 steps; it counted the whole trace's 196."""
+    from merged import merge_exports
+
+    from nsysscope.analysis import analyze
+    from nsysscope.trace import load, resolve
+    side = {}
+    for name, first in (("base", "pieces_healthy"), ("cand", "pieces_case1")):
+        dst = merge_exports(resolve(sample_path(first)), resolve(sample_path("pieces_case2")),
+                            tmp_path / f"{name}.sqlite")
+        side[name] = analyze(load(dst)).summary
+    assert [p.bursts.steady for p in side["cand"].processes] == [98, 98]
+    checks = {c.name: c for c in compare(side["base"], side["cand"]).checks}
+    mine = next(c for n, c in checks.items()
+                if n.endswith("stalls.gpu_to_cpu") and n != "stalls.gpu_to_cpu")
+    assert mine.status == FAIL and mine.detail == "0/98 -> 97/98 steady steps"
