@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..model import ProcessSummary, StallSite, Summary
+from ..model import ProcessSummary, StallSite, Summary, counted_steps
 from ..model.summary import NO_NVTX
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
@@ -131,26 +131,22 @@ def _stalled_share(s: Summary | ProcessSummary) -> float:
     """The share of steady launches that stall, or of steady steps where a step is several
     launches (piecewise CUDA graphs: only a step's last launch is followed by the block that
     stalls, so a stall on every step would read as 1/N of the launches; :class:`Bursts`)."""
-    b = s.bursts
-    if b is not None and b.several:
-        return b.stalled / b.steady if b.steady else 0.0
-    return sum(s.stalls.values()) / s.steady_launches
+    b = counted_steps(s)
+    return b.stalled / b.steady if b else sum(s.stalls.values()) / s.steady_launches
 
 
 def _launch_bound_share(s: Summary | ProcessSummary) -> float:
     """The share of steady launches, or steps (as :func:`_stalled_share`), after which the GPU
     idled past the launch-bound threshold without a stall."""
-    b = s.bursts
-    if b is not None and b.several:
-        return b.launch_bound / b.steady if b.steady else 0.0
-    return s.classes.get("launch_bound", 0) / s.steady_launches
+    b = counted_steps(s)
+    return b.launch_bound / b.steady if b else s.classes.get("launch_bound", 0) / s.steady_launches
 
 
 def _launch_bound(s: Summary | ProcessSummary, idle: bool = True) -> str:
     """``293/293 launches (GPU idle p50 ...)`` (``idle``: with the gap), or in steps where a
     step is several launches (the per-launch idle gaps are then mostly the pieces')."""
-    b = s.bursts
-    if b is not None and b.several:
+    b = counted_steps(s)
+    if b:
         return (f"{b.launch_bound}/{b.steady} steps ({b.launches_p50:g} graph launches per "
                 "step, as piecewise CUDA graphs issue them)")
     gap = f" (GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)" if idle else ""
@@ -162,8 +158,8 @@ def _broken(s: Summary | ProcessSummary) -> str:
     counted in steps (launch bursts) where a step is several launches."""
     top = s.sites[0] if s.sites else None
     kind = max(s.stalls, key=lambda k: s.stalls[k])
-    b = s.bursts
-    if b is not None and b.several:
+    b = counted_steps(s)
+    if b:
         return (f"OVERLAP BROKEN: {b.stalled}/{b.steady} steady steps stall ({kind}"
                 f"{_located(top)}; {b.launches_p50:g} graph launches per step, as piecewise "
                 f"CUDA graphs issue them); median overlap window of a step's last launch "

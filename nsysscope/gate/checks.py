@@ -26,6 +26,7 @@ from ..model import (
     Distributions,
     LaunchClass,
     Summary,
+    counted_steps,
 )
 from ..util.units import us
 from .stats import (
@@ -79,8 +80,7 @@ def check_comparable(base: Summary, cand: Summary,
     elif base.trace.nsys_version != cand.trace.nsys_version:
         notes.append(f"captured with different nsys versions (baseline {base.trace.nsys_version}"
                      f", candidate {cand.trace.nsys_version})")
-    several = [s.bursts is not None and s.bursts.several for s in (base, cand)]
-    if any(several) and any(s.bursts is None for s in (base, cand)):
+    if any(map(counted_steps, (base, cand))) and any(s.bursts is None for s in (base, cand)):
         notes.append("one side's steps are several graph launches (piecewise CUDA graphs) but "
                      "the other is a summary from before nsysscope.summary/1.4, without steps: "
                      "stalls were compared per launch, where a stall on every step is 1/N; "
@@ -111,12 +111,11 @@ def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresho
     launches (piecewise CUDA graphs: ``Summary.bursts``) is a share of steady steps, each such
     launch one step (a step stalls, or leaves the GPU idle, after its last launch): per launch,
     a readback on every third step of 24 pieces would be 1.4 %, under the 2 pp."""
-    unit = "steps" if _in_steps(base, cand) else "launches"
-    if unit == "steps":
-        assert base.bursts is not None and cand.bursts is not None
-        n1, n2 = base.bursts.steady, cand.bursts.steady
+    b1, b2 = counted_steps(base), counted_steps(cand)
+    if b1 and b2:
+        unit, n1, n2 = "steps", b1.steady, b2.steady
     else:
-        n1, n2 = base.steady_launches, cand.steady_launches
+        unit, n1, n2 = "launches", base.steady_launches, cand.steady_launches
     c1, c2 = (min(s.classes.get(klass, 0), n) for s, n in ((base, n1), (cand, n2)))
     f1, f2 = c1 / n1, c2 / n2
     diff_pp = 100.0 * (f2 - f1)
@@ -136,11 +135,6 @@ def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresho
                  change_pct=None,
                  threshold=f"+{pp:g} pp & +{t.stall_min_launches} {unit}",
                  status=status, p_value=p, detail=f"{c1}/{n1} -> {c2}/{n2} steady {unit}")
-
-
-def _in_steps(base: Summary, cand: Summary) -> bool:
-    """Whether both sides' steps are several launches (stalls then count per step)."""
-    return all(s.bursts is not None and s.bursts.several for s in (base, cand))
 
 
 def median_check(name: str, label: str, x: np.ndarray, y: np.ndarray, worse: int,

@@ -36,6 +36,7 @@ from .summary import (
     StallSite,
     Summary,
     TraceInfo,
+    counted_steps,
     summary_in,
 )
 
@@ -45,6 +46,6 @@ __all__ = [
     "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check",
     "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
     "ProcessSummary", "Renderer", "Side",
-    "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult", "registry",
-    "summary_in",
+    "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult",
+    "counted_steps", "registry", "summary_in",
 ]

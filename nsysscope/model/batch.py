@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .schema import check_schema, to_plain
-from .summary import Summary
+from .summary import Summary, counted_steps
 
 BATCH_SCHEMA = "nsysscope.many/1"
 
@@ -50,10 +50,12 @@ class TraceResult:
         """Fraction 0..1 of this trace's steady launches that stalled, or of its steady steps
         where a step is several launches (piecewise CUDA graphs), as the verdict counts."""
         s = self.summary
-        if s is not None and s.bursts is not None and s.bursts.several:
-            return s.bursts.stalled / s.bursts.steady
-        n = s.steady_launches if s is not None else 0
-        return self.stalled / n if n else 0.0
+        if s is None:
+            return 0.0
+        b = counted_steps(s)
+        if b:
+            return b.stalled / b.steady
+        return self.stalled / s.steady_launches if s.steady_launches else 0.0
 
     @property
     def label(self) -> str:

@@ -228,6 +228,12 @@ class Bursts(Record):
         return self.launches_p50 >= 2 and self.steady >= MIN_BURSTS
 
 
+def counted_steps(s: Summary | ProcessSummary) -> Bursts | None:
+    """``s``'s bursts where its verdict counts steps rather than launches (a step is several
+    launches: :attr:`Bursts.several`), else None."""
+    return s.bursts if s.bursts is not None and s.bursts.several else None
+
+
 @dataclass(frozen=True)
 class ProcessSummary(Record):
     """One process of the trace that launched CUDA graphs: an engine, or one tensor-parallel

@@ -4,7 +4,7 @@ renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.
 
 from __future__ import annotations
 
-from ..model import LatentSite, LaunchClass, StallSite, Summary
+from ..model import LatentSite, LaunchClass, StallSite, Summary, counted_steps
 from ..util.units import pct, timeline_span, times_in, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
@@ -52,7 +52,7 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
         ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
         ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
-        *([("steps (launch bursts)", steps_row(s))] if s.bursts and s.bursts.several else []),
+        *([("steps (launch bursts)", steps_row(s))] if counted_steps(s) else []),
         ("overlap window p10/p50/p90", triple(s.window_us) if s.window_us.p50 is not None
          or not s.steady_launches else "n/a: the host never waited on a launch"),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
@@ -68,7 +68,7 @@ def steps_row(s: Summary) -> str:
     """``98  (24 graph launches each, between two host waits; 97 stall; overlap window of the
     last launch p10/p50/p90 ...)``: shown where a step is several launches (piecewise
     graphs), whose per-launch numbers above mix every piece."""
-    b = s.bursts
+    b = counted_steps(s)
     assert b is not None
     window = f"; overlap window of the last launch p10/p50/p90 {triple(b.window_us)}" \
         if b.window_us.p50 is not None else ""
