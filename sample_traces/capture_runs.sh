@@ -17,7 +17,8 @@
 # pieces: piecewise CUDA graphs (vLLM's, for mixed batches): 24 layers in 24 graphs per step
 #         (--layers 24 --pieces 24), healthy, case1 and case2, 100 steps, traced per graph (nsys's
 #         default) and case1 also per node; then a host-bound healthy run (25 ms of host work a
-#         step: the GPU waits for the host) ("device run P"; not in all)
+#         step: the GPU waits for the host), and case1 under torch.profiler (no stacks, 40 steps)
+#         ("device run P"; not in all)
 # all (the default) is both parts in one command: about 9 minutes, at the edge of a device run's
 # 10 minutes; CAPTURE_BUDGET (default 540 s) skips what would not fit, so prefer two runs:
 #   capture_runs.sh OUT1 runs   and   capture_runs.sh OUT2 twins
@@ -61,7 +62,8 @@ if [ "$part" = pieces ]; then
   pw="--layers 24 --pieces 24"
   specs+=("pw24_graph_healthy_100:healthy:100:graph:$pw" "pw24_graph_case1_100:case1:100:graph:$pw"
           "pw24_graph_case2_100:case2:100:graph:$pw" "pw24_node_case1_100:case1:100::$pw"
-          "pw24_graph_hostbound_60:healthy:60:graph:$pw --host-work-us 25000")
+          "pw24_graph_hostbound_60:healthy:60:graph:$pw --host-work-us 25000"
+          "kineto:kineto_pw24_case1_40:case1:40:$pw --torch-profile-no-stack")
 fi
 [ ${#specs[@]} -gt 0 ] || { echo "capture_runs.sh: part must be all, runs, twins, twins2, graph or pieces" >&2
                             exit 2; }
