@@ -1,22 +1,29 @@
-"""Columns of an nsys export straight into numpy, scanned by DuckDB in C++ on every core.
+"""Columns of an nsys export straight into numpy, without a Python object per value.
 
 Python's ``sqlite3`` module builds a Python object per value (~0.35 us each): at 10^5 graph
-launches that alone is several times SQLite's own scan. DuckDB's SQLite scanner reads the
-same file with SQLite's C library, splits each table over worker threads, aggregates
-(``GROUP BY``) in parallel hash tables and hands whole columns to numpy
-(``bench/README.md`` has the numbers).
+launches that alone is several times SQLite's own scan. Two readers avoid it, tried in turn:
 
-One SQL text serves both engines (it is written in the dialect they share), so the
-``sqlite3`` path is the same query, not a second implementation. It is taken for the few
-exports DuckDB refuses: a damaged file or a value that is not what its column declares
-(DuckDB stops; ``sqlite3`` reads what it can and the loader reports the damage in its own
-words), or text that is not valid UTF-8 (a range named with arbitrary bytes, which
-``sqlite3`` decodes with replacement characters); and where DuckDB or its SQLite extension
-is not installed.
+* nsysscope's C reader (:mod:`.stepped`), where it was built: SQLite steps the query, on a
+  connection without SQLite's per-call locking, straight into int64 buffers, a big table in
+  parts on every core. Its filters run in SQLite (only the CUDA calls asked for come out).
+* DuckDB's SQLite scanner, which splits each table over worker threads and hands whole
+  columns to numpy; it converts every row of a table before a filter runs. It also reads the
+  Parquet copy a long trace is read in windows from (:mod:`.windows`).
+
+(``bench/README.md`` has the numbers.) One SQL text serves every engine (it is written in
+the dialect they share), so the ``sqlite3`` path is the same query, not a second
+implementation. It is taken for the few exports the fast readers refuse: a damaged file or a
+value that is not what its column declares (they stop; ``sqlite3`` reads what it can and the
+loader reports the damage in its own words), or, for DuckDB, text that is not valid UTF-8 (a
+range named with arbitrary bytes, which ``sqlite3`` decodes with replacement characters);
+and where neither is installed.
 
 A text column (NVTX range names: a few thousand names over millions of ranges) comes back
-as a categorical. DuckDB wraps the same query in a ``GROUP BY`` of the text with a list
-per other column, so no Python string is made per row; ``sqlite3`` factorises what it read.
+as a categorical: the C reader numbers the distinct texts as it reads; DuckDB wraps the same
+query in a ``GROUP BY`` of the text with a list per other column; ``sqlite3`` factorises
+what it read. A read *grouped by runs* (kinds ``k n x s``, :meth:`ColumnReader.read`) folds
+rows with equal keys into one: the C reader folds adjacent rows as it steps, the others run
+the query under a ``GROUP BY``.
 """
 
 from __future__ import annotations
@@ -31,30 +38,51 @@ import numpy as np
 import pandas as pd
 
 from .arrays import read, workers
+from .stepped import REFUSED, SteppedReader, available
 
 #: DuckDB derives an extension's entry point from its file name
 _EXTENSION = "sqlite_scanner.duckdb_extension"
+#: how a read grouped by runs folds each kind of column (``k``: a key of the group)
+_FOLD = {"k": "{}", "n": "MIN({})", "x": "MAX({})", "s": "SUM({})"}
 
 
 class ColumnReader:
     """Runs the loader's SQL over one export; :meth:`read` returns one array per column.
 
-    ``duck``: a DuckDB connection to run it on instead of one of its own (the time windows'
-    copy of the export, :mod:`.windows`, whose owner closes it)."""
+    ``duck``: a DuckDB connection to run it on instead (the time windows' copy of the export,
+    :mod:`.windows`, whose owner closes it)."""
 
     def __init__(self, db: Path, fallback: sqlite3.Connection, duck: Any = None) -> None:
         self.db, self.fallback = Path(db), fallback
         self._duck: Any = duck
         self._tried = self._shared = duck is not None
-        #: queries DuckDB refused, answered by sqlite3 instead
+        self._stepped = SteppedReader(self.db, fallback) if available() and duck is None \
+            else None
+        #: queries the fast readers refused, answered by sqlite3 instead
         self.fallbacks = 0
 
-    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
+             split: str | None = None) -> list[Any]:
         """The columns of ``sql``'s result: ``i`` int64 (no NULLs: use IFNULL), ``c`` text as a
         :class:`pandas.Categorical` (at most one such column).
 
-        A text column repeats a few values over millions of rows (NVTX range names): DuckDB
-        hands it over grouped by value, so no Python string is made per row."""
+        Or a read grouped by runs, every column one of ``k`` (a key), ``n`` (the smallest
+        value), ``x`` (the largest) or ``s`` (the sum): rows with equal keys fold into one,
+        but a group may come back as several rows (the C reader folds only adjacent rows);
+        the caller folds those again.
+
+        ``split``: the table ``sql`` reads its rows from (a big one), which the C reader may
+        read in parts on every core; it must be named once, as itself or with an alias."""
+        if self._stepped is not None:
+            try:
+                got = self._stepped.read(sql, kinds, params, split)
+            except REFUSED:
+                self.fallbacks += 1
+            else:
+                return [_categorical(*v) if k == "c" else v
+                        for v, k in zip(got, kinds, strict=True)]
+        if set(kinds) & set(_FOLD):
+            sql, kinds = grouped_sql(sql, kinds), "i" * len(kinds)
         duck = self._connection()
         if duck is not None:
             import duckdb
@@ -87,6 +115,15 @@ class ColumnReader:
             self._tried = True
             self._duck = attach(self.db)
         return self._duck
+
+
+def grouped_sql(sql: str, kinds: str) -> str:
+    """``sql``, a read grouped by runs (``kinds``: :meth:`ColumnReader.read`), as one SQL
+    ``GROUP BY`` of its keys."""
+    names = [f"c{j}" for j in range(len(kinds))]
+    folded = ", ".join(_FOLD[k].format(c) for c, k in zip(names, kinds, strict=True))
+    keys = ", ".join(c for c, k in zip(names, kinds, strict=True) if k == "k")
+    return f"WITH q({', '.join(names)}) AS ({sql}) SELECT {folded} FROM q GROUP BY {keys}"
 
 
 def interrupted(e: BaseException) -> bool:

@@ -105,13 +105,15 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     calls = of_calls.sql("globalPid" in tcols)
     if has_node:
-        sql = ("SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END g, "
-               f"{pid} p, MIN(CASE WHEN graphNodeId IS NULL THEN 1 ELSE 0 END), MIN(start), "
-               'MAX("end"), MIN(streamId), MIN(deviceId), IFNULL(MIN(correlationId), -1), '
-               "COUNT(*)" + "".join(f", MIN({c})" for c in copy) +
-               f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL)"
-               f"{calls} GROUP BY g, p")
-        key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(sql, "i" * 13)
+        # a replay's rows fold into one group per process and correlation id (a read grouped
+        # by runs: kinds k, n, x, s); an eager op's row, keyed by its negated rowid, is one
+        eager_row = "CASE WHEN graphNodeId IS NULL THEN 1 ELSE 0 END"
+        sql = (f"SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END, "
+               f'{pid}, {eager_row}, start, "end", streamId, deviceId, '
+               f"IFNULL(correlationId, -1), 1, {', '.join(copy)} FROM {table} "
+               f"WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}")
+        key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(
+            sql, "kknnxnnns" + "n" * len(copy), split=table)
         e = eager.astype(bool)
         g = ~e
         proc = process_of_pid(gpid)
@@ -120,7 +122,7 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
             [col[e] for col in cp] + [-key[e]]
     sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
            + ", ".join(copy) + f", rowid FROM {table} WHERE TRUE{calls}")
-    cols = s.read(sql, "i" * 11)
+    cols = s.read(sql, "i" * 11, split=table)
     cols[5] = process_of_pid(cols[5])
     return [np.empty(0, np.int64)] * 7, cols
 
@@ -141,7 +143,7 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
         pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
         g = frame(GRAPH_WORK_COLUMNS, s.read(
             f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1 '
-            f"FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiii"))
+            f"FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiii", split=table))
         g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]

@@ -148,15 +148,17 @@ class Schema:
     def _reader(self) -> ColumnReader:
         return ColumnReader(self._file(), self.conn, self._duck)
 
-    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical),
-        scanned in C (:mod:`.columnar`). For the big tables; metadata goes through
-        :attr:`conn`."""
-        return self._reader.read(sql, kinds, params)
+    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
+             split: str | None = None) -> list[Any]:
+        """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical;
+        or grouped by runs), read without a Python object per value
+        (:meth:`.columnar.ColumnReader.read`; ``split``: the big table it reads). For the big
+        tables; metadata goes through :attr:`conn`."""
+        return self._reader.read(sql, kinds, params, split)
 
     @property
     def fallbacks(self) -> int:
-        """Queries of :meth:`read` that DuckDB refused and sqlite3 answered."""
+        """Queries of :meth:`read` that the fast readers refused and sqlite3 answered."""
         return self._reader.fallbacks if "_reader" in self.__dict__ else 0
 
     def close(self) -> None:

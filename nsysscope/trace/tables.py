@@ -24,7 +24,7 @@ def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     start, end, tid, corr, name_id, status = s.read(
         'SELECT start, "end", IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, '
         f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}){span.overlapping()}",
-        "iiiiii")
+        "iiiiii", split="CUPTI_ACTIVITY_KIND_RUNTIME")
     order = np.argsort(start, kind="stable")
     categories = sorted(set(wanted.values()))
     code_of = {i: categories.index(n) for i, n in wanted.items()}
@@ -65,7 +65,7 @@ def syncs_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFrame:
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
                             "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE TRUE"
                             f"{of_calls.sql('globalPid' in tcols)}",
-                            "iiii"))
+                            "iiii", split="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
@@ -78,7 +78,7 @@ def event_records_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFr
     pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
                             f"IFNULL(eventSyncId, -1), streamId FROM {table} "
-                            f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii"))
+                            f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii", split=table))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
@@ -100,7 +100,7 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
            f"COALESCE({', '.join(text) or 'NULL'}, '') "
            f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
            f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
-    start, end, tid, rowid, txt = s.read(sql, "iiiic")
+    start, end, tid, rowid, txt = s.read(sql, "iiiic", split="NVTX_EVENTS")
     order = np.lexsort((rowid, start))  # ties in table order
     df = frame(cols[:-1], [start[order], end[order], tid[order]])
     df["text"] = txt[order]
@@ -144,7 +144,7 @@ def collectives_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFram
     proc, corr, start, end, stream, device, name_id = s.read(
         f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
         f"{name_col} FROM {table} WHERE {name_col} IN ({ids})"
-        f"{of_calls.sql('globalPid' in tcols)}", "iiiiiii")
+        f"{of_calls.sql('globalPid' in tcols)}", "iiiiiii", split=table)
     df = frame(cols, [process_of_pid(proc), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)

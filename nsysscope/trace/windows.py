@@ -213,7 +213,7 @@ class TraceWindows:
         ids = [i for i, n in self._wanted.items() if n in LAUNCH_APIS]
         start, tid = self._schema.read(
             f"SELECT start, IFNULL(globalTid, -1) FROM {_RUNTIME} "
-            f"WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})", "ii")
+            f"WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})", "ii", split=_RUNTIME)
         return pd.DataFrame({"proc": process_of(tid), "start_ns": start})
 
 

@@ -1,0 +1,135 @@
+"""A query read by nsysscope's C reader (``stepper.c``), a big table in parts, one
+per core.
+
+SQLite runs one statement on one thread. A table named as the query's ``split`` is read in
+parts instead: each part's connection first defines a ``TEMP VIEW`` of the same name over a
+range of the table's rowids (SQLite looks a name up in the temporary schema first, and
+flattens the view into the query, so each part scans only its range), and the parts, run
+on a pool of threads, come back in rowid order: the rows of one read of the whole query.
+
+A read grouped by runs (kinds ``k n x s``) may split a group where a part ends; its caller
+merges groups anyway (rows of one group need not be adjacent in an export either).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sqlite3
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .arrays import workers
+from .files import sqlite_uri
+
+try:
+    from . import stepper
+except ImportError:  # built without a C compiler: the loader reads through DuckDB
+    stepper = None  # type: ignore[assignment]
+
+#: a table of fewer rows than this per core is read in fewer parts (a part costs a
+#: connection, ~1 ms)
+PART_ROWS = 100_000
+#: SQLite reads the file through a memory map of up to this size instead of a read() call
+#: per 4 KB page
+_MMAP = "PRAGMA mmap_size = 1099511627776"
+
+#: what the C reader raises where the sqlite3 module should read the query instead
+REFUSED: tuple[type[Exception], ...] = (TypeError,) if stepper is None else \
+    (TypeError, stepper.ReadError)
+
+
+def available() -> bool:
+    """Whether the C reader was built (``setup.py``)."""
+    return stepper is not None
+
+
+class SteppedReader:
+    """Reads queries of the export ``db`` with the C reader; ``conn``, an open connection to
+    it, finds how many rows a table to split has."""
+
+    def __init__(self, db: Path, conn: sqlite3.Connection) -> None:
+        self.uri = sqlite_uri(db, "mode=ro&immutable=1")
+        self.conn = conn
+
+    def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
+             split: str | None = None) -> list[Any]:
+        """``sql``'s columns: int64 arrays, and for a ``c`` column (codes, values), codes
+        into the distinct texts (-1: NULL). ``split``: a table ``sql`` reads, read in parts."""
+        assert stepper is not None
+        cancel = bytearray(1)
+        futures = [_pool().submit(stepper.read, self.uri, sql, kinds, params,
+                                  prelude, cancel) for prelude in self._parts(split)]
+        try:
+            parts = [f.result() for f in futures]
+        except BaseException:  # Ctrl-C, or one part failed: stop the others, then say so
+            cancel[0] = 1
+            _wait(futures)
+            raise
+        done = [p for p in parts if p is not None]  # None: cancelled, which only the
+        assert len(done) == len(parts)  # handler above does
+        return [_joined([p[j] for p in done], kind) for j, kind in enumerate(kinds)]
+
+    def _parts(self, table: str | None) -> list[str]:
+        """The prelude of each part of a read of ``table`` (every part: one, of the whole)."""
+        n = workers()
+        last = 0
+        if table is not None and n > 1:
+            last = self.conn.execute(f'SELECT MAX(rowid) FROM "{table}"').fetchone()[0] or 0
+        n = max(1, min(n, last // PART_ROWS))
+        if n == 1:
+            return [_MMAP]
+        cuts = np.linspace(0, last, n + 1).astype(np.int64)[1:-1].tolist()
+        # the first part and the last are open-ended: every rowid falls in one part
+        bounds = [f"rowid <= {cuts[0]}"] + \
+            [f"rowid > {lo} AND rowid <= {hi}" for lo, hi in itertools.pairwise(cuts)] + \
+            [f"rowid > {cuts[-1]}"]
+        return [f'{_MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
+                f'FROM main."{table}" WHERE {b}' for b in bounds]
+
+
+def _joined(parts: list[Any], kind: str) -> Any:
+    """One column from its parts: arrays one after the other; texts over the distinct texts
+    of every part."""
+    if kind != "c":
+        arrays = [np.frombuffer(p, dtype=np.int64) for p in parts]
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+    codes = [np.frombuffer(c, dtype=np.int64) for c, _ in parts]
+    values = [v for _, v in parts]
+    if len(parts) == 1:
+        return codes[0], np.array(values[0], dtype=object)
+    # each part numbered its texts itself: number them again over all parts
+    new, distinct = pd.factorize(np.array([t for v in values for t in v], dtype=object))
+    lookup = np.append(new, -1)  # a NULL (-1) points past every part's texts
+    offsets = np.cumsum([0] + [len(v) for v in values[:-1]])
+    joined = np.concatenate([lookup[np.where(c >= 0, c + o, len(new))]
+                             for c, o in zip(codes, offsets, strict=True)])
+    return joined, np.asarray(distinct, dtype=object)
+
+
+def _wait(futures: list[Future[Any]]) -> None:
+    """Wait for every part to end, whatever it raised."""
+    for f in futures:
+        with contextlib.suppress(BaseException):  # the first error is the one reported
+            f.result()
+
+
+_lock = threading.Lock()
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads parts run on, one per core (made again in a forked child, which has none
+    of its parent's threads)."""
+    global _executor
+    with _lock:
+        if _executor is None or _executor[0] != os.getpid():
+            _executor = (os.getpid(), ThreadPoolExecutor(workers(),
+                                                         thread_name_prefix="nsysscope-read"))
+        return _executor[1]
