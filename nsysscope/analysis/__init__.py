@@ -4,7 +4,7 @@ a :class:`~nsysscope.model.Summary`. Nothing here parses files, prints or plots
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -46,14 +46,22 @@ class Analysis:
     summary: Summary
     #: one row per process that launched graphs (see :mod:`.processes`)
     processes: pd.DataFrame
-    #: the trace's NVTX ranges, indexed (depths, cleaned names)
-    nvtx: NvtxIndex
+    #: the trace's NVTX ranges indexed, where the analysis made the index (else :attr:`nvtx`
+    #: makes it when asked: a parallel analysis indexes only parts of the trace)
+    nvtx_index: NvtxIndex | None = field(default=None, repr=False)
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
 
     @property
     def stalls(self) -> pd.DataFrame:
         return self.launches[self.launches["stall"]]
+
+    @property
+    def nvtx(self) -> NvtxIndex:
+        """The trace's NVTX ranges, indexed (depths, cleaned names)."""
+        if self.nvtx_index is None:
+            self.nvtx_index = NvtxIndex.of(self.trace.nvtx)
+        return self.nvtx_index
 
 
 def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
@@ -70,13 +78,14 @@ class LaunchRows:
     per-launch and per-block tables, the device busy intervals, the copies that may break
     overlap later (:func:`.latent.latent_copies`) and the NVTX ranges. Everything in it
     depends only on the events near each launch, so the rows of consecutive windows of a
-    trace put together are the rows of the whole (:mod:`.windows`)."""
+    trace put together are the rows of the whole (:mod:`.windows`). ``nvtx``: the index of the
+    trace's NVTX ranges, None where rows of parts were put together from elsewhere."""
 
     launches: pd.DataFrame
     blocks: pd.DataFrame
     busy: pd.DataFrame
     latent: pd.DataFrame
-    nvtx: NvtxIndex
+    nvtx: NvtxIndex | None
 
 
 def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = None) -> LaunchRows:

@@ -19,15 +19,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..trace.apis import LAUNCH_APIS
+from ..trace.arrays import workers
 from ..trace.load import Trace, load
+from ..trace.slices import trace_in
 from ..trace.time_range import TimeRange
-from ..trace.windows import TraceWindows, Window, in_windows
+from ..trace.windows import MARGIN_LAUNCHES, TraceWindows, Window, in_windows, plan_windows
+from ..util.forks import can_fork, map_forked
 from ..util.memory import return_freed_memory
 from . import Analysis, LaunchRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig
 from .nvtx import NvtxIndex, names_step
 from .pairs import PairIndex
+
+#: launches a window of a parallel analysis holds at least (fewer: the processes would
+#: cost more than they save; bench/README.md)
+PARALLEL_LAUNCHES = 10_000
 
 
 def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str | None = None,
@@ -38,9 +46,34 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
     analysis does not keep."""
     windows = None if events or (time_range and not time_range.whole) else \
         in_windows(path, nsys=nsys)
-    if windows is None:
-        return analyze(load(path, nsys=nsys, time_range=time_range), cfg)
-    return analyze_windows(windows, cfg)
+    if windows is not None:
+        return analyze_windows(windows, cfg)
+    cfg = cfg or AnalysisConfig()
+    trace = load(path, nsys=nsys, time_range=time_range)
+    rows = parallel_rows(trace, cfg)
+    return analyze(trace, cfg) if rows is None else finish(trace, rows, cfg)
+
+
+def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
+                  margin: int = MARGIN_LAUNCHES) -> LaunchRows | None:
+    """The launch rows of ``trace``, its windows analysed at once in processes forked from
+    this one (:func:`~nsysscope.util.forks.map_forked`), one per CPU (``parts``: how many
+    windows); None where one process would do as well: a trace of fewer than
+    :data:`PARALLEL_LAUNCHES` launches a window, one CPU, or an OS that cannot fork.
+
+    Each window is the rows a read of its time range gives (:func:`.slices.trace_in`), and
+    the windows' rows put together are the whole trace's (the module's doc)."""
+    launches = trace.api.loc[trace.api["name"].isin(LAUNCH_APIS), ["proc", "start_ns"]]
+    n = parts or min(workers(), len(launches) // PARALLEL_LAUNCHES)
+    if n < 2 or not can_fork():
+        return None
+    windows = plan_windows(launches, per_window=-(-len(launches) // n), margin=margin)
+    groups = communicators(trace.collectives)  # once, from every kernel (as windows do)
+
+    def owned(w: Window) -> _Owned:
+        return _Owned.of(launch_rows(trace_in(trace, w.read), cfg, groups), w)
+
+    return _joined(map_forked(owned, windows), None)
 
 
 def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
@@ -144,7 +177,7 @@ def _join(parts: list[Columns]) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
-def _joined(parts: list[_Owned], nvtx: NvtxIndex) -> LaunchRows:
+def _joined(parts: list[_Owned], nvtx: NvtxIndex | None) -> LaunchRows:
     """The windows' rows as one trace's: launches and blocks numbered again (a launch's
     block found by its thread and start), copies in the whole trace's order."""
     launches = _join([p.launches for p in parts])

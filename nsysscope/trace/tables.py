@@ -90,21 +90,48 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     types = s.enum("ENUM_NSYS_EVENT_TYPE")
     ranges = [types.get("NvtxPushPopRange", 59), types.get("NvtxStartEndRange", 60)]
     tcols = s.columns("NVTX_EVENTS")
-    text = []
-    if "text" in tcols:
-        text.append("NULLIF(n.text, '')")
-    if "textId" in tcols:
-        text.append("t.value")
-    join = "LEFT JOIN StringIds t ON t.id = n.textId" if "textId" in tcols else ""
-    sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, '
-           f"COALESCE({', '.join(text) or 'NULL'}, '') "
-           f"FROM NVTX_EVENTS n {join} WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
+    # a range's name is its own text, or else the interned string its textId names
+    # (COALESCE(NULLIF(text, ''), StringIds.value, '')), put together after the read: SQL
+    # that computes text copies it per row, at twice the cost of reading the table
+    text = "n.text" if "text" in tcols else "NULL"
+    text_id = "IFNULL(n.textId, -1)" if "textId" in tcols else "-1"
+    sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, {text}, {text_id} '
+           f"FROM NVTX_EVENTS n WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
            f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
-    start, end, tid, rowid, txt = s.read(sql, "iiiic", split="NVTX_EVENTS")
+    start, end, tid, rowid, own, interned = s.read(sql, "iiiici", split="NVTX_EVENTS")
     order = np.lexsort((rowid, start))  # ties in table order
     df = frame(cols[:-1], [start[order], end[order], tid[order]])
-    df["text"] = txt[order]
+    df["text"] = _range_names(s, own, interned)[order]
     return df
+
+
+def _range_names(s: Schema, own: pd.Categorical, interned: np.ndarray) -> pd.Categorical:
+    """Each range's name: its ``own`` text where it has one, else the string its textId
+    (``interned``, -1: none) names, else ''; a categorical of the names present, sorted."""
+    codes = np.asarray(own.codes, dtype=np.int64)
+    names = list(own.categories)
+    if "" in names:
+        codes = np.where(codes == names.index(""), -1, codes)
+    missing = codes < 0
+    ids = np.unique(interned[missing & (interned >= 0)])
+    found = dict(s.conn.execute(f"SELECT id, value FROM StringIds WHERE id IN "
+                                f"({','.join(map(str, ids.tolist()))})")) if len(ids) else {}
+    # the interned names, and '' for a range with neither, after the range's own names
+    extra = [str(found.get(i, "")) for i in ids.tolist()] + [""]
+    at = np.searchsorted(ids, interned[missing])
+    known = (at < len(ids)) & (ids[np.minimum(at, max(len(ids) - 1, 0))] == interned[missing]) \
+        if len(ids) else np.zeros(int(missing.sum()), dtype=bool)
+    codes[missing] = len(names) + np.where(known, at, len(ids))
+    return _categorical_of(codes, np.array(names + extra, dtype=object))
+
+
+def _categorical_of(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """``values[codes]`` as a categorical of the distinct values present, sorted."""
+    used = np.unique(codes)
+    distinct, inverse = np.unique(values[used].astype(str), return_inverse=True)
+    remap = np.zeros(len(values), dtype=np.int64)
+    remap[used] = inverse
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(distinct.tolist()))
 
 
 def processes_table(s: Schema) -> pd.DataFrame:

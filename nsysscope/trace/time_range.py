@@ -56,6 +56,16 @@ class TimeRange:
             sql.append(f' AND {alias}"end" > {self.start_ns}')
         return "".join(sql)
 
+    def overlaps(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Which rows (``start``/``end`` times) overlap the range: the rows
+        :meth:`overlapping` keeps, for a table already read."""
+        keep = np.ones(len(start), dtype=bool)
+        if self.end_ns is not None:
+            keep &= start < self.end_ns
+        if self.start_ns is not None:
+            keep &= end > self.start_ns
+        return keep
+
     def of_calls(self, corr_ids: np.ndarray, procs: np.ndarray) -> CallRows:
         """The rows of the calls read (their correlation ids and processes); every row for
         the whole trace."""
@@ -99,6 +109,22 @@ class CallRows:
                 f"(globalPid >> 24 = {p} AND {column} BETWEEN {lo} AND {hi})"
                 for p, lo, hi in self.ranges) + ")"
         return sql
+
+    def keeps(self, proc: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """Which rows (process keys, correlation ids) :meth:`sql` keeps, for a table already
+        read (a row whose process is not known, -1, is kept only where one process called)."""
+        if self.ranges is None:
+            return np.ones(len(corr), dtype=bool)
+        if not self.ranges:
+            return np.zeros(len(corr), dtype=bool)
+        low, high = min(r[1] for r in self.ranges), max(r[2] for r in self.ranges)
+        keep = (corr >= low) & (corr <= high)
+        if len(self.ranges) > 1:
+            own = np.zeros(len(corr), dtype=bool)
+            for p, lo, hi in self.ranges:
+                own |= (proc == p) & (corr >= lo) & (corr <= hi)
+            keep &= own
+        return keep
 
 
 #: every row of a per-call table

@@ -199,3 +199,33 @@ def test_the_per_launch_database_is_the_same(sample_path, analysed, tmp_path):
             list(whole.execute(f"PRAGMA table_info({table})"))
         rows = part.execute(f"SELECT * FROM {table}").fetchall()
         assert rows == whole.execute(f"SELECT * FROM {table}").fetchall() and rows
+
+
+@pytest.mark.parametrize("name,margin", [
+    ("case1", 8), ("case2", 8), ("both", 8), ("case1_py", 8), ("twoproc", 8), ("tp2_case1", 8),
+    ("outcopy_case1_every8", 8), ("poll_case1", 8), ("poll_async_case1", 8),
+    ("pieces_case1", None), ("graph_case1", 8)])
+def test_parallel_windows_give_the_whole_traces_analysis(analysed, name, margin):
+    """A trace already loaded, cut in memory into 4 windows (``trace.slices``), each analysed
+    in a process of its own: every launch and block, and the summary, are the whole trace's
+    (margins of 8 launches, as the SQL windows above; piecewise steps need the default)."""
+    from nsysscope.analysis import finish
+    from nsysscope.analysis.windows import parallel_rows
+    whole = analysed(name)
+    kw = {} if margin is None else {"margin": margin}
+    rows = parallel_rows(whole.trace, whole.config, parts=4, **kw)
+    assert rows is not None
+    part = finish(whole.trace, rows, whole.config)
+    pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(comparable(part.blocks), comparable(whole.blocks),
+                                  check_dtype=False)
+    assert json.loads(part.summary.to_json(with_distributions=True)) == \
+        json.loads(whole.summary.to_json(with_distributions=True))
+
+
+def test_a_small_trace_is_analysed_in_one_process(analysed):
+    from nsysscope.analysis.windows import PARALLEL_LAUNCHES, parallel_rows
+    a = analysed("healthy_long")  # 5000 launches: less than a window's worth
+    assert len(a.launches) < 2 * PARALLEL_LAUNCHES
+    assert parallel_rows(a.trace, a.config) is None
