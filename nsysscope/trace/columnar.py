@@ -104,6 +104,17 @@ class ColumnReader:
         return [_categorical(*pd.factorize(v)) if k == "c" else v
                 for v, k in zip(cols, kinds, strict=True)]
 
+    @property
+    def concurrent(self) -> bool:
+        """Whether reads may run at once on several threads (the C reader's do; a DuckDB
+        connection runs one query at a time)."""
+        return self._stepped is not None
+
+    def stop(self) -> None:
+        """End the C reader's reads under way (:meth:`.stepped.SteppedReader.stop`)."""
+        if self._stepped is not None:
+            self._stepped.stop()
+
     def close(self) -> None:
         if self._duck is not None and not self._shared:
             self._duck.close()

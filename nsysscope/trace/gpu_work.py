@@ -11,6 +11,7 @@ only one row per launch, and one per eager op, ever reaches Python. With
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,19 +50,13 @@ class GpuWork:
     (:meth:`.TimeRange.of_calls`)."""
 
     def __init__(self, s: Schema, of_calls: CallRows = EVERY_CALL) -> None:
-        graph: list[list[np.ndarray]] = []
-        eager: list[list[np.ndarray]] = []
-        self.has_node_tables = False
-        for kind, table in enumerate(_GPU_TABLES):
-            tcols = s.columns(table)
-            if not tcols:
-                continue
-            has_node = "graphNodeId" in tcols
-            self.has_node_tables |= has_node
-            g, e = _table_pass(s, table, tcols, has_node, of_calls)
-            graph.append(g)
-            eager.append(e + [np.full(len(e[0]), kind, dtype=np.int64)])
-        self._graph, self._eager = graph, eager
+        present = {t: s.columns(t) for t in _GPU_TABLES if s.columns(t)}
+        self.has_node_tables = any("graphNodeId" in c for c in present.values())
+        passes = s.at_once({t: functools.partial(_table_pass, s, t, c, "graphNodeId" in c,
+                                                 of_calls) for t, c in present.items()})
+        self._graph = [g for g, _ in passes.values()]
+        self._eager = [e + [np.full(len(e[0]), _GPU_TABLES.index(t), dtype=np.int64)]
+                       for t, (_, e) in passes.items()]
 
     def eager_ops(self) -> pd.DataFrame:
         """Eager GPU work (not part of a graph replay): kernels, copies and memsets, by start
@@ -71,7 +66,12 @@ class GpuWork:
                                  for c in EAGER_COLUMNS})
         start, end, stream, device, corr, proc, *copy, rowid, kind = (
             np.concatenate(cols) for cols in zip(*self._eager, strict=True))
-        order = np.lexsort((rowid, kind, start))
+        # by start, ties in table order: the C reader gives each table in rowid order, which
+        # a stable sort by start alone keeps
+        in_order = len(kind) < 2 or bool(np.all((np.diff(kind) > 0) | (
+            (np.diff(kind) == 0) & (np.diff(rowid) > 0))))
+        order = np.argsort(start, kind="stable") if in_order else \
+            np.lexsort((rowid, kind, start))
         df = frame(EAGER_COLUMNS, [a[order] for a in
                                    (start, end, stream, device, corr, proc, kind, *copy)])
         df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=GPU_KINDS)
@@ -106,15 +106,15 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     calls = of_calls.sql("globalPid" in tcols)
     if has_node:
         # a replay's rows fold into one group per process and correlation id (a read grouped
-        # by runs: kinds k, n, x, s); an eager op's row, keyed by its negated rowid, is one
-        eager_row = "CASE WHEN graphNodeId IS NULL THEN 1 ELSE 0 END"
+        # by runs: kinds k, n, x, s); an eager op's row, keyed by its negated rowid (a
+        # negative key, where correlation ids are not), is one
         sql = (f"SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END, "
-               f'{pid}, {eager_row}, start, "end", streamId, deviceId, '
-               f"IFNULL(correlationId, -1), 1, {', '.join(copy)} FROM {table} "
+               f'{pid}, start, "end", streamId, deviceId, IFNULL(correlationId, -1), 1, '
+               f"{', '.join(copy)} FROM {table} "
                f"WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}")
-        key, gpid, eager, start, end, stream, device, corr, count, *cp = s.read(
-            sql, "kknnxnnns" + "n" * len(copy), split=table)
-        e = eager.astype(bool)
+        key, gpid, start, end, stream, device, corr, count, *cp = s.read(
+            sql, "kknxnnns" + "n" * len(copy), split=table)
+        e = key < 0
         g = ~e
         proc = process_of_pid(gpid)
         graph = [proc[g], corr[g], start[g], end[g], stream[g], device[g], count[g]]

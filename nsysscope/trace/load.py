@@ -9,10 +9,11 @@ correlation ids, ``proc`` for the process key (:func:`~nsysscope.trace.apis.proc
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -26,7 +27,7 @@ from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
 from .sources import resolve
-from .time_range import WHOLE, TimeRange
+from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 
 
 @dataclass(frozen=True)
@@ -133,22 +134,31 @@ def damage_reported(path: str | Path) -> Iterator[None]:
 def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
     """The :class:`Trace` of ``span`` of the export ``db`` (``path``: as the user named it),
     read through ``s``."""
-    with progress(f"reading {path.name}", total=6) as bar:
-        api = tables.api_table(s, span)
-        # the GPU work and records of the calls read
-        of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
-        bar.advance(label=f"reading {path.name}: syncs and NVTX")
-        syncs = tables.syncs_table(s, of_calls)
-        event_records = tables.event_records_table(s, of_calls)
-        bar.advance()
-        nvtx = tables.nvtx_table(s, span)
-        bar.advance(label=f"reading {path.name}: GPU work")
-        gpu = GpuWork(s, of_calls)
+    with progress(f"reading {path.name}"):
+        # the calls and ranges in the span; the GPU work and records of the calls read (all
+        # of them for the whole trace: then every table is read at once)
+        first = {"api": lambda: tables.api_table(s, span),
+                 "nvtx": lambda: tables.nvtx_table(s, span)}
+
+        def of(calls: CallRows) -> dict[str, Callable[[], Any]]:
+            return {"syncs": lambda: tables.syncs_table(s, calls),
+                    "event_records": lambda: tables.event_records_table(s, calls),
+                    "gpu": lambda: GpuWork(s, calls),
+                    "collectives": lambda: tables.collectives_table(s, calls)}
+
+        if span.whole:
+            of_calls = EVERY_CALL
+            got = s.at_once(first | of(of_calls))
+        else:
+            got = s.at_once(first)
+            api = got["api"]
+            of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
+            got |= s.at_once(of(of_calls))
+        api, gpu = got["api"], got["gpu"]
         gpu_ops = own_process(gpu.eager_ops(), api)
-        bar.advance(label=f"reading {path.name}: graph replays")
         graph_work_table, graph_mode = graph_work(s, api, gpu, of_calls)
-        bar.advance()
-        syncs, event_records = own_process(syncs, api), own_process(event_records, api)
+        syncs = own_process(got["syncs"], api)
+        event_records = own_process(got["event_records"], api)
     capture = tables.capture_span(s, api)
     meta = TraceMeta(
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
@@ -165,6 +175,6 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),
         pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", DEFAULT_ENUMS["pageable"]))
     return Trace(meta=meta, api=api, graph_work=graph_work_table, gpu_ops=gpu_ops,
-                 syncs=syncs, event_records=event_records, nvtx=nvtx,
+                 syncs=syncs, event_records=event_records, nvtx=got["nvtx"],
                  threads=tables.threads_table(s), processes=tables.processes_table(s),
-                 collectives=tables.collectives_table(s, of_calls), enums=enums, source=db)
+                 collectives=got["collectives"], enums=enums, source=db)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 import sqlite3
 import struct
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
@@ -37,6 +39,8 @@ REQUIRED_COLUMNS: dict[str, frozenset[str]] = {
     "NVTX_EVENTS": frozenset({"start", "end", "eventType", "globalTid"}),
     "StringIds": frozenset({"id", "value"}),
 }
+
+T = TypeVar("T")
 
 _API_SUFFIX = re.compile(r"(_v\d+)+$|_ptsz$|_ptds$")
 
@@ -155,6 +159,24 @@ class Schema:
         (:meth:`.columnar.ColumnReader.read`; ``split``: the big table it reads). For the big
         tables; metadata goes through :attr:`conn`."""
         return self._reader.read(sql, kinds, params, split)
+
+    def at_once(self, reads: dict[str, Callable[[], T]]) -> dict[str, T]:
+        """Each of ``reads`` (functions that read through :meth:`read`) run, at once on
+        threads of their own where the reader lets reads run together (the C reader's
+        release the GIL: one table's rows are framed while another's are read), else one
+        after the other. The first error is raised once every read has ended (the others
+        are stopped: Ctrl-C, or a damaged export)."""
+        if len(reads) < 2 or not self._reader.concurrent:
+            return {name: read() for name, read in reads.items()}
+        with ThreadPoolExecutor(len(reads), thread_name_prefix="nsysscope-table") as pool:
+            futures = {name: pool.submit(read) for name, read in reads.items()}
+            try:
+                for f in as_completed(futures.values()):
+                    f.result()  # the first error, as soon as it comes
+            except BaseException:
+                self._reader.stop()
+                raise
+            return {name: f.result() for name, f in futures.items()}
 
     @property
     def fallbacks(self) -> int:

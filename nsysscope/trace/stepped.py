@@ -45,6 +45,10 @@ REFUSED: tuple[type[Exception], ...] = (TypeError,) if stepper is None else \
     (TypeError, stepper.ReadError)
 
 
+class ReadStopped(RuntimeError):
+    """A read ended by :meth:`SteppedReader.stop`."""
+
+
 def available() -> bool:
     """Whether the C reader was built (``setup.py``)."""
     return stepper is not None
@@ -57,24 +61,47 @@ class SteppedReader:
     def __init__(self, db: Path, conn: sqlite3.Connection) -> None:
         self.uri = sqlite_uri(db, "mode=ro&immutable=1")
         self.conn = conn
+        self._lock = threading.Lock()
+        self._flags: dict[int, bytearray] = {}  # the cancel flag of each read under way
+        self._stopped = False
 
     def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
              split: str | None = None) -> list[Any]:
         """``sql``'s columns: int64 arrays, and for a ``c`` column (codes, values), codes
-        into the distinct texts (-1: NULL). ``split``: a table ``sql`` reads, read in parts."""
+        into the distinct texts (-1: NULL). ``split``: a table ``sql`` reads, read in parts.
+
+        Reads may run at once on several threads (the loader's tables); :meth:`stop` ends
+        them all."""
         assert stepper is not None
         cancel = bytearray(1)
-        futures = [_pool().submit(stepper.read, self.uri, sql, kinds, params,
-                                  prelude, cancel) for prelude in self._parts(split)]
+        with self._lock:
+            if self._stopped:
+                raise ReadStopped("the reads of this export were stopped")
+            self._flags[id(cancel)] = cancel
         try:
-            parts = [f.result() for f in futures]
-        except BaseException:  # Ctrl-C, or one part failed: stop the others, then say so
-            cancel[0] = 1
-            _wait(futures)
-            raise
-        done = [p for p in parts if p is not None]  # None: cancelled, which only the
-        assert len(done) == len(parts)  # handler above does
+            futures = [_pool().submit(stepper.read, self.uri, sql, kinds, params,
+                                      prelude, cancel) for prelude in self._parts(split)]
+            try:
+                parts = [f.result() for f in futures]
+            except BaseException:  # Ctrl-C, or one part failed: stop the others, then say so
+                cancel[0] = 1
+                _wait(futures)
+                raise
+        finally:
+            with self._lock:
+                del self._flags[id(cancel)]
+        done = [p for p in parts if p is not None]  # None: a part cancelled by stop()
+        if len(done) < len(parts):
+            raise ReadStopped("the reads of this export were stopped")
         return [_joined([p[j] for p in done], kind) for j, kind in enumerate(kinds)]
+
+    def stop(self) -> None:
+        """End every read under way (each raises :class:`ReadStopped`), and refuse new ones:
+        another thread's read failed, or the user pressed Ctrl-C."""
+        with self._lock:
+            self._stopped = True
+            for flag in self._flags.values():
+                flag[0] = 1
 
     def _parts(self, table: str | None) -> list[str]:
         """The prelude of each part of a read of ``table`` (every part: one, of the whole)."""

@@ -209,3 +209,34 @@ def test_ctrl_c_during_a_duckdb_query_stops_the_run(case1_copy, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             tables.api_table(s)
         assert s.fallbacks == 0
+
+
+@needs_c_reader
+def test_ctrl_c_while_tables_are_read_at_once_stops_every_read(case1_copy):
+    """The loader reads its tables on threads of their own (``Schema.at_once``): Ctrl-C in
+    the main thread stops each of them, not only the one it happened to wait for."""
+    import signal
+    import time
+    endless = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r "
+               "WHERE i < 1000000000000) SELECT i FROM r")
+    with Schema(connect_readonly(case1_copy), case1_copy) as s:
+        main = threading.main_thread().ident
+        threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            s.at_once({"a": lambda: s.read(endless, "i"), "b": lambda: s.read(endless, "i")})
+        assert time.monotonic() - t0 < 5
+
+
+@needs_c_reader
+def test_the_error_of_tables_read_at_once_is_the_failed_reads_own(case1_copy):
+    """One read fails; the others are stopped, and what is raised is the failure, not the
+    others' being stopped."""
+    def bad():
+        raise ValueError("damaged")
+
+    endless = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r "
+               "WHERE i < 1000000000000) SELECT i FROM r")
+    with Schema(connect_readonly(case1_copy), case1_copy) as s, \
+            pytest.raises(ValueError, match="damaged"):
+        s.at_once({"endless": lambda: s.read(endless, "i"), "bad": bad})
