@@ -104,27 +104,23 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     # the process of each row: correlation ids restart in every process
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     calls = of_calls.sql("globalPid" in tcols)
-    if has_node:
-        # a replay's rows fold into one group per process and correlation id (a read grouped
-        # by runs: kinds k, n, x, s); an eager op's row, keyed by its negated rowid (a
-        # negative key, where correlation ids are not), is one
-        sql = (f"SELECT CASE WHEN graphNodeId IS NULL THEN -rowid ELSE correlationId END, "
-               f'{pid}, start, "end", streamId, deviceId, IFNULL(correlationId, -1), 1, '
-               f"{', '.join(copy)} FROM {table} "
-               f"WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}")
-        key, gpid, start, end, stream, device, corr, count, *cp = s.read(
-            sql, "kknxnnns" + "n" * len(copy), split=table)
-        e = key < 0
-        g = ~e
-        proc = process_of_pid(gpid)
-        graph = [proc[g], corr[g], start[g], end[g], stream[g], device[g], count[g]]
-        return graph, [start[e], end[e], stream[e], device[e], corr[e], proc[e]] + \
-            [col[e] for col in cp] + [-key[e]]
-    sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
-           + ", ".join(copy) + f", rowid FROM {table} WHERE TRUE{calls}")
-    cols = s.read(sql, "i" * 11, split=table)
-    cols[5] = process_of_pid(cols[5])
-    return [np.empty(0, np.int64)] * 7, cols
+    # an eager op's row as it is (its rowid orders ties); without graphNodeId (an old
+    # export) every row is one
+    eager_sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
+                 + ", ".join(copy) + f", rowid FROM {table} "
+                 f"WHERE {'graphNodeId IS NULL' if has_node else 'TRUE'}{calls}")
+    eager = s.read(eager_sql, "i" * 11, split=table)
+    eager[5] = process_of_pid(eager[5])
+    if not has_node:
+        return [np.empty(0, np.int64)] * 7, eager
+    # a replay's rows fold into one group per process and correlation id (a read grouped by
+    # runs: kinds k, n, x, s). A second pass over the table, where one would return every
+    # row with the eager columns too: SQLite's cost grows with the columns it returns
+    corr, gpid, start, end, stream, device, count = s.read(
+        f'SELECT correlationId, {pid}, start, "end", streamId, deviceId, 1 FROM {table} '
+        f"WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL{calls}", "kknxnns",
+        split=table)
+    return [process_of_pid(gpid), corr, start, end, stream, device, count], eager
 
 
 def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,

@@ -80,23 +80,12 @@ extern int sqlite3_value_bytes(sqlite3_value *);
 
 static PyObject *ReadError;
 
-/* A growable array of int64 values (allocated without the GIL). */
+/* One column's int64 values (allocated without the GIL); every column of a read has as many
+   values, and grows with the others (reserve_row). */
 typedef struct {
     int64_t *v;
     Py_ssize_t n, cap;
 } Column;
-
-static int column_push(Column *c, int64_t x) {
-    if (c->n == c->cap) {
-        Py_ssize_t cap = c->cap ? 2 * c->cap : 1 << 14;
-        int64_t *v = PyMem_RawRealloc(c->v, (size_t)cap * sizeof(int64_t));
-        if (!v) return -1;
-        c->v = v;
-        c->cap = cap;
-    }
-    c->v[c->n++] = x;
-    return 0;
-}
 
 /* The distinct texts of a 'c' column: an open-addressing hash table over an arena. */
 typedef struct {
@@ -192,16 +181,32 @@ typedef struct {
     const char *kinds;
     int ncols, grouped;
     Column *cols;
+    Py_ssize_t out, cap; /* rows written to every column, and their room */
     Texts texts;
     int64_t *acc; /* the group being read (grouped reads) */
-    Py_ssize_t rows;
+    int in_group; /* whether ``acc`` holds a group */
     int bad_column; /* NOT_AN_INTEGER: which, and its SQLite type */
     int bad_type;
 } Read;
 
-static Outcome emit_group(Read *r) {
-    for (int j = 0; j < r->ncols; j++)
-        if (column_push(&r->cols[j], r->acc[j]) < 0) return NO_MEMORY;
+/* Room for one more row in every column. */
+static int reserve_row(Read *r) {
+    if (r->out < r->cap) return 0;
+    Py_ssize_t cap = r->cap ? 2 * r->cap : 1 << 14;
+    for (int j = 0; j < r->ncols; j++) {
+        int64_t *v = PyMem_RawRealloc(r->cols[j].v, (size_t)cap * sizeof(int64_t));
+        if (!v) return -1;
+        r->cols[j].v = v;
+        r->cols[j].cap = cap;
+    }
+    r->cap = cap;
+    return 0;
+}
+
+static Outcome write_row(Read *r, const int64_t *row) {
+    if (reserve_row(r) < 0) return NO_MEMORY;
+    for (int j = 0; j < r->ncols; j++) r->cols[j].v[r->out] = row[j];
+    r->out++;
     return OK;
 }
 
@@ -211,45 +216,40 @@ static Outcome take_row(Read *r, sqlite3_stmt *st) {
     for (int j = 0; j < r->ncols; j++) {
         sqlite3_value *v = sqlite3_column_value(st, j);
         int type = sqlite3_value_type(v);
-        if (r->kinds[j] == 'c') {
-            int64_t code = -1;
-            if (type != SQLITE_NULL) {
-                const unsigned char *s = sqlite3_value_text(v);
-                Py_ssize_t n = sqlite3_value_bytes(v);
-                if (!s) return NO_MEMORY;
-                code = texts_code(&r->texts, s, n);
-                if (code < 0) return NO_MEMORY;
-            }
-            row[j] = code;
-            continue;
-        }
-        if (type != SQLITE_INTEGER) {
+        if (type == SQLITE_INTEGER) {
+            row[j] = sqlite3_value_int64(v);
+            if (r->kinds[j] != 'c') continue;
+        } else if (r->kinds[j] != 'c') {
             r->bad_column = j;
             r->bad_type = type;
             return NOT_AN_INTEGER;
         }
-        row[j] = sqlite3_value_int64(v);
+        int64_t code = -1; /* a text column: the code of its value, -1 for NULL */
+        if (type != SQLITE_NULL) {
+            const unsigned char *s = sqlite3_value_text(v);
+            Py_ssize_t n = sqlite3_value_bytes(v);
+            if (!s) return NO_MEMORY;
+            code = texts_code(&r->texts, s, n);
+            if (code < 0) return NO_MEMORY;
+        }
+        row[j] = code;
     }
-    if (!r->grouped) {
-        for (int j = 0; j < r->ncols; j++)
-            if (column_push(&r->cols[j], row[j]) < 0) return NO_MEMORY;
-        r->rows++;
-        return OK;
-    }
-    int same = r->rows > 0;
+    if (!r->grouped) return write_row(r, row);
+    int same = r->in_group;
     for (int j = 0; same && j < r->ncols; j++)
         if (r->kinds[j] == 'k' && r->acc[j] != row[j]) same = 0;
     if (!same) {
-        if (r->rows > 0 && emit_group(r) != OK) return NO_MEMORY;
+        if (r->in_group && write_row(r, r->acc) != OK) return NO_MEMORY;
         memcpy(r->acc, row, (size_t)r->ncols * sizeof(int64_t));
-        r->rows++;
+        r->in_group = 1;
         return OK;
     }
     for (int j = 0; j < r->ncols; j++) {
+        int64_t x = row[j];
         switch (r->kinds[j]) {
-        case 'n': if (row[j] < r->acc[j]) r->acc[j] = row[j]; break;
-        case 'x': if (row[j] > r->acc[j]) r->acc[j] = row[j]; break;
-        case 's': r->acc[j] += row[j]; break;
+        case 'n': if (x < r->acc[j]) r->acc[j] = x; break;
+        case 'x': if (x > r->acc[j]) r->acc[j] = x; break;
+        case 's': r->acc[j] += x; break;
         }
     }
     return OK;
@@ -265,7 +265,7 @@ static Outcome step_all(Read *r, sqlite3_stmt *st, const volatile char *cancel) 
         if (++seen % CHECK_EVERY == 0 && cancel[0]) return CANCELLED;
     }
     if (rc != SQLITE_DONE) return SQLITE_FAILED;
-    if (r->grouped && r->rows > 0) return emit_group(r);
+    if (r->grouped && r->in_group) return write_row(r, r->acc);
     return OK;
 }
 
@@ -348,6 +348,7 @@ static PyObject *result(Read *r) {
     PyObject *out = PyList_New(r->ncols);
     if (!out) return NULL;
     for (int j = 0; j < r->ncols; j++) {
+        r->cols[j].n = r->out;
         PyObject *item = take_column(&r->cols[j]);
         if (item && r->kinds[j] == 'c') {
             PyObject *values = PyList_New(r->texts.count);
