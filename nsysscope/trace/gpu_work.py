@@ -42,12 +42,12 @@ _COPY_SQL = {
 
 
 class GpuWork:
-    """One pass over the GPU activity tables, split into graph-replay work and eager ops.
+    """The GPU activity tables read, as graph-replay work and eager ops.
 
-    Each table is one query. A graph replay's rows (``graphNodeId`` set) group by process and
-    correlation id; an eager op's row is a group of its own, keyed by its negated rowid, so it
-    comes back as is (its rowid orders ties). ``of_calls``: the work of the calls read
-    (:meth:`.TimeRange.of_calls`)."""
+    Each table is two passes (:func:`_table_pass`): a graph replay's rows (``graphNodeId``
+    set) folded per process and correlation id, and every eager op's row as it is (its rowid
+    orders ties). ``of_calls``: the work of the calls read (:meth:`.TimeRange.of_calls`). Both
+    tables are made here, on the thread that read them (:meth:`.Schema.at_once`)."""
 
     def __init__(self, s: Schema, of_calls: CallRows = EVERY_CALL) -> None:
         present = {t: s.columns(t) for t in _GPU_TABLES if s.columns(t)}
@@ -57,10 +57,21 @@ class GpuWork:
         self._graph = [g for g, _ in passes.values()]
         self._eager = [e + [np.full(len(e[0]), _GPU_TABLES.index(t), dtype=np.int64)]
                        for t, (_, e) in passes.items()]
+        self._eager_ops, self._graph_work = self._eager_frame(), self._graph_frame()
+        del self._graph, self._eager  # the rows read, now in the two tables
 
     def eager_ops(self) -> pd.DataFrame:
         """Eager GPU work (not part of a graph replay): kernels, copies and memsets, by start
         (ties: in table order, then row order)."""
+        return self._eager_ops
+
+    def graph_work(self) -> pd.DataFrame:
+        """``proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per process and
+        correlation id of graph-replay work, sorted by both (a replay spread over several
+        tables, kernels and memsets say, is merged)."""
+        return self._graph_work
+
+    def _eager_frame(self) -> pd.DataFrame:
         if not self._eager:
             return pd.DataFrame({c: pd.Series(dtype=INT if c != "kind" else str)
                                  for c in EAGER_COLUMNS})
@@ -77,10 +88,7 @@ class GpuWork:
         df["kind"] = pd.Categorical.from_codes(df["kind"].to_numpy(), categories=GPU_KINDS)
         return df
 
-    def graph_work(self) -> pd.DataFrame:
-        """``proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per process and
-        correlation id of graph-replay work, sorted by both (a replay spread over several
-        tables, kernels and memsets say, is merged)."""
+    def _graph_frame(self) -> pd.DataFrame:
         p, c, t0, t1, stream, device, n = (
             [np.concatenate(cols) for cols in zip(*self._graph, strict=True)] if self._graph
             else [np.empty(0, np.int64)] * 7)

@@ -148,7 +148,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
 
         if span.whole:
             of_calls = EVERY_CALL
-            got = s.at_once(first | of(of_calls))
+            got = s.at_once(of(of_calls) | first)  # the GPU tables, the longest, first
         else:
             got = s.at_once(first)
             api = got["api"]
