@@ -71,7 +71,7 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
     fixed = project(launches, rates, launches["steady"] & launches["stall"], groups)
     sites = stall_sites(launches, if_fixed=if_fixed)
     busy, per_s = totals(table)
-    processes = _processes(launches, table, cfg, if_fixed, fixed)
+    processes = _processes(launches, table, cfg, if_fixed, fixed, sites)
     summary = Summary(
         trace=trace.meta.info,
         verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
@@ -98,10 +98,13 @@ def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
 
 
 def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
-               if_fixed: Callable[[pd.Index], Projection],
-               fixed: Projection) -> list[ProcessSummary]:
+               if_fixed: Callable[[pd.Index], Projection], fixed: Projection,
+               sites: list[StallSite]) -> list[ProcessSummary]:
+    """One summary per process; ``sites``: the whole trace's, which are the only process's
+    own where there is one."""
     pid_of = dict(zip(table["proc"], table["pid"], strict=True))
-    everywhere = site_rows(launches)  # a site's fix relieves every process that has it
+    # a site's fix relieves every process that has it
+    everywhere = site_rows(launches) if len(table) > 1 else None
     out = []
     for row in table.sort_values("pid", kind="stable").itertuples():
         own = launches if len(table) == 1 else launches[launches["proc"] == row.proc]
@@ -118,7 +121,8 @@ def _processes(launches: pd.DataFrame, table: pd.DataFrame, cfg: AnalysisConfig,
             collective_wait_us=Percentiles.of(waits),
             waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
             waits_in=_most_waited_in(steady),
-            sites=stall_sites(own, if_fixed=if_fixed, scope=everywhere),
+            sites=sites if everywhere is None else stall_sites(own, if_fixed=if_fixed,
+                                                                scope=everywhere),
             if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
             # one process: its distributions are the summary's own, not kept twice
             distributions=_distributions(steady) if len(table) > 1 else None)
