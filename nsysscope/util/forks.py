@@ -2,8 +2,8 @@
 
 A child made by ``fork`` starts with this process's memory as it is (copy-on-write): the
 inputs of the work, a trace of millions of rows, are not copied or pickled, only each
-child's result comes back through a pipe. The first item is worked on here meanwhile, so
-``n`` items keep ``n`` CPUs busy.
+child's result comes back, as a pickle in a file. The first item is worked on here
+meanwhile, so ``n`` items keep ``n`` CPUs busy.
 
 Where the OS cannot fork (Windows; macOS, where forking a process that has loaded system
 frameworks is unsafe), the items are worked on here, one after the other.
@@ -16,8 +16,13 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
+
+#: a memory file system, where Linux has one, for the children's results
+_SHM = "/dev/shm"
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -27,6 +32,10 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
+class ChildDied(RuntimeError):
+    """A worker process ended without sending its result."""
+
+
 def map_forked(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``[fn(x) for x in items]``, each item but the first in a child process. An exception
     of ``fn`` in a child is raised here (the first item's first); a child that dies without
@@ -34,40 +43,51 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     child still running is killed."""
     if len(items) < 2 or not can_fork():
         return [fn(x) for x in items]
-    children: list[tuple[int, int]] = []  # pid and the read end of its pipe
-    running: set[int] = set()  # the children not reaped yet
+    children: list[tuple[int, BinaryIO, int]] = []  # pid, its result's file, and the pipe
+    running: set[int] = set()  # that says it is written; the children not reaped yet
     try:
         for item in items[1:]:
-            pid, fd = _fork(fn, item)
-            children.append((pid, fd))
-            running.add(pid)
+            child = _fork(fn, item)
+            children.append(child)
+            running.add(child[0])
         results = [fn(items[0])]
-        for pid, fd in children:
-            payload = _drain(fd)
-            _, status = os.waitpid(pid, 0)
+        for pid, out, written in children:
+            if not os.read(written, 1):  # the child ended without writing its result
+                _, status = os.waitpid(pid, 0)
+                running.discard(pid)
+                raise ChildDied(f"a worker process ended without a result ({_how(status)})")
+            # the result is in its file: take it, and let the child end (freeing its
+            # memory) while this process goes on
+            out.seek(0)
+            payload = out.read()
+            _reap_later(pid)
             running.discard(pid)
-            results.append(_result(payload, status))
+            results.append(_result(payload))
         return results
     finally:
         for pid in running:  # an error or Ctrl-C came first: stop the rest
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-        for _, fd in children:
-            os.close(fd)
+        for _, out, written in children:
+            out.close()
+            os.close(written)
 
 
-class ChildDied(RuntimeError):
-    """A worker process ended without sending its result."""
-
-
-def _fork(fn: Callable[[T], R], item: T) -> tuple[int, int]:
-    """A child working on ``item``: its pid and the pipe its result comes through."""
+def _fork(fn: Callable[[T], R], item: T) -> tuple[int, BinaryIO, int]:
+    """A child working on ``item``: its pid, the file its result comes in, and the read end
+    of a pipe on which it says the result is written (one byte, before it exits: a process
+    holding a large trace takes a tenth of a second to end). A file, not the pipe itself: a
+    pipe's 64 KB made the child wait for this process, still busy with its own item, then
+    pass tens of megabytes through in small pieces. The file has no name (only the two
+    processes hold it) and is in memory where the OS has a memory file system."""
+    out = tempfile.TemporaryFile(dir=_SHM if os.path.isdir(_SHM) else None)  # noqa: SIM115
+    # (closed by map_forked, once read)
     read, write = os.pipe()
     pid = os.fork()
     if pid:
         os.close(write)
-        return pid, read
+        return pid, out, read
     # the child: Ctrl-C and SIGTERM are the parent's to handle (it kills the children)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -79,29 +99,32 @@ def _fork(fn: Callable[[T], R], item: T) -> tuple[int, int]:
             payload = pickle.dumps((False, e))
         except Exception:  # noqa: BLE001 - an exception that does not pickle
             payload = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-    with os.fdopen(write, "wb") as out:
+    with contextlib.suppress(OSError):  # no room for it: the parent says the child died
         out.write(payload)
+        out.flush()
+        os.write(write, b"1")
     # no clean-up of the parent's (atexit, temporary files, buffered output): it is the
     # parent's own
     os._exit(0)
 
 
-def _drain(fd: int) -> bytes:
-    """Everything a child writes to its pipe, up to its end."""
-    parts = []
-    while chunk := os.read(fd, 1 << 20):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _result(payload: bytes, status: int) -> R:  # type: ignore[type-var]
-    """What a child sent (raised, if it is an error); ``status``: how it ended."""
-    if not payload:
-        raise ChildDied(f"a worker process ended without a result ({_how(status)})")
+def _result(payload: bytes) -> R:  # type: ignore[type-var]
+    """What a child sent (raised, if it is an error)."""
     ok, value = pickle.loads(payload)
     if not ok:
         raise value
     return value  # type: ignore[no-any-return]
+
+
+def _reap_later(pid: int) -> None:
+    """Collect a child's exit on a thread of its own: no one waits for it to end, and none
+    is left a zombie."""
+    threading.Thread(target=_reap, args=(pid,), name="nsysscope-reap", daemon=True).start()
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.waitpid(pid, 0)
 
 
 def _how(status: int) -> str:
