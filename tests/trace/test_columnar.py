@@ -240,3 +240,27 @@ def test_the_error_of_tables_read_at_once_is_the_failed_reads_own(case1_copy):
     with Schema(connect_readonly(case1_copy), case1_copy) as s, \
             pytest.raises(ValueError, match="damaged"):
         s.at_once({"endless": lambda: s.read(endless, "i"), "bad": bad})
+
+
+@needs_c_reader
+@pytest.mark.parametrize("name", ["case1", "twoproc", "tp2_case1", "poll_case1", "graph_case1",
+                                  "pieces_case1", "outcopy_case1"])
+def test_every_reader_loads_the_same_trace(sample_path, monkeypatch, name):
+    """The whole loader through the C reader (tables at once, in parts), through DuckDB and
+    through sqlite3: every table of the :class:`Trace` the same, row for row (one process
+    and several, graph-traced and piecewise replays, polling, side-stream copies)."""
+    def loaded(engine: str):
+        with monkeypatch.context() as m:
+            use(engine, m)
+            m.setattr(stepped, "PART_ROWS", 300)  # several parts even in a small sample
+            return load(sample_path(name))
+
+    traces = {e: loaded(e) for e in ENGINES}
+    first = traces["stepped"]
+    for engine, t in traces.items():
+        for table in ("api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx",
+                      "threads", "processes", "collectives"):
+            pd.testing.assert_frame_equal(getattr(t, table), getattr(first, table),
+                                          obj=f"{engine}: {table}")
+        assert t.meta == first.meta
+    assert len(first.graph_work) > 0 and len(first.api) > 1000
