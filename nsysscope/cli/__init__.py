@@ -29,6 +29,12 @@ def run() -> None:
     # a CI timeout or `docker stop`: leave as Ctrl-C does, through every clean-up on the way
     # out (temporary files, the --no-cache folder), not at once
     signal.signal(signal.SIGTERM, _terminated)
+    # numpy asks the kernel for huge pages for every array of 4 MB or more; an analysis makes
+    # and frees hundreds of them, and where the kernel compacts memory to find huge pages
+    # (transparent_hugepage defrag "madvise") that took 0.4 s of system time on the light
+    # 10^5 replica, and found none (bench/README.md). Read when numpy is imported: the user's
+    # own setting wins
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     try:
         main()
     except SystemExit as e:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 import nsysscope
@@ -38,3 +40,19 @@ def test_python_m_runs_the_command():
     p = subprocess.run([sys.executable, "-m", "nsysscope", "--help"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0 and "report" in p.stdout
+
+
+@pytest.mark.parametrize("users, seen", [(None, "0"), ("1", "1")])
+def test_the_program_turns_numpys_huge_pages_off_unless_the_user_set_them(users, seen):
+    """``nsysscope`` sets NUMPY_MADVISE_HUGEPAGE=0 before numpy is imported (on the light
+    10^5 replica numpy's huge-page requests cost 0.4 s of system time and got no huge page);
+    a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if users is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = users
+    code = ("import atexit, os, sys; sys.argv = ['nsysscope', '--version']; "
+            "atexit.register(lambda: print('seen=' + os.environ['NUMPY_MADVISE_HUGEPAGE'])); "
+            "from nsysscope.cli import run; run()")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60).stdout
+    assert f"seen={seen}" in out
