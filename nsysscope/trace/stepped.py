@@ -36,9 +36,10 @@ except ImportError:  # built without a C compiler: the loader reads through Duck
 #: a table of fewer rows than this per core is read in fewer parts (a part costs a
 #: connection, ~1 ms)
 PART_ROWS = 100_000
-#: SQLite reads the file through a memory map of up to this size instead of a read() call
-#: per 4 KB page
-_MMAP = "PRAGMA mmap_size = 1099511627776"
+#: SQLite reads the first 256 MiB of an export through a memory map, saving a read() call
+#: per 4 KB page, and the rest with read(): every mapped page counts in the process's
+#: resident memory, and mapping all of a 2.2 GB export read 2.2 GB RSS (bench/README.md)
+_MMAP = f"PRAGMA mmap_size = {256 << 20}"
 
 #: what the C reader raises where the sqlite3 module should read the query instead
 REFUSED: tuple[type[Exception], ...] = (TypeError,) if stepper is None else \
@@ -50,8 +51,9 @@ class ReadStopped(RuntimeError):
 
 
 def available() -> bool:
-    """Whether the C reader was built (``setup.py``)."""
-    return stepper is not None
+    """Whether the C reader was built (``setup.py``) and is not turned off
+    (``NSYSSCOPE_C_READER=0``: read through DuckDB, to compare the two or to go round it)."""
+    return stepper is not None and os.environ.get("NSYSSCOPE_C_READER", "").strip() != "0"
 
 
 class SteppedReader:

@@ -264,3 +264,12 @@ def test_every_reader_loads_the_same_trace(sample_path, monkeypatch, name):
                                           obj=f"{engine}: {table}")
         assert t.meta == first.meta
     assert len(first.graph_work) > 0 and len(first.api) > 1000
+
+
+@needs_c_reader
+def test_the_c_reader_can_be_turned_off(case1_copy, monkeypatch):
+    monkeypatch.setenv("NSYSSCOPE_C_READER", "0")
+    assert not stepped.available()
+    with Schema(connect_readonly(case1_copy), case1_copy) as s:
+        assert not s._reader.concurrent  # DuckDB reads, one query at a time
+        assert (tables.api_table(s)["name"] == "cudaGraphLaunch").sum() == 300
