@@ -700,6 +700,21 @@ def test_mann_whitney_matches_scipy():
         assert ours(x, y) == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize("name", ["healthy_long", "case1", "poll_case1"])
+def test_bootstrap_medians_are_numpys_medians_of_the_same_resamples(analysed, name):
+    """The bootstrap's medians, found from each resample's sorted ranks, are exactly
+    ``np.median`` of the resampled values (the gate's intervals did not move): on the real
+    samples' windows and GPU gaps (values to 0.01 us, with ties), odd and even sizes."""
+    from nsysscope.gate.stats import _boot_medians
+    d = analysed(name).summary.distributions
+    for values in (d.window_us, d.gpu_idle_us):
+        v = np.array([x for x in values if x is not None], dtype=float)
+        for part in (v, v[:-1]):
+            want = np.median(part[np.random.default_rng(5).integers(0, len(part), size=(300, len(
+                part)))], axis=1)
+            np.testing.assert_array_equal(_boot_medians(part.tobytes(), 300, 5), want)
+
+
 def test_statistics_sanity():
     x = np.arange(100, dtype=float)
     assert mann_whitney_less(x, x) == pytest.approx(0.5, abs=0.02)
