@@ -105,6 +105,16 @@ class ColumnReader:
                 for v, k in zip(cols, kinds, strict=True)]
 
     @property
+    def filters_first(self) -> bool:
+        """Whether a query's filter runs before its rows are converted (the C reader's and
+        sqlite3's run in SQLite, DuckDB's over the windows' Parquet copy in its scan), so
+        that two filtered passes over a big table cost about one. DuckDB's SQLite scanner
+        converts every selected column of every row first: there one pass that returns every
+        row is cheaper than two that each return some (the full 10^5 replica's GPU tables:
+        14.5 -> 8.1 s)."""
+        return self._stepped is not None or self._shared or self._connection() is None
+
+    @property
     def concurrent(self) -> bool:
         """Whether reads may run at once on several threads (the C reader's do; a DuckDB
         connection runs one query at a time)."""

@@ -107,11 +107,19 @@ class GpuWork:
 def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
                 of_calls: CallRows) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """One table's graph groups (proc, corr, start, end, stream, device, count) and eager rows
-    (start, end, stream, device, corr, proc, copy_kind, src_kind, dst_kind, bytes, rowid)."""
+    (start, end, stream, device, corr, proc, copy_kind, src_kind, dst_kind, bytes, rowid).
+
+    Where the reader filters in SQLite (:attr:`.Schema.filters_first`) these are two passes,
+    one returning the eager rows, one folding the replays' (SQLite's cost grows with the
+    columns it returns, and a row filtered out costs little); elsewhere (DuckDB converts every
+    selected value of every row before it filters) one ``GROUP BY`` in which an eager op is a
+    group of its own (:func:`_one_pass`)."""
     copy = _COPY_SQL[table]
     # the process of each row: correlation ids restart in every process
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     calls = of_calls.sql("globalPid" in tcols)
+    if has_node and not s.filters_first:
+        return _one_pass(s, table, copy, pid, calls)
     # an eager op's row as it is (its rowid orders ties); without graphNodeId (an old
     # export) every row is one
     eager_sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
@@ -122,14 +130,36 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     if not has_node:
         return [np.empty(0, np.int64)] * 7, eager
     # a replay's rows fold into one group per process and correlation id (a read grouped by
-    # runs: kinds k, n, x, s). A second pass over the table, where one would return every
-    # row with the eager columns too: SQLite's cost grows with the columns it returns
+    # runs: kinds k, n, x, s)
     corr, gpid, start, end, stream, device, count = s.read(
         f'SELECT correlationId, {pid}, start, "end", streamId, deviceId, 1 FROM {table} '
         f"WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL{calls}", "kknxnns",
         split=table)
     return [process_of_pid(gpid), corr, start, end, stream, device, count], eager
 
+
+def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
+              calls: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """:func:`_table_pass`'s two results from one grouped read: a replay's rows group by
+    correlation id and process, an eager op's row is a group alone under the key
+    ``-1 - rowid``."""
+    # a copy column the table lacks is a constant, made here (each folded column of 20 M
+    # kernel rows costs DuckDB ~0.2 s)
+    read = [c for c in copy if not c.lstrip("-").isdigit()]
+    key, gpid, start, end, stream, device, count, corr, *copied = s.read(
+        f"SELECT CASE WHEN graphNodeId IS NULL THEN -1 - rowid ELSE correlationId END, {pid}, "
+        'start, "end", streamId, deviceId, 1, IFNULL(correlationId, -1)'
+        + "".join(f", {c}" for c in read)
+        + f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}",
+        "kknxnns" + "n" * (1 + len(read)), split=table)
+    proc = process_of_pid(gpid)
+    eager, graph = key < 0, key >= 0
+    got = iter(copied)
+    copy_cols = [next(got)[eager] if c in read else np.full(int(eager.sum()), int(c), np.int64)
+                 for c in copy]
+    return ([v[graph] for v in (proc, key, start, end, stream, device, count)],
+            [v[eager] for v in (start, end, stream, device, corr, proc)] + copy_cols
+            + [-1 - key[eager]])
 
 def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
                of_calls: CallRows = EVERY_CALL) -> tuple[pd.DataFrame, str]:

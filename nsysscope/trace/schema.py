@@ -160,6 +160,12 @@ class Schema:
         tables; metadata goes through :attr:`conn`."""
         return self._reader.read(sql, kinds, params, split)
 
+    @property
+    def filters_first(self) -> bool:
+        """Whether :meth:`read`'s filters run before rows are converted
+        (:attr:`.columnar.ColumnReader.filters_first`)."""
+        return self._reader.filters_first
+
     def at_once(self, reads: dict[str, Callable[[], T]]) -> dict[str, T]:
         """Each of ``reads`` (functions that read through :meth:`read`) run, at once on
         threads of their own where the reader lets reads run together (the C reader's
