@@ -152,6 +152,26 @@ def test_no_room_for_the_copy_reads_the_trace_whole(sample_path, monkeypatch, ca
                 if p.startswith("nsysscope-windows-")}
 
 
+def test_a_disk_short_of_room_gets_a_compressed_copy_and_the_same_analysis(
+        sample_path, analysed, monkeypatch):
+    """The copy is left uncompressed where the disk has room for the export's size (the
+    samples' folder does), else zstd-compressed: the windows read the same rows either way."""
+    import shutil
+
+    real = shutil.disk_usage
+    used: list[str] = []
+    pick = trace_windows.copy_compression
+    monkeypatch.setattr(trace_windows, "copy_compression",
+                        lambda db, folder: used.append(pick(db, folder)) or used[-1])
+    windowed(sample_path("case1"))
+    monkeypatch.setattr(trace_windows.shutil, "disk_usage",
+                        lambda p: real(p)._replace(free=1000))
+    part, _ = windowed(sample_path("case1"))
+    assert used == ["uncompressed", "zstd"]
+    pd.testing.assert_frame_equal(comparable(part.launches),
+                                  comparable(analysed("case1").launches), check_dtype=False)
+
+
 def test_the_copy_is_removed_and_the_trace_left_alone(sample_path):
     path = sample_path("case1")
     before = (path.stat().st_size, path.stat().st_mtime_ns)
