@@ -2,10 +2,10 @@
 every GPU op one at a time, for a timeline of every graph node (:func:`gpu_op_rows`).
 
 The big tables (kernels, copies, memsets: ~200 rows per replay with
-``--cuda-graph-trace=node``, 98 % of a trace's rows) are read in one pass, one query per
-table: a ``GROUP BY`` in which a replay's rows group by process and correlation id into first
-start, last end, stream, device and count, and an eager op's row is a group of its own. So
-only one row per launch, and one per eager op, ever reaches Python. With
+``--cuda-graph-trace=node``, 98 % of a trace's rows) are folded as they are read: a replay's
+rows group by process and correlation id into first start, last end, stream, device and
+count, and an eager op's row comes as it is (:func:`_table_pass`). So only one row per
+launch, and one per eager op, ever reaches Python. With
 ``--cuda-graph-trace=graph`` each replay is one ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` row.
 """
 
@@ -160,6 +160,7 @@ def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
     return ([v[graph] for v in (proc, key, start, end, stream, device, count)],
             [v[eager] for v in (start, end, stream, device, corr, proc)] + copy_cols
             + [-1 - key[eager]])
+
 
 def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
                of_calls: CallRows = EVERY_CALL) -> tuple[pd.DataFrame, str]:
