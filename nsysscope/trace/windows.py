@@ -180,12 +180,12 @@ class TraceWindows:
         d = self._duck
         d.execute("SET preserve_insertion_order = false")  # each core writes as it reads
         assert self._dir is not None  # made before the copy starts
-        self._compression = copy_compression(self.db, self._dir)
+        compression = copy_compression(self.db, self._dir)
         views = []
         with progress(f"copying {self.path.name} to read it in windows",
                       total=len(_COPIED)) as bar:
             for table in _COPIED:
-                views += self._copy_table(table)
+                views += self._copy_table(table, compression)
                 bar.advance()
         d.execute("SET preserve_insertion_order = true")
         d.execute("USE memory")
@@ -193,8 +193,9 @@ class TraceWindows:
             d.execute(view)
         d.execute("SET search_path = 'memory.main,trace.main'")  # the rest: from the export
 
-    def _copy_table(self, table: str) -> list[str]:
-        """Copy ``table`` (:meth:`_copy`); the SQL of its view, if it has anything to copy."""
+    def _copy_table(self, table: str, compression: str) -> list[str]:
+        """Copy ``table`` (:meth:`_copy`), ``compression`` its Parquet codec; the SQL of its
+        view, if it has anything to copy."""
         cols = sorted(self._schema.columns(table) & _COLUMNS)
         if not cols:
             return []
@@ -206,7 +207,7 @@ class TraceWindows:
         listed = ", ".join(f'"{c}"' for c in cols)
         self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
                            f"{where}) TO '{out}' "
-                           f"(FORMAT parquet, COMPRESSION {self._compression})")
+                           f"(FORMAT parquet, COMPRESSION {compression})")
         # in the table's order again (ties keep it): each window sorts only what it reads
         return [f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}') "
                 "ORDER BY rowid"]
