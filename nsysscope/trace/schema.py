@@ -12,7 +12,7 @@ import re
 import sqlite3
 import struct
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..errors import NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
 from .files import SQLITE_MAGIC, sqlite_uri
+from .stepped import ReadStopped
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -171,7 +172,10 @@ class Schema:
         threads of their own where the reader lets reads run together (the C reader's
         release the GIL: one table's rows are framed while another's are read), else one
         after the other. The first error is raised once every read has ended (the others
-        are stopped: Ctrl-C, or a damaged export)."""
+        are stopped: Ctrl-C, or a damaged export), unless it only says that its read was
+        stopped: reads run at once inside one of these (the GPU tables' inside the
+        loader's) stop every read of the export when one fails, and a read stopped so may
+        end before the failed one is reported; the failure is raised then."""
         if len(reads) < 2 or not self._reader.concurrent:
             return {name: read() for name, read in reads.items()}
         with ThreadPoolExecutor(len(reads), thread_name_prefix="nsysscope-table") as pool:
@@ -179,6 +183,11 @@ class Schema:
             try:
                 for f in as_completed(futures.values()):
                     f.result()  # the first error, as soon as it comes
+            except ReadStopped as stopped:
+                self._reader.stop()
+                wait(futures.values())
+                raise next((e for f in futures.values() if (e := f.exception()) is not None
+                            and not isinstance(e, ReadStopped)), stopped) from None
             except BaseException:
                 self._reader.stop()
                 raise

@@ -243,6 +243,29 @@ def test_the_error_of_tables_read_at_once_is_the_failed_reads_own(case1_copy):
 
 
 @needs_c_reader
+def test_a_failure_inside_nested_reads_is_raised_not_the_stop_it_caused(case1_copy):
+    """The GPU tables are read at once inside the loader's reads at once: one of them fails
+    and every read of the export is stopped, so another table's read, started later, ends
+    first, stopped. What is raised is the failure (a damaged export's message), not that."""
+    import time
+
+    def bad():
+        time.sleep(0.05)
+        raise ValueError("damaged")
+
+    def gpu_tables():  # the inner reads end when the slow one does, after `later`
+        return s.at_once({"bad": bad, "slow": lambda: time.sleep(0.6)})
+
+    def later():
+        time.sleep(0.2)  # after the failure stopped the reads
+        return s.read("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME", "i")
+
+    with Schema(connect_readonly(case1_copy), case1_copy) as s, \
+            pytest.raises(ValueError, match="damaged"):
+        s.at_once({"gpu": gpu_tables, "later": later})
+
+
+@needs_c_reader
 @pytest.mark.parametrize("name", ["case1", "twoproc", "tp2_case1", "poll_case1", "graph_case1",
                                   "pieces_case1", "outcopy_case1"])
 def test_every_reader_loads_the_same_trace(sample_path, monkeypatch, name):
