@@ -43,8 +43,9 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     child still running is killed."""
     if len(items) < 2 or not can_fork():
         return [fn(x) for x in items]
-    children: list[tuple[int, BinaryIO, int]] = []  # pid, its result's file, and the pipe
-    running: set[int] = set()  # that says it is written; the children not reaped yet
+    # each child's pid, the file of its result and the pipe that says the file is written
+    children: list[tuple[int, BinaryIO, int]] = []
+    running: set[int] = set()  # the children not reaped yet
     try:
         for item in items[1:]:
             child = _fork(fn, item)
