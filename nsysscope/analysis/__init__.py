@@ -184,6 +184,8 @@ def _attribute(trace: Trace, launches: pd.DataFrame, nvtx: NvtxIndex) -> pd.Data
             .fillna(launches.loc[has_cause, "op"])
     names = dict(zip(trace.threads["tid"], trace.threads["thread_name"], strict=False))
     tid = launches["block_tid"].where(waited, launches["tid"])
-    launches["thread"] = tid.map(names).fillna("").astype(str) + " (" + \
-        (tid & 0xFFFFFF).astype(str) + ")"
+    # built once per thread, not per launch (a few threads make every launch)
+    codes, tids = pd.factorize(tid)
+    labels = tids.map(names).fillna("").astype(str) + " (" + (tids & 0xFFFFFF).astype(str) + ")"
+    launches["thread"] = pd.Series(labels.take(codes), index=launches.index)
     return launches

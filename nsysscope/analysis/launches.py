@@ -88,16 +88,23 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
 
 def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:
     """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per process and
-    device."""
-    out = pd.Series(np.nan, index=launches.index)
-    for (proc, device), iv in busy.groupby(["proc", "device"]):
-        starts, ends = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
-        cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
-        rows = launches.index[(launches["device"] == device) & (launches["proc"] == proc)]
-        a = launches.loc[rows, "gpu_end_ns"].to_numpy()
-        b = launches.loc[rows, "next_gpu_start_ns"].to_numpy()
-        out.loc[rows] = busy_until(b, starts, ends, cum) - busy_until(a, starts, ends, cum)
-    return out
+    device (``busy`` as :func:`device_busy_intervals` gives it: each device's intervals one
+    run of rows)."""
+    out = np.full(len(launches), np.nan)
+    proc, device = busy["proc"].to_numpy(), busy["device"].to_numpy()
+    starts, ends = busy["start_ns"].to_numpy(), busy["end_ns"].to_numpy()
+    cut = np.flatnonzero((proc[1:] != proc[:-1]) | (device[1:] != device[:-1])) + 1
+    of_proc, of_device = launches["proc"].to_numpy(), launches["device"].to_numpy()
+    gap_start = launches["gpu_end_ns"].to_numpy()
+    gap_end = launches["next_gpu_start_ns"].to_numpy()
+    for a, z in zip(np.r_[0, cut], np.r_[cut, len(proc)], strict=True):
+        if z == a:
+            continue
+        s, e = starts[a:z], ends[a:z]
+        cum = np.concatenate([[0.0], np.cumsum(e - s)])
+        rows = np.flatnonzero((of_device == device[a]) & (of_proc == proc[a]))
+        out[rows] = busy_until(gap_end[rows], s, e, cum) - busy_until(gap_start[rows], s, e, cum)
+    return pd.Series(out, index=launches.index)
 
 
 def busy_until(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, cum: np.ndarray) -> np.ndarray:

@@ -45,7 +45,7 @@ def polling_blocks(trace: Trace, calls: ThreadCalls, cfg: AnalysisConfig) -> pd.
     cols = ["tid", "corr_id", "name", "start_ns", "end_ns", "polls", "anchor_corr", "anchor_tid"]
     if not is_query.any():
         return pd.DataFrame({c: pd.Series(dtype="int64" if c != "name" else object) for c in cols})
-    engine_threads = np.unique(api["tid"].to_numpy()[~is_query])
+    engine_threads = pd.unique(api["tid"].to_numpy()[~is_query])  # (hashed: order unused)
     rows = calls.order[np.isin(api["tid"].to_numpy()[calls.order], engine_threads)]
     tid, start, end, corr, status = (api[c].to_numpy()[rows] for c in
                                      ("tid", "start_ns", "end_ns", "corr_id", "status"))
@@ -70,7 +70,7 @@ def polling_blocks(trace: Trace, calls: ThreadCalls, cfg: AnalysisConfig) -> pd.
     after_record = has_before & record[prev]
     return pd.DataFrame({
         "tid": tid[f], "corr_id": corr[f],
-        "name": name.astype(str).to_numpy()[f] + " (polling)",
+        "name": name.iloc[f].astype(str).to_numpy() + " (polling)",
         "start_ns": start[f], "end_ns": end[last], "polls": runs["size"].to_numpy(),
         # an event recorded right before the loop: its cause is the call before the record
         "anchor_corr": np.where(after_record, corr[prev], corr[f]),

@@ -68,9 +68,10 @@ def coverage(blocks: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
         out += _reach(b, w)
     # one row per (block, stream): _reach never gives a block's own stream, and gives each
     # other stream once, at the latest boundary of every path to it
-    reach = pd.DataFrame({c: np.concatenate(v) for c, v in
-                          zip(COVERAGE_COLUMNS, zip(*out, strict=True), strict=True)})
-    return reach.sort_values(["block", "stream"], kind="stable").reset_index(drop=True)
+    reach = {c: np.concatenate(v) for c, v in
+             zip(COVERAGE_COLUMNS, zip(*out, strict=True), strict=True)}
+    order = np.lexsort((reach["stream"], reach["block"]))  # by block, then stream
+    return pd.DataFrame({c: v[order] for c, v in reach.items()})
 
 
 _Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -194,8 +194,10 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
 def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     """GPU rows without a ``globalPid`` (older exports) belong to the only process with CUDA
     calls; with several processes they stay unattributed (-1) rather than guessed."""
+    if not (df["proc"] < 0).any():  # every row has its process (the calls need not be read)
+        return df
     procs = api["proc"].unique()
-    if len(procs) == 1 and (df["proc"] < 0).any():
+    if len(procs) == 1:
         df = df.assign(proc=df["proc"].where(df["proc"] >= 0, procs[0]))
     return df
 
