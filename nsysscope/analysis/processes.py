@@ -55,8 +55,7 @@ def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> p
         steady = own[own["steady"]]
         counts = steady["klass"].value_counts()
         device = int(own["device"].mode().iloc[0]) if len(own) else -1
-        busy_ns, span_ns, n_work = _busy(busy[(busy["proc"] == proc) & (busy["device"] == device)],
-                                         steady)
+        busy_ns, span_ns, n_work = _busy(busy, proc, device, steady)
         pid = int(names.loc[proc, "pid"]) if names is not None and proc in names.index \
             else int(proc) & 0xFFFFFF
         name = str(names.loc[proc, "name"]) if names is not None and proc in names.index else ""
@@ -72,14 +71,27 @@ def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> p
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _busy(busy: pd.DataFrame, steady: pd.DataFrame) -> tuple[float, float, int]:
-    """GPU busy time over the span of the steady replays, that span, and the replays in it."""
+#: busy intervals compared at once: the temporaries of a comparison of all of them at once
+#: (7 M at 10^6 launches) took 240 MB
+_CHUNK = 1 << 20
+
+
+def _busy(busy: pd.DataFrame, proc: int, device: int,
+          steady: pd.DataFrame) -> tuple[float, float, int]:
+    """GPU busy time of ``proc``'s ``device`` over the span of the steady replays, that span,
+    and the replays in it. The times are whole nanoseconds, so the sum is exact in any
+    order."""
     work = steady.dropna(subset=["gpu_start_ns"])
     if len(work) < 2:
         return 0.0, 0.0, 0
     t0, t1 = work["gpu_start_ns"].min(), work["gpu_end_ns"].max()
-    overlap = (np.minimum(busy["end_ns"], t1) - np.maximum(busy["start_ns"], t0)).clip(lower=0)
-    return float(overlap.sum()), float(t1 - t0), len(work)
+    total = 0.0
+    for a in range(0, len(busy), _CHUNK):
+        part = busy.iloc[a:a + _CHUNK]
+        own = ((part["proc"] == proc) & (part["device"] == device)).to_numpy()
+        start, end = part["start_ns"].to_numpy()[own], part["end_ns"].to_numpy()[own]
+        total += float(np.nansum(np.clip(np.minimum(end, t1) - np.maximum(start, t0), 0, None)))
+    return total, float(t1 - t0), len(work)
 
 
 def _top_peer(steady: pd.DataFrame) -> int:

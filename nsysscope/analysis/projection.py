@@ -109,7 +109,10 @@ def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
     steady = launches.loc[launches["steady"] & launches["period_ns"].notna(), _PROJECTED]
     fixed_procs = set(steady.loc[fixed.reindex(steady.index, fill_value=False), "proc"])
     out: dict[int, float] = {}
-    for proc, own in steady.groupby("proc"):
+    by_proc = steady.groupby("proc").indices
+    for proc in sorted(by_proc):
+        rows = by_proc[proc]  # one process: all of them, not copied again
+        own = steady if len(rows) == len(steady) else steady.iloc[rows]
         period = own["period_ns"].to_numpy(dtype=np.float64)
         work = own["gpu_work_ns"].to_numpy(dtype=np.float64)
         host = period - own["host_blocked_ns"].fillna(0).to_numpy(dtype=np.float64)

@@ -26,7 +26,7 @@ from ..trace.slices import trace_in
 from ..trace.time_range import TimeRange
 from ..trace.windows import MARGIN_LAUNCHES, TraceWindows, Window, in_windows, plan_windows
 from ..util.forks import can_fork, map_forked
-from ..util.memory import return_freed_memory
+from ..util.memory import release_free_pages, return_freed_memory
 from . import Analysis, LaunchRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig
@@ -103,11 +103,14 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
         nv = trace.nvtx
         steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
         del trace, nv  # the next window's events take their place
+        release_free_pages()
     if outline is None:
         raise ValueError("no window to analyse")
     nvtx = pd.concat(steps, ignore_index=True)
     nvtx["text"] = nvtx["text"].astype(str).astype("category")
-    return dataclasses.replace(outline, nvtx=nvtx), _joined(owned, NvtxIndex.of(nvtx))
+    rows = _joined(owned, NvtxIndex.of(nvtx))
+    release_free_pages()  # the windows' rows, freed inside the heap as they were joined
+    return dataclasses.replace(outline, nvtx=nvtx), rows
 
 
 def _outline(trace: Trace) -> Trace:

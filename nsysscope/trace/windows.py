@@ -141,7 +141,9 @@ class TraceWindows:
             raise
 
     def traces(self) -> Iterator[tuple[Trace, Window]]:
-        """Each window's trace, read when asked for (one at a time in memory)."""
+        """Each window's trace, read when asked for (one at a time in memory). Past the last
+        one the copy is closed: DuckDB's caches (~140 MB at 10^6 launches) and the temporary
+        folder are gone before the windows' rows are joined."""
         n = len(self.windows)
         with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar:
             for w in self.windows:
@@ -149,6 +151,7 @@ class TraceWindows:
                     trace = read_trace(self._schema, self.path, self.db, w.read)
                 yield trace, w
                 bar.advance()
+        self.close()
 
     def collectives(self) -> pd.DataFrame:
         """Every NCCL kernel of the whole trace (:func:`.tables.collectives_table`): which
@@ -163,10 +166,12 @@ class TraceWindows:
         return self._schema.fallbacks
 
     def close(self) -> None:
+        """Close the export and DuckDB, and delete the copy (again: nothing to do)."""
         self._schema.close()
         self._duck.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def __enter__(self) -> TraceWindows:
         return self
