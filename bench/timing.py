@@ -1,4 +1,5 @@
-"""Time a command in a fresh process: wall seconds, exit code, CPU seconds and peak RSS.
+"""Time a command in a fresh process: wall seconds, exit code, CPU seconds, peak RSS, and the
+share of the machine's CPU time the hypervisor took meanwhile (steal, :class:`Steal`).
 
 Shared by ``bench/run`` and ``bench/nsysai.py``. Peak RSS comes from GNU time
 (``/usr/bin/time -f %M``) when present: a child's ``ru_maxrss`` from ``wait4`` here would
@@ -21,11 +22,42 @@ TIMEOUT = shutil.which("timeout", path="/usr/bin:/bin")
 MARK = "__nsysscope_rss_kb="
 
 
+class Steal:
+    """The share of CPU time stolen from this virtual machine since it was made: ticks in
+    ``/proc/stat``'s steal column over ticks not idle (user, nice, system, irq, softirq,
+    steal). On a shared box that share is how much slower a CPU-bound run went than its own
+    CPU time says; None where the kernel has no such column."""
+
+    def __init__(self) -> None:
+        self._start = _ticks()
+
+    def pct(self) -> float | None:
+        now = _ticks()
+        if self._start is None or now is None:
+            return None
+        steal, busy = (b - a for a, b in zip(self._start, now, strict=True))
+        return round(100 * steal / busy, 1) if busy else None
+
+
+def _ticks() -> tuple[int, int] | None:
+    """(steal, not idle) ticks of all CPUs so far."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    user, nice, system, _, _, irq, softirq, steal = fields[:8]  # idle, iowait: not busy
+    return steal, user + nice + system + irq + softirq + steal
+
+
 def timed(cmd: list[str], out: Path | None = None, env: dict | None = None,
           cwd: Path | None = None, timeout: float | None = None) -> dict:
-    """Run ``cmd`` (stdout to ``out``, or discarded); wall and CPU s, exit code, peak RSS MB.
+    """Run ``cmd`` (stdout to ``out``, or discarded); wall and CPU s, exit code, peak RSS MB,
+    CPU steal % meanwhile.
 
     ``stderr`` keeps the last 4000 characters of the command's stderr."""
+    steal = Steal()
     if timeout and TIMEOUT:
         cmd = [TIMEOUT, "--kill-after=30", str(int(timeout))] + cmd
     wrapped = [TIME, "-f", MARK + "%M"] + cmd if TIME else cmd
@@ -38,7 +70,7 @@ def timed(cmd: list[str], out: Path | None = None, env: dict | None = None,
     wall = time.perf_counter() - t0
     text, rss_kb = _split_rss(err.decode(errors="replace"), rc, usage.ru_maxrss)
     return dict(seconds=round(wall, 2), rc=rc, rss_mb=round(rss_kb / 1024, 1),
-                cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
+                cpu_s=round(usage.ru_utime + usage.ru_stime, 2), steal_pct=steal.pct(),
                 timed_out=bool(timeout and TIMEOUT and rc in (124, 137) and wall >= timeout),
                 stderr=text[-4000:])
 

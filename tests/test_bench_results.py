@@ -70,3 +70,21 @@ def test_a_lower_bound_under_the_target_neither_passes_nor_fails(harness):
     got = {t: ok for t, ok, _ in harness.targets(res)}
     assert got["10^5 full: report >= 20x faster than nsys-ai diagnose (sqlite)"] is None
 
+
+
+def test_steal_is_the_stolen_share_of_the_busy_ticks(harness, monkeypatch):
+    """``/proc/stat``'s steal ticks over the ticks not idle, between two readings; with the
+    figure, the machine line says it (runs before it have none, and render as they did)."""
+    import timing
+
+    ticks = iter([(100, 1000), (130, 1200)])
+    monkeypatch.setattr(timing, "_ticks", lambda: next(ticks))
+    assert timing.Steal().pct() == 15.0  # 30 of 200 busy ticks
+    assert "CPU steal over the run: 15.0 %" in harness.steal_note({"steal_pct": 15.0})
+    assert harness.steal_note({}) == ""
+    monkeypatch.undo()
+    if Path("/proc/stat").exists():
+        steal = timing.Steal()
+        sum(i * i for i in range(200_000))  # some busy ticks
+        pct = steal.pct()
+        assert pct is None or 0.0 <= pct <= 100.0
