@@ -33,7 +33,9 @@ def _results(name: str) -> dict:
     return json.loads((BENCH / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["results.json", "results_2026-12-02_f0ca413.json",
+@pytest.mark.parametrize("name", ["results.json", "results_2026-12-02_sample_87eeac6.json",
+                                  "results_2026-12-02_090ff44.json",
+                                  "results_2026-12-02_f0ca413.json",
                                   "results_2026-11-30.json", "results_full_1e5.json",
                                   "results_2026-12-01.json"])
 def test_the_readme_shows_the_rows_the_harness_renders(harness, name):
