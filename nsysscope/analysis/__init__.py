@@ -21,7 +21,7 @@ from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig
 from .latent import latent_copies, latent_sites
-from .launches import launch_table
+from .launches import busy_from_first_replay, launch_table
 from .nvtx import NvtxIndex
 from .pairing import attach_blocks
 from .processes import warmup_and_steady
@@ -78,12 +78,14 @@ class LaunchRows:
     per-launch and per-block tables, the device busy intervals, the copies that may break
     overlap later (:func:`.latent.latent_copies`) and the NVTX ranges. Everything in it
     depends only on the events near each launch, so the rows of consecutive windows of a
-    trace put together are the rows of the whole (:mod:`.windows`). ``nvtx``: the index of the
-    trace's NVTX ranges, None where rows of parts were put together from elsewhere."""
+    trace put together are the rows of the whole (:mod:`.windows`). ``busy``: None where rows
+    of parts were put together (the launches carry their device's busy time before each
+    replay); ``nvtx``: the index of the trace's NVTX ranges, None where rows of parts were
+    put together from elsewhere."""
 
     launches: pd.DataFrame
     blocks: pd.DataFrame
-    busy: pd.DataFrame
+    busy: pd.DataFrame | None
     latent: pd.DataFrame
     nvtx: NvtxIndex | None
 
@@ -116,7 +118,8 @@ def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
     """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
     ``trace`` (of all its windows together, where ``trace`` holds only what the summary
     reads: :func:`.windows.analyze_windows`)."""
-    launches = rows.launches.copy(deep=False)  # the columns set below are new, not rows'
+    # the columns set below are new, not rows'
+    launches = rows.launches.assign(**busy_from_first_replay(rows.launches))
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
@@ -124,7 +127,7 @@ def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
     launches = step_costs(launches, rows.blocks)
     launches["burst"] = burst_numbers(launches, rows.blocks)
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(rows.latent, launches), rows.busy)
+                                   latent_sites(rows.latent, launches))
     return Analysis(trace, cfg, launches, rows.blocks, summary, processes, rows.nvtx,
                     python_samples)
 

@@ -5,7 +5,12 @@ Output columns (one row per ``cudaGraphLaunch``, in issue order):
 ``gpu_start_ns``, ``gpu_end_ns`` (NaN when the GPU work is missing), ``stream``, ``device``,
 ``n_ops``, ``next_api_start_ns`` / ``next_gpu_start_ns`` (the next launch on the same stream),
 ``gpu_gap_ns`` (next replay's start minus this one's end) and ``gpu_idle_ns`` (that gap minus
-any other GPU work of the same process on the device inside it).
+any other GPU work of the same process on the device inside it), ``busy_before_start_ns`` /
+``busy_before_end_ns`` (:data:`BUSY_BEFORE`: the process's busy time on the device before the
+replay's start / end, counted from where the read began, then by
+:func:`busy_from_first_replay` from the process's first replay on the device: the busy time
+between two replays is a difference of two of them, which is how the per-process table
+measures it without keeping the busy intervals).
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from ..errors import ProfilerLostData
 from ..trace.apis import LAUNCH_APIS
 from ..trace.load import Trace
 
+#: the launch table's columns of busy time before each replay
+BUSY_BEFORE = ["busy_before_start_ns", "busy_before_end_ns"]
+
 
 def launch_table(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The launch table, and the busy intervals of each process's device
-    (:func:`device_busy_intervals`) its idle gaps were measured with, which the per-process
-    table totals too."""
+    (:func:`device_busy_intervals`) its idle gaps and busy times were measured with."""
     api = trace.api
     calls = api.loc[api["name"].isin(LAUNCH_APIS), ["tid", "proc", "corr_id", "start_ns", "end_ns"]]
     calls = calls.rename(columns={"start_ns": "api_start_ns", "end_ns": "api_end_ns"})
@@ -51,8 +58,21 @@ def launch_table(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     df["next_gpu_start_ns"] = nxt["gpu_start_ns"]
     df["gpu_gap_ns"] = df["next_gpu_start_ns"] - df["gpu_end_ns"]
     busy = device_busy_intervals(trace, df)
-    df["gpu_idle_ns"] = df["gpu_gap_ns"] - _busy_between(df, busy)
+    at_start, at_end, at_next = busy_before(df, busy, ["gpu_start_ns", "gpu_end_ns",
+                                                       "next_gpu_start_ns"])
+    df["gpu_idle_ns"] = df["gpu_gap_ns"] - (at_next - at_end)
+    df["busy_before_start_ns"], df["busy_before_end_ns"] = at_start, at_end
     return df, busy
+
+
+def busy_from_first_replay(launches: pd.DataFrame) -> dict[str, pd.Series]:
+    """The :data:`BUSY_BEFORE` columns counted from each process's first replay on each
+    device (0 at its start). A read counts them from where it began, which is not the same
+    for the whole trace and its windows (a window's read holds no GPU work whose call is
+    missing from the trace): their differences are, and so are these. Busy time only grows,
+    so the first replay's count is the least."""
+    origin = launches.groupby(["proc", "device"], sort=False)[BUSY_BEFORE[0]].transform("min")
+    return {c: launches[c] - origin for c in BUSY_BEFORE}
 
 
 def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
@@ -86,25 +106,46 @@ def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
                          "end_ns": np.fmax.reduceat(run_end, first)})
 
 
-def _busy_between(launches: pd.DataFrame, busy: pd.DataFrame) -> pd.Series:
-    """GPU busy time inside each launch's gap ``[gpu_end, next_gpu_start]``, per process and
-    device (``busy`` as :func:`device_busy_intervals` gives it: each device's intervals one
-    run of rows)."""
-    out = np.full(len(launches), np.nan)
+def busy_before(launches: pd.DataFrame, busy: pd.DataFrame,
+                times: list[str]) -> list[np.ndarray]:
+    """For each of the ``times`` columns of ``launches``: the busy time of each launch's
+    process on its device before that time (NaN for a NaN time, or a device with no busy
+    interval). ``busy`` as :func:`device_busy_intervals` gives it: each device's intervals one
+    run of rows."""
+    out = [np.full(len(launches), np.nan) for _ in times]
+    of_proc, of_device = launches["proc"].to_numpy(), launches["device"].to_numpy()
+    for (proc, device), (s, e, cum) in _runs(busy):
+        rows = np.flatnonzero((of_device == device) & (of_proc == proc))
+        for o, col in zip(out, times, strict=True):
+            o[rows] = busy_until(launches[col].to_numpy()[rows], s, e, cum)
+    return out
+
+
+def busy_before_time(busy: pd.DataFrame, t: float) -> dict[tuple[int, int], float]:
+    """Each process's busy time on each device before time ``t`` (``busy`` as for
+    :func:`busy_before`)."""
+    at = np.array([t], dtype=np.float64)
+    return {key: float(busy_until(at, s, e, cum)[0]) for key, (s, e, cum) in _runs(busy)}
+
+
+#: a device's busy intervals: starts, ends, and the busy time before each
+_Run = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _runs(busy: pd.DataFrame) -> list[tuple[tuple[int, int], _Run]]:
+    """``busy``'s intervals of each (process, device): their starts, ends and the cumulative
+    busy time before each (what :func:`busy_until` reads)."""
     proc, device = busy["proc"].to_numpy(), busy["device"].to_numpy()
     starts, ends = busy["start_ns"].to_numpy(), busy["end_ns"].to_numpy()
     cut = np.flatnonzero((proc[1:] != proc[:-1]) | (device[1:] != device[:-1])) + 1
-    of_proc, of_device = launches["proc"].to_numpy(), launches["device"].to_numpy()
-    gap_start = launches["gpu_end_ns"].to_numpy()
-    gap_end = launches["next_gpu_start_ns"].to_numpy()
+    out: list[tuple[tuple[int, int], _Run]] = []
     for a, z in zip(np.r_[0, cut], np.r_[cut, len(proc)], strict=True):
         if z == a:
             continue
         s, e = starts[a:z], ends[a:z]
-        cum = np.concatenate([[0.0], np.cumsum(e - s)])
-        rows = np.flatnonzero((of_device == device[a]) & (of_proc == proc[a]))
-        out[rows] = busy_until(gap_end[rows], s, e, cum) - busy_until(gap_start[rows], s, e, cum)
-    return pd.Series(out, index=launches.index)
+        out.append(((int(proc[a]), int(device[a])),
+                    (s, e, np.concatenate([[0.0], np.cumsum(e - s)]))))
+    return out
 
 
 def busy_until(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, cum: np.ndarray) -> np.ndarray:

@@ -44,18 +44,17 @@ def warmup_and_steady(launches: pd.DataFrame, cfg: AnalysisConfig) -> tuple[pd.S
     return warmup, ~warmup & ~launches["klass"].isin(NOT_JUDGED)
 
 
-def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> pd.DataFrame:
-    """One row per process (see the module doc); ``busy``: the merged busy intervals of each
-    process's device (:func:`.launches.device_busy_intervals`)."""
+def process_table(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
+    """One row per process (see the module doc)."""
     names = trace.processes.set_index("proc") if len(trace.processes) else None
     rows = []
     columns = ["proc", "klass", "device", "warmup", "steady", "gpu_start_ns", "gpu_end_ns",
-               "collective_wait_ns", "waited_for"]
+               "busy_before_start_ns", "busy_before_end_ns", "collective_wait_ns", "waited_for"]
     for proc, own in launches[columns].groupby("proc", sort=True):
         steady = own[own["steady"]]
         counts = steady["klass"].value_counts()
         device = int(own["device"].mode().iloc[0]) if len(own) else -1
-        busy_ns, span_ns, n_work = _busy(busy, proc, device, steady)
+        busy_ns, span_ns, n_work = _busy(steady, device)
         pid = int(names.loc[proc, "pid"]) if names is not None and proc in names.index \
             else int(proc) & 0xFFFFFF
         name = str(names.loc[proc, "name"]) if names is not None and proc in names.index else ""
@@ -71,27 +70,23 @@ def process_table(trace: Trace, launches: pd.DataFrame, busy: pd.DataFrame) -> p
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-#: busy intervals compared at once: the temporaries of a comparison of all of them at once
-#: (7 M at 10^6 launches) took 240 MB
-_CHUNK = 1 << 20
-
-
-def _busy(busy: pd.DataFrame, proc: int, device: int,
-          steady: pd.DataFrame) -> tuple[float, float, int]:
-    """GPU busy time of ``proc``'s ``device`` over the span of the steady replays, that span,
-    and the replays in it. The times are whole nanoseconds, so the sum is exact in any
-    order."""
+def _busy(steady: pd.DataFrame, device: int) -> tuple[float, float, int]:
+    """GPU busy time of a process's ``device`` over the span of its steady replays, that span,
+    and the replays in it: the busy time before the last replay's end minus that before the
+    first one's start (``busy_before_*_ns``, :mod:`.launches`), whole nanoseconds, so exact.
+    The busy time of a process that replays on several devices is its main one's, over the
+    span of its replays on that device."""
     work = steady.dropna(subset=["gpu_start_ns"])
     if len(work) < 2:
         return 0.0, 0.0, 0
     t0, t1 = work["gpu_start_ns"].min(), work["gpu_end_ns"].max()
-    total = 0.0
-    for a in range(0, len(busy), _CHUNK):
-        part = busy.iloc[a:a + _CHUNK]
-        own = ((part["proc"] == proc) & (part["device"] == device)).to_numpy()
-        start, end = part["start_ns"].to_numpy()[own], part["end_ns"].to_numpy()[own]
-        total += float(np.nansum(np.clip(np.minimum(end, t1) - np.maximum(start, t0), 0, None)))
-    return total, float(t1 - t0), len(work)
+    on = work[work["device"] == device]
+    if on.empty:
+        return 0.0, float(t1 - t0), len(work)
+    first = on["gpu_start_ns"].to_numpy().argmin()
+    last = on["gpu_end_ns"].to_numpy().argmax()
+    busy = on["busy_before_end_ns"].iloc[last] - on["busy_before_start_ns"].iloc[first]
+    return float(np.nan_to_num(busy)), float(t1 - t0), len(work)
 
 
 def _top_peer(steady: pd.DataFrame) -> int:

@@ -52,12 +52,15 @@ def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
     a = df["api_start_ns"].to_numpy(dtype=np.float64)
     b = df["next_api_start_ns"].to_numpy(dtype=np.float64)
     tids = df["tid"].to_numpy()
-    for tid, bl in blocks.groupby("tid"):
+    block_start = blocks["start_ns"].to_numpy(dtype=np.float64)
+    block_end = blocks["end_ns"].to_numpy(dtype=np.float64)
+    # each thread's blocks by position, not as a copy of its rows (at 10^6 launches the one
+    # launching thread's copy is every block, 120 MB)
+    for tid, own in blocks.groupby("tid").indices.items():
         rows = np.flatnonzero(tids == tid)
         if not len(rows):
             continue
-        starts, ends = _disjoint(bl["start_ns"].to_numpy(dtype=np.float64),
-                                 bl["end_ns"].to_numpy(dtype=np.float64))
+        starts, ends = _disjoint(block_start[own], block_end[own])
         cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
         blocked[rows] = busy_until(b[rows], starts, ends, cum) - \
             busy_until(a[rows], starts, ends, cum)
@@ -85,53 +88,60 @@ class Projection:
     speedup: float
 
 
-def queue_gap_ns(steady: pd.DataFrame) -> float:
-    """How closely the GPU runs two queued replays of this process (see the module doc)."""
-    healthy = steady[steady["klass"] == "healthy"]["gpu_idle_ns"].dropna()
-    if len(healthy) >= 10:
-        return float(healthy.median())
-    stalled = steady[steady["stall"]]
-    latency = (stalled["next_gpu_start_ns"] - stalled["next_api_start_ns"]).dropna()
-    return float(np.percentile(latency.clip(lower=0), 10)) if len(latency) else 0.0
-
-
-#: the launch table's columns a projection reads
-_PROJECTED = ["proc", "klass", "stall", "period_ns", "gpu_work_ns", "host_blocked_ns",
-              "block_start_ns", "block_end_ns", "waited_for", "collective_wait_ns",
-              "gpu_idle_ns", "next_gpu_start_ns", "next_api_start_ns"]
+def queue_gap_ns(launches: pd.DataFrame, rows: np.ndarray) -> float:
+    """How closely the GPU runs two queued replays of the process whose steady launches are
+    ``rows`` (positions in ``launches``; see the module doc)."""
+    healthy = rows[(launches["klass"] == "healthy").to_numpy()[rows]]
+    idle = _at(launches, "gpu_idle_ns", healthy)
+    idle = idle[~np.isnan(idle)]
+    if len(idle) >= 10:
+        return float(np.median(idle))
+    stalled = rows[launches["stall"].to_numpy(dtype=bool)[rows]]
+    latency = _at(launches, "next_gpu_start_ns", stalled) - \
+        _at(launches, "next_api_start_ns", stalled)
+    latency = latency[~np.isnan(latency)]
+    return float(np.percentile(np.clip(latency, 0, None), 10)) if len(latency) else 0.0
 
 
 def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
             groups: list[set[int]]) -> Projection:
     """The projection with the steady launches where ``fixed`` is True relieved of their
     stall. ``rates``: each process's measured launches/s; ``groups``: sets of processes that
-    wait for each other in collectives (tensor-parallel groups)."""
-    steady = launches.loc[launches["steady"] & launches["period_ns"].notna(), _PROJECTED]
-    fixed_procs = set(steady.loc[fixed.reindex(steady.index, fill_value=False), "proc"])
+    wait for each other in collectives (tensor-parallel groups).
+
+    Each process's values are taken from ``launches`` by position, one column at a time, not
+    as a copy of its steady rows (at 10^6 launches that copy was 100 MB, made again for every
+    site's projection)."""
+    steady = launches["steady"].to_numpy(dtype=bool) & launches["period_ns"].notna().to_numpy()
+    relieved_all = steady & fixed.reindex(launches.index, fill_value=False).to_numpy(dtype=bool)
+    procs = launches["proc"].to_numpy()
+    fixed_procs = set(pd.unique(procs[relieved_all]).tolist())
     out: dict[int, float] = {}
-    by_proc = steady.groupby("proc").indices
+    positions = np.flatnonzero(steady)
+    by_proc = pd.DataFrame({"proc": procs[positions]}).groupby("proc").indices
     for proc in sorted(by_proc):
-        rows = by_proc[proc]  # one process: all of them, not copied again
-        own = steady if len(rows) == len(steady) else steady.iloc[rows]
-        period = own["period_ns"].to_numpy(dtype=np.float64)
-        work = own["gpu_work_ns"].to_numpy(dtype=np.float64)
-        host = period - own["host_blocked_ns"].fillna(0).to_numpy(dtype=np.float64)
-        stall_block = (own["block_end_ns"] - own["block_start_ns"]).fillna(0).to_numpy()
-        relieved = fixed.reindex(own.index, fill_value=False).to_numpy(dtype=bool)
+        rows = positions[by_proc[proc]]
+        period = _at(launches, "period_ns", rows)
+        work = _at(launches, "gpu_work_ns", rows)
+        blocked = _at(launches, "host_blocked_ns", rows)
+        host = period - np.where(np.isnan(blocked), 0, blocked)
+        stall_block = _at(launches, "block_end_ns", rows) - _at(launches, "block_start_ns", rows)
+        stall_block[np.isnan(stall_block)] = 0
+        relieved = relieved_all[rows]
         # a peer that waited for a fixed process in collectives no longer waits
-        peer = own["waited_for"].isin(fixed_procs).to_numpy() if fixed_procs else \
-            np.zeros(len(own), dtype=bool)
-        work = work - np.where(peer, own["collective_wait_ns"].to_numpy(dtype=np.float64), 0)
+        peer = np.isin(launches["waited_for"].to_numpy()[rows], list(fixed_procs)) \
+            if fixed_procs else np.zeros(len(rows), dtype=bool)
+        work = work - np.where(peer, _at(launches, "collective_wait_ns", rows), 0)
         # the host's own work per step: a relieved stall's block goes; a stall not fixed keeps
         # the whole step (its block is a cause); other waits follow the GPU, and go with it
-        stalled = own["stall"].to_numpy(dtype=bool)
+        stalled = launches["stall"].to_numpy(dtype=bool)[rows]
         own_host = np.where(relieved, period - stall_block, np.where(stalled, period, host))
         touched = relieved | peer
         rate = rates.get(int(proc), 0.0)
         if not touched.any():
             out[int(proc)] = rate
             continue
-        q = queue_gap_ns(own)
+        q = queue_gap_ns(launches, rows)
         new = np.where(touched, np.minimum(period, np.maximum(work + q, own_host)), period)
         # the steps right after a stall were short while the host caught up with an idle GPU;
         # fixed, the GPU bounds every step: the whole run takes at least its GPU work
@@ -144,6 +154,12 @@ def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
     total = sum(out.values())
     measured = sum(rates.get(p, 0.0) for p in out)
     return Projection(out, round(total, 2), round(total / measured, 3) if measured else 1.0)
+
+
+def _at(launches: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
+    """``column`` of the launches at positions ``rows``, as floats (a new array)."""
+    values: np.ndarray = launches[column].to_numpy(dtype=np.float64)[rows]
+    return values
 
 
 def coupled_groups(launches: pd.DataFrame) -> list[set[int]]:

@@ -32,7 +32,6 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .bursts import steady_bursts
 from .config import AnalysisConfig
-from .launches import device_busy_intervals
 from .nvtx import names_step
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project
@@ -53,16 +52,10 @@ _PER_PROCESS = [*_SUMMARISED, "collective_wait_ns", "waited_for", "waited_in"]
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
               python_samples: PythonSamples | None = None,
-              latent: list[LatentSite] | None = None,
-              busy: pd.DataFrame | None = None) -> tuple[Summary, pd.DataFrame]:
+              latent: list[LatentSite] | None = None) -> tuple[Summary, pd.DataFrame]:
     """The summary of the launches marked ``steady``, and the per-process table it totals.
-    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`); ``busy``: the
-    merged busy intervals of each process's device, when already known
-    (:func:`.launches.device_busy_intervals`)."""
-    if busy is None:
-        busy = device_busy_intervals(trace, launches)
-    table = process_table(trace, launches, busy)
-    steady = launches.loc[launches["steady"], _PER_PROCESS]  # (one process: its own too)
+    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`)."""
+    table = process_table(trace, launches)
     rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
              if pd.notna(r)}
     groups = coupled_groups(launches)
@@ -72,6 +65,8 @@ def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
 
     fixed = project(launches, rates, launches["steady"] & launches["stall"], groups)
     sites = stall_sites(launches, if_fixed=if_fixed)
+    # made past the projections, whose temporaries it would add to (110 MB at 10^6 launches)
+    steady = launches.loc[launches["steady"], _PER_PROCESS]  # (one process: its own too)
     busy, per_s = totals(table)
     numbers = _steady_numbers(steady)
     processes = _processes(launches, steady, numbers, table, cfg, if_fixed, fixed, sites)

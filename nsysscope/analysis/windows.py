@@ -30,6 +30,7 @@ from ..util.memory import release_free_pages, return_freed_memory
 from . import Analysis, LaunchRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig
+from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import NvtxIndex, names_step
 from .pairs import PairIndex
 
@@ -128,27 +129,42 @@ Columns = dict[str, Any]
 @dataclass
 class _Owned:
     """What one window owns (the module's doc), as columns that own their memory: the
-    windows' rows are joined a column at a time, each window's freed as it is copied."""
+    windows' rows are joined a column at a time, each window's freed as it is copied.
+    ``busy``: the window's own GPU busy time per (process, device), which every later
+    window's launches count before them (the busy intervals themselves, ~7 per launch, are
+    not kept: at 10^6 launches they were 120 MB)."""
 
     launches: Columns
     blocks: Columns
-    busy: Columns
+    busy: dict[tuple[int, int], float]
     latent: pd.DataFrame
 
     @classmethod
     def of(cls, rows: LaunchRows, w: Window) -> _Owned:
-        busy = rows.busy
-        if w.start_ns is not None:
-            busy = busy.assign(start_ns=busy["start_ns"].clip(lower=w.start_ns))
-        if w.end_ns is not None:
-            busy = busy.assign(end_ns=busy["end_ns"].clip(upper=w.end_ns))
+        if rows.busy is None:
+            raise ValueError("a window's rows are those of a read, with its busy intervals")
+        launches = _columns(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())])
+        since: dict[tuple[int, int], float] = {}
+        if w.start_ns is not None:  # what the read holds before the window is earlier ones'
+            since = busy_before_time(rows.busy, w.start_ns)
+            _add_busy(launches, {k: -b for k, b in since.items()})
+        until = {} if w.end_ns is None else busy_before_time(rows.busy, w.end_ns)
         return cls(
-            launches=_columns(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())]),
+            launches=launches,
             blocks=_columns(rows.blocks[w.owns(rows.blocks["start_ns"].to_numpy())]),
-            # ~7 busy intervals per launch: their process and device, a few values, as codes
-            busy=_columns(busy[busy["end_ns"] > busy["start_ns"]].astype(
-                {"proc": "category", "device": "category"})),
+            busy={k: b - since.get(k, 0.0) for k, b in until.items()},
             latent=rows.latent[w.owns(rows.latent["start_ns"].to_numpy())])
+
+
+def _add_busy(launches: Columns, busy: dict[tuple[int, int], float]) -> None:
+    """Add ``busy`` (per process and device) to the launches' busy-before columns (a
+    window's rows count them from the window's start, the earlier windows' busy time added
+    as they are joined)."""
+    proc, device = launches["proc"], launches["device"]
+    for (p, d), b in busy.items():
+        on = (proc == p) & (device == d)
+        for c in BUSY_BEFORE:
+            launches[c][on] += b
 
 
 def _columns(df: pd.DataFrame) -> Columns:
@@ -182,10 +198,14 @@ def _join(parts: list[Columns]) -> pd.DataFrame:
 
 def _joined(parts: list[_Owned], nvtx: NvtxIndex | None) -> LaunchRows:
     """The windows' rows as one trace's: launches and blocks numbered again (a launch's
-    block found by its thread and start), copies in the whole trace's order."""
+    block found by its thread and start), busy time counted from the trace's start, copies
+    in the whole trace's order."""
+    earlier: dict[tuple[int, int], float] = {}
+    for p in parts:
+        _add_busy(p.launches, earlier)
+        earlier = {k: earlier.get(k, 0.0) + p.busy.get(k, 0.0) for k in {*earlier, *p.busy}}
     launches = _join([p.launches for p in parts])
     blocks = _join([p.blocks for p in parts])
-    busy = _join([p.busy for p in parts])
     launches["launch"] = np.arange(len(launches))
     blocks["block"] = np.arange(len(blocks))
     waited = launches["block"].to_numpy() >= 0
@@ -195,4 +215,4 @@ def _joined(parts: list[_Owned], nvtx: NvtxIndex | None) -> LaunchRows:
     latent = pd.concat([p.latent for p in parts], ignore_index=True)
     # as one read lists them: every upload, then every readback
     latent = latent.iloc[np.argsort(latent["kind"].to_numpy() != "cpu_to_gpu", kind="stable")]
-    return LaunchRows(launches, blocks, busy, latent.reset_index(drop=True), nvtx)
+    return LaunchRows(launches, blocks, None, latent.reset_index(drop=True), nvtx)
