@@ -54,14 +54,15 @@ def steady_bursts(steady: pd.DataFrame) -> Bursts:
     blocked on the step's work)."""
     if steady.empty:
         return Bursts(steady=0, stalled=0, launches_p50=0.0, window_us=Percentiles.of([]))
-    keys = steady[["proc", "burst"]].to_numpy()
-    order = np.lexsort((steady["api_start_ns"].to_numpy(), keys[:, 1], keys[:, 0]))
-    k = keys[order]
-    starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]).any(axis=1)])
-    sizes = np.diff(np.r_[starts, len(k)])
+    proc, burst = steady["proc"].to_numpy(), steady["burst"].to_numpy()
+    order = np.lexsort((steady["api_start_ns"].to_numpy(), burst, proc))
+    proc, burst = proc[order], burst[order]
+    starts = np.flatnonzero(np.r_[True, (proc[1:] != proc[:-1]) | (burst[1:] != burst[:-1])])
+    ends = np.r_[starts[1:], len(order)]
+    sizes = ends - starts
     stalled = steady["stall"].to_numpy(dtype=bool)[order]
     gap = (steady["klass"] == "launch_bound").to_numpy(dtype=bool)[order]
-    window = steady["window_ns"].to_numpy(dtype=np.float64)[order][np.r_[starts[1:], len(k)] - 1]
+    window = steady["window_ns"].to_numpy(dtype=np.float64)[order[ends - 1]]
     return Bursts(steady=len(starts), stalled=int(np.logical_or.reduceat(stalled, starts).sum()),
                   launch_bound=int(np.logical_or.reduceat(gap, starts).sum()),
                   launches_p50=float(np.median(sizes)), window_us=Percentiles.of(window / 1e3))

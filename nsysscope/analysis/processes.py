@@ -45,56 +45,66 @@ def warmup_and_steady(launches: pd.DataFrame, cfg: AnalysisConfig) -> tuple[pd.S
 
 
 def process_table(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
-    """One row per process (see the module doc)."""
+    """One row per process (see the module doc). Each process's values are read from
+    ``launches`` by position, not from a copy of its rows (at 10^6 launches the copies of a
+    process's rows and of its steady ones were 150 MB)."""
     names = trace.processes.set_index("proc") if len(trace.processes) else None
+    col = {c: launches[c].to_numpy() for c in _READ}
     rows = []
-    columns = ["proc", "klass", "device", "warmup", "steady", "gpu_start_ns", "gpu_end_ns",
-               "busy_before_start_ns", "busy_before_end_ns", "collective_wait_ns", "waited_for"]
-    for proc, own in launches[columns].groupby("proc", sort=True):
-        steady = own[own["steady"]]
-        counts = steady["klass"].value_counts()
-        device = int(own["device"].mode().iloc[0]) if len(own) else -1
-        busy_ns, span_ns, n_work = _busy(steady, device)
+    for proc, own in sorted(launches.groupby("proc").indices.items()):
+        steady = own[col["steady"][own]]
+        counts = launches["klass"].iloc[steady].value_counts()
+        device = int(pd.Series(col["device"][own]).mode().iloc[0]) if len(own) else -1
+        busy_ns, span_ns, n_work = _busy(col, steady, device)
         pid = int(names.loc[proc, "pid"]) if names is not None and proc in names.index \
             else int(proc) & 0xFFFFFF
         name = str(names.loc[proc, "name"]) if names is not None and proc in names.index else ""
         rows.append(dict(
             proc=int(proc), pid=pid, name=name, device=device, launches=len(own),
-            warmup_launches=int(own["warmup"].sum()), steady_launches=len(steady),
+            warmup_launches=int(col["warmup"][own].sum()), steady_launches=len(steady),
             **{str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}, busy_ns=busy_ns,
             span_ns=span_ns,
             gpu_busy=round(busy_ns / span_ns, 4) if span_ns else None,
             launches_per_s=round(n_work / (span_ns / 1e9), 2) if span_ns else None,
-            collective_wait_ns=int(steady["collective_wait_ns"].sum()),
-            waited_for=_top_peer(steady)))
+            collective_wait_ns=int(col["collective_wait_ns"][steady].sum()),
+            waited_for=_top_peer(col, steady)))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _busy(steady: pd.DataFrame, device: int) -> tuple[float, float, int]:
-    """GPU busy time of a process's ``device`` over the span of its steady replays, that span,
-    and the replays in it: the busy time before the last replay's end minus that before the
-    first one's start (``busy_before_*_ns``, :mod:`.launches`), whole nanoseconds, so exact.
-    The busy time of a process that replays on several devices is its main one's, over the
-    span of its replays on that device."""
-    work = steady.dropna(subset=["gpu_start_ns"])
+#: the launch table's columns the per-process table reads besides ``proc`` and ``klass``
+_READ = ["steady", "warmup", "device", "gpu_start_ns", "gpu_end_ns", "busy_before_start_ns",
+         "busy_before_end_ns", "collective_wait_ns", "waited_for"]
+
+
+def _busy(col: dict[str, np.ndarray], steady: np.ndarray,
+          device: int) -> tuple[float, float, int]:
+    """GPU busy time of a process's ``device`` over the span of its ``steady`` replays
+    (positions), that span, and the replays in it: the busy time before the last replay's end
+    minus that before the first one's start (``busy_before_*_ns``, :mod:`.launches`), whole
+    nanoseconds, so exact. The busy time of a process that replays on several devices is its
+    main one's, over the span of its replays on that device."""
+    work = steady[~np.isnan(col["gpu_start_ns"][steady])]
     if len(work) < 2:
         return 0.0, 0.0, 0
-    t0, t1 = work["gpu_start_ns"].min(), work["gpu_end_ns"].max()
-    on = work[work["device"] == device]
-    if on.empty:
-        return 0.0, float(t1 - t0), len(work)
-    first = on["gpu_start_ns"].to_numpy().argmin()
-    last = on["gpu_end_ns"].to_numpy().argmax()
-    busy = on["busy_before_end_ns"].iloc[last] - on["busy_before_start_ns"].iloc[first]
-    return float(np.nan_to_num(busy)), float(t1 - t0), len(work)
+    start, end = col["gpu_start_ns"][work], col["gpu_end_ns"][work]
+    span = float(np.nanmax(end) - start.min())
+    on = col["device"][work] == device
+    if not on.any():
+        return 0.0, span, len(work)
+    first, last = work[on][start[on].argmin()], work[on][np.nanargmax(end[on])]
+    busy = col["busy_before_end_ns"][last] - col["busy_before_start_ns"][first]
+    return float(np.nan_to_num(busy)), span, len(work)
 
 
-def _top_peer(steady: pd.DataFrame) -> int:
-    """The process this one's steady launches waited for longest in collectives (-1: none)."""
-    w = steady[steady["waited_for"] >= 0]
-    if w.empty:
+def _top_peer(col: dict[str, np.ndarray], steady: np.ndarray) -> int:
+    """The process this one's ``steady`` launches (positions) waited for longest in
+    collectives (-1: none)."""
+    peer = col["waited_for"][steady]
+    waited = peer >= 0
+    if not waited.any():
         return -1
-    return int(w.groupby("waited_for")["collective_wait_ns"].sum().idxmax())
+    wait = pd.Series(col["collective_wait_ns"][steady][waited])
+    return int(wait.groupby(peer[waited]).sum().idxmax())
 
 
 def totals(processes: pd.DataFrame) -> tuple[float | None, float | None]:

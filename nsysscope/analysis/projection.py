@@ -41,6 +41,9 @@ import pandas as pd
 
 from .launches import busy_until
 
+#: launches whose blocked time is measured at once
+_CHUNK = 1 << 17
+
 
 def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
     """``period_ns``, ``gpu_work_ns`` and ``host_blocked_ns`` for every launch."""
@@ -62,8 +65,10 @@ def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
             continue
         starts, ends = _disjoint(block_start[own], block_end[own])
         cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
-        blocked[rows] = busy_until(b[rows], starts, ends, cum) - \
-            busy_until(a[rows], starts, ends, cum)
+        for at in range(0, len(rows), _CHUNK):  # bounded temporaries (busy_until's: ~6 arrays)
+            part = rows[at:at + _CHUNK]
+            blocked[part] = busy_until(b[part], starts, ends, cum) - \
+                busy_until(a[part], starts, ends, cum)
     df["host_blocked_ns"] = np.where(np.isnan(b), np.nan, blocked)
     return df
 

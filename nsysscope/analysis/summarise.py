@@ -45,7 +45,7 @@ MAX_DISTRIBUTION = 4000
 
 #: the launch table's columns the summary's steady-state numbers read
 _SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns",
-               "gpu_start_ns", "gpu_end_ns", "gpu_gap_ns", "gpu_work_ns", "burst", "stall"]
+               "gpu_work_ns", "burst", "stall"]
 #: and those a process's summary reads besides
 _PER_PROCESS = [*_SUMMARISED, "collective_wait_ns", "waited_for", "waited_in"]
 
