@@ -21,6 +21,8 @@ from nsysscope.trace.time_range import TimeRange
 EDGE = 3
 #: columns that number rows of one analysis, and warm-up, which counts from the range's start
 NUMBERING = {"launch", "block", "warmup", "steady", "burst"}
+#: busy time counted from the first replay read: the range's differs by one constant per process
+BUSY = ["busy_before_start_ns", "busy_before_end_ns"]
 
 
 def middle(trace, first=0.3, last=0.6) -> TimeRange:
@@ -88,8 +90,11 @@ def test_launches_inside_the_range_are_judged_as_in_the_whole_trace(sample_path,
     assert len(inner) >= 0.2 * len(whole) - 5 * whole["proc"].nunique()
     same = whole.set_index(["proc", "corr_id"]).loc[
         pd.MultiIndex.from_frame(inner[["proc", "corr_id"]])].reset_index()
-    columns = [c for c in inner.columns if c not in NUMBERING]
+    columns = [c for c in inner.columns if c not in NUMBERING and c not in BUSY]
     pd.testing.assert_frame_equal(inner[columns].reset_index(drop=True), same[columns])
+    shift = inner[BUSY].reset_index(drop=True) - same[BUSY]
+    for _, per in shift.groupby(same["proc"]):
+        assert per.dropna().stack().nunique() == 1  # busy between any two replays: the same
     # bursts count the blocks since the read's start: the same groups, numbered from there
     steps = [d.groupby("proc")["burst"].diff().fillna(0).to_numpy()
              for d in (inner.reset_index(drop=True), same)]
