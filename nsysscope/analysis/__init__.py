@@ -118,7 +118,8 @@ def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
     """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
     ``trace`` (of all its windows together, where ``trace`` holds only what the summary
     reads: :func:`.windows.analyze_windows`)."""
-    # the columns set below are new, not rows'
+    # a frame of its own (rows' is not changed): busy time counted from each process's first
+    # replay, wherever the read began, and the columns set below
     launches = rows.launches.assign(**busy_from_first_replay(rows.launches))
     launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
     if python_samples is None:

@@ -21,6 +21,7 @@ import pandas as pd
 from ..model import LAUNCH_CLASSES, LaunchClass
 from ..trace.load import Trace
 from .config import AnalysisConfig
+from .launches import BUSY_BEFORE
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
            *(str(k) for k in LAUNCH_CLASSES), "busy_ns", "span_ns", "gpu_busy",
@@ -72,8 +73,8 @@ def process_table(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:
 
 
 #: the launch table's columns the per-process table reads besides ``proc`` and ``klass``
-_READ = ["steady", "warmup", "device", "gpu_start_ns", "gpu_end_ns", "busy_before_start_ns",
-         "busy_before_end_ns", "collective_wait_ns", "waited_for"]
+_READ = ["steady", "warmup", "device", "gpu_start_ns", "gpu_end_ns", *BUSY_BEFORE,
+         "collective_wait_ns", "waited_for"]
 
 
 def _busy(col: dict[str, np.ndarray], steady: np.ndarray,

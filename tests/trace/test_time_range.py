@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nsysscope.analysis import analyze
+from nsysscope.analysis.launches import BUSY_BEFORE
 from nsysscope.cli import cli
 from nsysscope.trace import load
 from nsysscope.trace.time_range import TimeRange
@@ -22,7 +23,7 @@ EDGE = 3
 #: columns that number rows of one analysis, and warm-up, which counts from the range's start
 NUMBERING = {"launch", "block", "warmup", "steady", "burst"}
 #: busy time counted from the first replay read: the range's differs by one constant per process
-BUSY = ["busy_before_start_ns", "busy_before_end_ns"]
+BUSY = BUSY_BEFORE
 
 
 def middle(trace, first=0.3, last=0.6) -> TimeRange:
