@@ -21,28 +21,32 @@ from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig
 from .latent import latent_copies, latent_sites
-from .launches import busy_from_first_replay, launch_table
+from .launches import BUSY_BEFORE, busy_from_first_replay, launch_table
 from .nvtx import NvtxIndex
 from .pairing import attach_blocks
 from .processes import warmup_and_steady
-from .projection import step_costs
-from .source_lines import attach_source_lines, stall_windows
+from .projection import STEP_COLUMNS, STEP_READS, step_costs
+from .source_lines import LINE_COLUMNS, SOURCE_READS, attach_source_lines, stall_windows
+from .stored import FrameRows, RowStore
 from .streams import coverage, event_records_with_calls, stream_waits
-from .summarise import summarize
+from .summarise import SUMMARISED, summarize
 from .verdict import data_loss_reason
 
-__all__ = ["Analysis", "AnalysisConfig", "LaunchRows", "analyze", "finish", "launch_rows",
-           "summarize"]
+__all__ = ["Analysis", "AnalysisConfig", "LaunchRows", "TraceRows", "analyze", "finish",
+           "launch_rows", "summarize"]
 
 
 @dataclass
 class Analysis:
-    """One analysed trace: the per-launch and per-block tables, and their summary."""
+    """One analysed trace: the per-launch and per-block tables, and their summary. The
+    tables are :attr:`launches` and :attr:`blocks`; a long trace keeps them on disk
+    (:mod:`.stored`) and reads them when asked for, :attr:`launch_table` a few columns at a
+    time."""
 
     trace: Trace
     config: AnalysisConfig
-    launches: pd.DataFrame
-    blocks: pd.DataFrame
+    launch_table: RowStore = field(repr=False)
+    block_table: RowStore = field(repr=False)
     summary: Summary
     #: one row per process that launched graphs (see :mod:`.processes`)
     processes: pd.DataFrame
@@ -51,6 +55,16 @@ class Analysis:
     nvtx_index: NvtxIndex | None = field(default=None, repr=False)
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
+
+    @property
+    def launches(self) -> pd.DataFrame:
+        """One row per graph launch (columns: docs/per-launch.md)."""
+        return self.launch_table.frame()
+
+    @property
+    def blocks(self) -> pd.DataFrame:
+        """One row per host block."""
+        return self.block_table.frame()
 
     @property
     def stalls(self) -> pd.DataFrame:
@@ -69,7 +83,7 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     """Analyse ``trace``. Stalls are attributed to Python lines with ``python_samples``, read
     from the trace's export when not given (only the samples inside the stalls' blocks)."""
     cfg = cfg or AnalysisConfig()
-    return finish(trace, launch_rows(trace, cfg), cfg, python_samples)
+    return finish(trace, TraceRows.of(launch_rows(trace, cfg)), cfg, python_samples)
 
 
 @dataclass
@@ -78,16 +92,30 @@ class LaunchRows:
     per-launch and per-block tables, the device busy intervals, the copies that may break
     overlap later (:func:`.latent.latent_copies`) and the NVTX ranges. Everything in it
     depends only on the events near each launch, so the rows of consecutive windows of a
-    trace put together are the rows of the whole (:mod:`.windows`). ``busy``: None where rows
-    of parts were put together (the launches carry their device's busy time before each
-    replay); ``nvtx``: the index of the trace's NVTX ranges, None where rows of parts were
-    put together from elsewhere."""
+    trace put together are the rows of the whole (:mod:`.windows`)."""
 
     launches: pd.DataFrame
     blocks: pd.DataFrame
-    busy: pd.DataFrame | None
+    busy: pd.DataFrame
+    latent: pd.DataFrame
+    nvtx: NvtxIndex
+
+
+@dataclass
+class TraceRows:
+    """Every launch and block of a trace, where :func:`finish` reads them: one read's rows in
+    memory, or the rows of a long trace's windows put together (:mod:`.windows`: on disk, the
+    launches carrying their device's busy time before each replay). ``nvtx``: the index of
+    the trace's NVTX ranges, None where the rows of windows were put together."""
+
+    launches: RowStore
+    blocks: RowStore
     latent: pd.DataFrame
     nvtx: NvtxIndex | None
+
+    @classmethod
+    def of(cls, rows: LaunchRows) -> TraceRows:
+        return cls(FrameRows(rows.launches), FrameRows(rows.blocks), rows.latent, rows.nvtx)
 
 
 def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = None) -> LaunchRows:
@@ -113,23 +141,32 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = No
     return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx)
 
 
-def finish(trace: Trace, rows: LaunchRows, cfg: AnalysisConfig,
+def finish(trace: Trace, rows: TraceRows, cfg: AnalysisConfig,
            python_samples: PythonSamples | None = None) -> Analysis:
     """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
     ``trace`` (of all its windows together, where ``trace`` holds only what the summary
-    reads: :func:`.windows.analyze_windows`)."""
-    # a frame of its own (rows' is not changed): busy time counted from each process's first
-    # replay, wherever the read began, and the columns set below
-    launches = rows.launches.assign(**busy_from_first_replay(rows.launches))
-    launches["warmup"], launches["steady"] = warmup_and_steady(launches, cfg)
+    reads: :func:`.windows.analyze_windows`). Each step reads the columns it needs and adds
+    its own to ``rows`` (a long trace's rows stay on disk: :mod:`.stored`)."""
+    launches, blocks = rows.launches, rows.blocks
+    # busy time counted from each process's first replay, wherever the read began
+    launches.update(busy_from_first_replay(launches.frame(["proc", "device", *BUSY_BEFORE])))
+    warmup, steady = warmup_and_steady(launches.frame(["proc", "launch", "klass"]), cfg)
+    launches.update({"warmup": warmup, "steady": steady})
+    stalled = launches.frame(SOURCE_READS)
     if python_samples is None:
-        python_samples = _python_samples(trace, launches)
-    launches = attach_source_lines(launches, python_samples, cfg)
-    launches = step_costs(launches, rows.blocks)
-    launches["burst"] = burst_numbers(launches, rows.blocks)
-    summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(rows.latent, launches))
-    return Analysis(trace, cfg, launches, rows.blocks, summary, processes, rows.nvtx,
+        python_samples = _python_samples(trace, stalled)
+    lines = attach_source_lines(stalled, python_samples, cfg)
+    launches.update({c: lines[c] for c in LINE_COLUMNS})
+    del stalled, lines
+    costs = step_costs(launches.frame(STEP_READS), blocks.frame(["tid", "start_ns", "end_ns"]))
+    launches.update({c: costs[c] for c in STEP_COLUMNS})
+    del costs
+    launches.update({"burst": burst_numbers(launches.frame(["proc", "tid", "api_start_ns"]),
+                                            blocks.frame(["proc", "tid", "start_ns"]))})
+    summarised = launches.frame(SUMMARISED)
+    summary, processes = summarize(trace, summarised, cfg, python_samples,
+                                   latent_sites(rows.latent, summarised))
+    return Analysis(trace, cfg, launches, blocks, summary, processes, rows.nvtx,
                     python_samples)
 
 

@@ -43,6 +43,10 @@ from .launches import busy_until
 
 #: launches whose blocked time is measured at once
 _CHUNK = 1 << 17
+#: the columns :func:`step_costs` adds to the launch table, and those of it that it reads
+STEP_COLUMNS = ["period_ns", "gpu_work_ns", "host_blocked_ns"]
+STEP_READS = ["tid", "api_start_ns", "next_api_start_ns", "gpu_start_ns", "gpu_end_ns",
+              "gpu_gap_ns", "gpu_idle_ns"]
 
 
 def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:

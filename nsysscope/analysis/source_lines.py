@@ -39,6 +39,13 @@ from ..trace.python_samples import PythonSamples
 from .config import AnalysisConfig
 from .sites import SITE_KEYS
 
+#: the columns :func:`attach_source_lines` adds to the launch table
+LINE_COLUMNS = ["src_file", "src_line", "src_function", "src_text", "src_samples",
+                "src_block_samples"]
+#: and those of the launch table it reads (the stalls' blocks, their sites)
+SOURCE_READS = ["klass", "block", "block_tid", "block_start_ns", "block_end_ns",
+                *(k for k in SITE_KEYS if k not in ("klass", "thread_name"))]
+
 
 def library_predicate(globs: Iterable[str]) -> Callable[[str], bool]:
     """``is_library(path)`` for ``fnmatch`` globs (``*`` also matches ``/``)."""

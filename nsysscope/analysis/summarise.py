@@ -48,6 +48,15 @@ _SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start
                "gpu_work_ns", "burst", "stall"]
 #: and those a process's summary reads besides
 _PER_PROCESS = [*_SUMMARISED, "collective_wait_ns", "waited_for", "waited_in"]
+#: every column of the launch table that :func:`summarize` and
+#: :func:`~.latent.latent_sites` read (a long trace's table is read from disk: only these)
+SUMMARISED = list(dict.fromkeys([
+    *_PER_PROCESS, "launch", "device", "steady", "warmup", "period_ns", "host_blocked_ns",
+    "next_api_start_ns", "next_gpu_start_ns", "gpu_start_ns", "gpu_end_ns",
+    "busy_before_start_ns", "busy_before_end_ns", "block", "block_start_ns", "block_end_ns",
+    "block_polls", "collective_group", "cause_tid", "cause_start_ns", "phase", "op",
+    "api_chain", "thread", "nvtx_path", "src_file", "src_line", "src_function", "src_text",
+    "src_samples", "src_block_samples"]))
 
 
 def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,

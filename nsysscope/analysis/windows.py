@@ -4,17 +4,17 @@
 Each window's :class:`~nsysscope.analysis.LaunchRows` are kept for what the window owns (the
 launches whose call starts in it, the blocks, busy time, copies and NVTX steps that start in
 it), put together, and finished as the whole trace's rows would be: warm-up, steady state,
-source lines, step costs and the summary see every launch at once. Memory holds one window's
-events and every window's per-launch rows, not the whole trace's events.
+source lines, step costs and the summary see every launch. The windows' launches and blocks
+go to disk as each window is done (:class:`~.stored.SpilledRows`), and those steps read back
+the columns they need: memory holds one window's events and a few columns of every launch,
+not the whole trace's events, nor its per-launch table.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,12 +27,13 @@ from ..trace.time_range import TimeRange
 from ..trace.windows import MARGIN_LAUNCHES, TraceWindows, Window, in_windows, plan_windows
 from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
-from . import Analysis, LaunchRows, analyze, finish, launch_rows
+from . import Analysis, LaunchRows, TraceRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import NvtxIndex, names_step
 from .pairs import PairIndex
+from .stored import Columns, FrameRows, SpilledRows, concat
 
 #: launches a window of a parallel analysis holds at least (fewer: the processes would
 #: cost more than they save; bench/README.md)
@@ -56,7 +57,7 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
 
 
 def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
-                  margin: int = MARGIN_LAUNCHES) -> LaunchRows | None:
+                  margin: int = MARGIN_LAUNCHES) -> TraceRows | None:
     """The launch rows of ``trace``, its windows analysed at once in processes forked from
     this one (:func:`~nsysscope.util.forks.map_forked`), one per CPU (``parts``: how many
     windows); None where one process would do as well: a trace of fewer than
@@ -74,7 +75,10 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
     def owned(w: Window) -> _Owned:
         return _Owned.of(launch_rows(trace_in(trace, w.read), cfg, groups), w)
 
-    return _joined(map_forked(owned, windows), None)
+    done = list(_counted(map_forked(owned, windows)))
+    return _numbered(TraceRows(FrameRows(_join([p.launches for p in done])),
+                               FrameRows(_join([p.blocks for p in done])),
+                               _latent([p.latent for p in done]), None))
 
 
 def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
@@ -90,40 +94,46 @@ def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) ->
 
 
 def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
-                  groups: pd.Series | None = None) -> tuple[Trace, LaunchRows]:
-    """The rows of the whole trace read in ``windows``, and the trace without its events
-    but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads); ``groups``: the
-    whole trace's groups of ranks (:func:`.collectives.communicators`)."""
+                  groups: pd.Series | None = None) -> tuple[Trace, TraceRows]:
+    """The rows of the whole trace read in ``windows`` (on disk), and the trace without its
+    events but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads);
+    ``groups``: the whole trace's groups of ranks (:func:`.collectives.communicators`)."""
     return_freed_memory()
-    owned: list[_Owned] = []
     steps: list[pd.DataFrame] = []
-    outline: Trace | None = None
-    for trace, window in windows:
-        outline = outline or _outline(trace)
-        owned.append(_Owned.of(launch_rows(trace, cfg, groups), window))
-        nv = trace.nvtx
-        steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
-        del trace, nv  # the next window's events take their place
+    outlines: list[Trace] = []
+
+    def owned() -> Iterator[_Owned]:
+        for trace, window in windows:
+            if not outlines:
+                outlines.append(_outline(trace))
+            nv = trace.nvtx
+            steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
+            yield _Owned.of(launch_rows(trace, cfg, groups), window)
+            del trace, nv  # the next window's events take their place
+
+    launches, blocks = SpilledRows(), SpilledRows()
+    latent = []
+    for part in _counted(owned()):
+        launches.append(part.launches)
+        blocks.append(part.blocks)
+        latent.append(part.latent)
+        del part
         release_free_pages()
-    if outline is None:
+    if not outlines:
         raise ValueError("no window to analyse")
     nvtx = pd.concat(steps, ignore_index=True)
     nvtx["text"] = nvtx["text"].astype(str).astype("category")
-    rows = _joined(owned, NvtxIndex.of(nvtx))
-    release_free_pages()  # the windows' rows, freed inside the heap as they were joined
-    return dataclasses.replace(outline, nvtx=nvtx), rows
+    rows = _numbered(TraceRows(launches, blocks, _latent(latent), NvtxIndex.of(nvtx)))
+    return replace(outlines[0], nvtx=nvtx), rows
 
 
 def _outline(trace: Trace) -> Trace:
     """``trace`` without its events: its identity (as of the whole trace), threads and
     processes."""
-    return dataclasses.replace(
-        trace, meta=dataclasses.replace(trace.meta, time_range_ns=None),
+    return replace(
+        trace, meta=replace(trace.meta, time_range_ns=None),
         **{t: getattr(trace, t).iloc[:0] for t in (
             "api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx", "collectives")})
-
-
-Columns = dict[str, Any]
 
 
 @dataclass
@@ -141,8 +151,6 @@ class _Owned:
 
     @classmethod
     def of(cls, rows: LaunchRows, w: Window) -> _Owned:
-        if rows.busy is None:
-            raise ValueError("a window's rows are those of a read, with its busy intervals")
         launches = _columns(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())])
         since: dict[tuple[int, int], float] = {}
         if w.start_ns is not None:  # what the read holds before the window is earlier ones'
@@ -181,38 +189,43 @@ def _columns(df: pd.DataFrame) -> Columns:
     return out
 
 
-def _join(parts: list[Columns]) -> pd.DataFrame:
-    """The parts' columns one after the other, a column at a time (each part's copy of it
-    dropped as it is joined); categoricals over their categories in all parts."""
-    out: Columns = {}
-    for c in list(parts[0]):
-        values = [p.pop(c) for p in parts]
-        if isinstance(values[0], pd.Categorical):
-            cats = pd.Index(sorted(set().union(*(v.categories for v in values)), key=str))
-            out[c] = pd.Categorical.from_codes(
-                np.concatenate([v.set_categories(cats).codes for v in values]), cats)
-        else:
-            out[c] = np.concatenate(values)
-    return pd.DataFrame(out, copy=False)
-
-
-def _joined(parts: list[_Owned], nvtx: NvtxIndex | None) -> LaunchRows:
-    """The windows' rows as one trace's: launches and blocks numbered again (a launch's
-    block found by its thread and start), busy time counted from the trace's start, copies
-    in the whole trace's order."""
+def _counted(parts: Iterable[_Owned]) -> Iterator[_Owned]:
+    """``parts`` in the trace's order, each one's launches counting the busy time of the
+    parts before it (a window's rows count it from the window's start)."""
     earlier: dict[tuple[int, int], float] = {}
     for p in parts:
         _add_busy(p.launches, earlier)
         earlier = {k: earlier.get(k, 0.0) + p.busy.get(k, 0.0) for k in {*earlier, *p.busy}}
-    launches = _join([p.launches for p in parts])
-    blocks = _join([p.blocks for p in parts])
-    launches["launch"] = np.arange(len(launches))
-    blocks["block"] = np.arange(len(blocks))
-    waited = launches["block"].to_numpy() >= 0
-    launches.loc[waited, "block"] = PairIndex.of(blocks["tid"], blocks["start_ns"]).first_row(
-        launches.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
-        launches.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
-    latent = pd.concat([p.latent for p in parts], ignore_index=True)
-    # as one read lists them: every upload, then every readback
+        yield p
+
+
+def _join(parts: list[Columns]) -> pd.DataFrame:
+    """The parts' columns one after the other, a column at a time (each part's copy of it
+    dropped as it is joined)."""
+    return pd.DataFrame({c: concat([p.pop(c) for p in parts]) for c in list(parts[0])},
+                        copy=False)
+
+
+def _latent(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' latent copies as one read lists them: every upload, then every
+    readback."""
+    latent = pd.concat(parts, ignore_index=True)
     latent = latent.iloc[np.argsort(latent["kind"].to_numpy() != "cpu_to_gpu", kind="stable")]
-    return LaunchRows(launches, blocks, None, latent.reset_index(drop=True), nvtx)
+    return latent.reset_index(drop=True)
+
+
+def _numbered(rows: TraceRows) -> TraceRows:
+    """The parts' rows numbered as one trace's: launches and blocks again from 0, a launch's
+    block found by its thread and start."""
+    launches, blocks = rows.launches, rows.blocks
+    launches.update({"launch": np.arange(len(launches))})
+    blocks.update({"block": np.arange(len(blocks))})
+    paired = launches.frame(["block", "block_tid", "block_start_ns"])
+    block = paired["block"].to_numpy().copy()
+    waited = block >= 0
+    b = blocks.frame(["tid", "start_ns"])
+    block[waited] = PairIndex.of(b["tid"], b["start_ns"]).first_row(
+        paired.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
+        paired.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
+    launches.update({"block": block})
+    return rows

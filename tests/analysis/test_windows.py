@@ -191,8 +191,8 @@ def test_the_copy_is_gone_once_the_last_window_is_read(sample_path, monkeypatch)
     assert tw is not None
     folder = tw._dir
     seen = []
-    join = analysis_windows._joined
-    monkeypatch.setattr(analysis_windows, "_joined",
+    join = analysis_windows._numbered
+    monkeypatch.setattr(analysis_windows, "_numbered",
                         lambda *a: seen.append(folder.exists()) or join(*a))
     analyze_windows(tw)
     assert seen == [False] and tw._dir is None

@@ -1,0 +1,170 @@
+"""Where a trace's per-launch and per-block rows are kept: in memory, or on disk a time
+window at a time.
+
+A trace read whole keeps its rows in one DataFrame (:class:`FrameRows`). A long trace read in
+time windows (:mod:`.windows`) writes each window's rows to a temporary folder as the window
+is analysed (:class:`SpilledRows`), and every later step reads back the columns it needs and
+no more: the memory a step takes is its columns, not the table (the whole per-launch table is
+~0.5 KB per launch, 5 GB at 10^7 launches). Both are a :class:`RowStore`: :meth:`frame`
+gives chosen columns as one DataFrame, :meth:`update` adds or replaces whole columns.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tempfile
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+#: a table's columns, each a numpy array or a pandas array (categoricals for text)
+Columns = dict[str, Any]
+
+
+class RowStore(Protocol):
+    """A table's rows, read and changed a column at a time."""
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    def __len__(self) -> int: ...
+
+    def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """``columns`` (default: all) of every row, in order, as one DataFrame."""
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Set whole columns (one value per row, in row order); a new one goes last."""
+
+
+class FrameRows:
+    """Rows held in one DataFrame: a trace read whole. Its columns are its own: updating them
+    leaves the frame it was made from as it was."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self._df = df.copy(deep=False)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._df.columns)
+
+    def __len__(self) -> int:
+        return len(self._df)
+
+    def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        return self._df if columns is None else self._df[list(columns)]
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for name, v in values.items():
+            self._df[name] = v
+
+
+class SpilledRows:
+    """Rows written to a temporary folder a part (one time window's rows) at a time, read
+    back a column at a time. The folder goes when the object does, or when the program
+    ends."""
+
+    def __init__(self) -> None:
+        self._folder = Path(tempfile.mkdtemp(prefix="nsysscope-rows-"))
+        self._remove = weakref.finalize(self, shutil.rmtree, self._folder, True)
+        self._names: list[str] = []
+        self._lengths: list[int] = []
+        self._whole: pd.DataFrame | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._names)
+
+    def __len__(self) -> int:
+        return sum(self._lengths)
+
+    def append(self, part: Columns) -> None:
+        """Write ``part``, the next rows (every column of the table, the first part's)."""
+        if self._lengths and list(part) != self._names:
+            raise ValueError(f"a part's columns differ from the table's: {list(part)}")
+        n = {len(v) for v in part.values()}
+        if len(n) > 1:
+            raise ValueError("a part's columns differ in length")
+        folder = self._folder / str(len(self._lengths))
+        folder.mkdir()
+        for name, v in part.items():
+            _save(folder, name, v)
+        self._names = list(part)
+        self._lengths.append(n.pop() if n else 0)
+        self._whole = None
+
+    def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        if columns is None:  # the whole table: read once (it is asked for again and again)
+            if self._whole is None:
+                self._whole = self._read(self._names)
+            return self._whole
+        return self._read(columns)
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        bounds = np.r_[0, np.cumsum(self._lengths)].tolist()
+        for name, v in values.items():
+            column = _array(v)
+            if len(column) != len(self):
+                raise ValueError(f"{name}: {len(column)} values for {len(self)} rows")
+            for k, (a, z) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+                _save(self._folder / str(k), name, column[a:z])
+            if name not in self._names:
+                self._names.append(name)
+        self._whole = None
+
+    def close(self) -> None:
+        """Delete the folder now."""
+        self._remove()
+
+    def _read(self, columns: Sequence[str]) -> pd.DataFrame:
+        missing = [c for c in columns if c not in self._names]
+        if missing:
+            raise KeyError(f"no such columns: {missing}")
+        return pd.DataFrame({c: concat([_load(self._folder / str(k), c)
+                                        for k in range(len(self._lengths))])
+                             for c in columns}, copy=False)
+
+
+def concat(values: list[Any]) -> Any:
+    """One column's parts one after the other: categoricals over their categories in every
+    part, pandas arrays (nullable integers) as pandas arrays, the rest as numpy arrays."""
+    if isinstance(values[0], pd.Categorical):
+        cats = pd.Index(sorted(set().union(*(v.categories for v in values)), key=str))
+        return pd.Categorical.from_codes(
+            np.concatenate([v.set_categories(cats).codes for v in values]), cats)
+    if isinstance(values[0], pd.api.extensions.ExtensionArray):
+        return type(values[0])._concat_same_type(values)
+    return np.concatenate(values)
+
+
+def _array(v: Any) -> Any:
+    """``v`` as a column: a numpy array, or the pandas array a Series holds (categoricals and
+    nullable integers stay what they are)."""
+    if isinstance(v, pd.Series):
+        return v.array if isinstance(v.dtype, pd.api.extensions.ExtensionDtype) and \
+            not pd.api.types.is_string_dtype(v.dtype) else v.to_numpy()
+    return v if isinstance(v, pd.api.extensions.ExtensionArray) else np.asarray(v)
+
+
+def _save(folder: Path, name: str, v: Any) -> None:
+    """A column's part: numbers as ``.npy`` (read back without a copy through Python), the
+    rest (text, nullable integers) pickled."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+        np.save(folder / f"{name}.npy", v, allow_pickle=False)
+        (folder / f"{name}.pkl").unlink(missing_ok=True)
+    else:
+        with open(folder / f"{name}.pkl", "wb") as f:
+            pickle.dump(v, f, protocol=pickle.HIGHEST_PROTOCOL)
+        (folder / f"{name}.npy").unlink(missing_ok=True)
+
+
+def _load(folder: Path, name: str) -> Any:
+    numbers = folder / f"{name}.npy"
+    if numbers.exists():
+        return np.load(numbers, allow_pickle=False)
+    with open(folder / f"{name}.pkl", "rb") as f:
+        return pickle.load(f)  # noqa: S301 - written by this process, in its own folder

@@ -1,0 +1,78 @@
+"""Rows kept on disk a part at a time (``nsysscope.analysis.stored``): what is read back is
+what was written, a column at a time, and the folder goes with the object."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsysscope.analysis.stored import FrameRows, SpilledRows
+
+
+def parts():
+    """Two parts of a real-looking table: numbers, text as categoricals (each part its own
+    categories), nullable integers, numbers held as objects (NVTX step numbers)."""
+    return [
+        {"launch": np.arange(3), "gpu_idle_ns": np.array([1.0, np.nan, 3.0]),
+         "klass": pd.Categorical(["healthy", "gpu_to_cpu", "healthy"]),
+         "src_line": pd.array([None, 12, None], dtype="Int64"),
+         "step": np.array([7, None, 9], dtype=object)},
+        {"launch": np.arange(2), "gpu_idle_ns": np.array([5.0, 6.0]),
+         "klass": pd.Categorical(["last", "healthy"]),
+         "src_line": pd.array([3, None], dtype="Int64"),
+         "step": np.array([10, 11], dtype=object)},
+    ]
+
+
+def test_spilled_rows_read_back_what_was_written():
+    rows = SpilledRows()
+    for p in parts():
+        rows.append(p)
+    assert len(rows) == 5 and rows.columns == ["launch", "gpu_idle_ns", "klass", "src_line",
+                                               "step"]
+    df = rows.frame(["klass", "gpu_idle_ns"])
+    assert list(df.columns) == ["klass", "gpu_idle_ns"]
+    assert df["klass"].astype(str).tolist() == ["healthy", "gpu_to_cpu", "healthy", "last",
+                                                "healthy"]
+    np.testing.assert_array_equal(df["gpu_idle_ns"], [1.0, np.nan, 3.0, 5.0, 6.0])
+    whole = rows.frame()
+    assert whole["src_line"].dtype == "Int64"
+    assert whole["src_line"].tolist() == [pd.NA, 12, pd.NA, 3, pd.NA]
+    assert whole["step"].tolist() == [7, None, 9, 10, 11]
+    assert rows.frame() is whole  # the whole table is read once
+
+
+def test_updates_replace_and_add_whole_columns_across_parts():
+    rows = SpilledRows()
+    for p in parts():
+        rows.append(p)
+    rows.update({"launch": np.arange(5), "steady": pd.Series([True, False, True, True, False])})
+    assert rows.columns[-1] == "steady"
+    df = rows.frame(["launch", "steady"])
+    assert df["launch"].tolist() == [0, 1, 2, 3, 4]
+    assert df["steady"].tolist() == [True, False, True, True, False]
+    with pytest.raises(ValueError, match="4 values for 5 rows"):
+        rows.update({"burst": np.zeros(4)})
+    with pytest.raises(KeyError, match="burst"):
+        rows.frame(["burst"])
+
+
+def test_the_folder_goes_with_the_rows():
+    rows = SpilledRows()
+    rows.append(parts()[0])
+    folder = rows._folder
+    assert folder.is_dir()
+    del rows
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_frame_rows_leave_the_callers_frame_alone():
+    df = pd.DataFrame({"launch": np.arange(3)})
+    rows = FrameRows(df)
+    rows.update({"launch": np.arange(3) + 10, "steady": [True, True, False]})
+    assert df.columns.tolist() == ["launch"] and df["launch"].tolist() == [0, 1, 2]
+    assert rows.frame(["launch"])["launch"].tolist() == [10, 11, 12]
