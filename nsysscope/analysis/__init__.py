@@ -4,6 +4,7 @@ a :class:`~nsysscope.model.Summary`. Nothing here parses files, prints or plots
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,20 +17,27 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
 from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
-from .bursts import burst_numbers
+from .bursts import bursts_by_part
 from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig
 from .latent import latent_copies, latent_sites
-from .launches import BUSY_BEFORE, busy_from_first_replay, launch_table
+from .launches import busy_from_first_replay, launch_table
 from .nvtx import NvtxIndex
 from .pairing import attach_blocks
 from .processes import warmup_and_steady
-from .projection import STEP_COLUMNS, STEP_READS, step_costs
-from .source_lines import LINE_COLUMNS, SOURCE_READS, attach_source_lines, stall_windows
+from .projection import step_costs
+from .source_lines import (
+    LINE_COLUMNS,
+    SOURCE_READS,
+    attach_source_lines,
+    is_stalled,
+    no_source_lines,
+    stall_windows,
+)
 from .stored import FrameRows, RowStore
 from .streams import coverage, event_records_with_calls, stream_waits
-from .summarise import SUMMARISED, summarize
+from .summarise import summarize
 from .verdict import data_loss_reason
 
 __all__ = ["Analysis", "AnalysisConfig", "LaunchRows", "TraceRows", "analyze", "finish",
@@ -138,44 +146,64 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = No
     launches = attach_waits(launches, collective_waits(trace.collectives, groups=groups), groups)
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
+    # source lines and bursts need the whole trace, as warm-up does: :func:`finish` fills them
+    launches = step_costs(launches.assign(**no_source_lines(launches.index)), blocks)
+    launches["burst"] = 0
     return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx)
 
 
 def finish(trace: Trace, rows: TraceRows, cfg: AnalysisConfig,
            python_samples: PythonSamples | None = None) -> Analysis:
-    """The steady state, source lines, step costs and summary of ``rows``, the launch rows of
+    """The steady state, source lines, bursts and summary of ``rows``, the launch rows of
     ``trace`` (of all its windows together, where ``trace`` holds only what the summary
-    reads: :func:`.windows.analyze_windows`). Each step reads the columns it needs and adds
-    its own to ``rows`` (a long trace's rows stay on disk: :mod:`.stored`)."""
+    reads: :func:`.windows.analyze_windows`). Each step reads the launches a part at a time
+    (a long trace's parts are its time windows, on disk: :mod:`.stored`) and sets its
+    columns part by part."""
     launches, blocks = rows.launches, rows.blocks
     # busy time counted from each process's first replay, wherever the read began
-    launches.update(busy_from_first_replay(launches.frame(["proc", "device", *BUSY_BEFORE])))
-    warmup, steady = warmup_and_steady(launches.frame(["proc", "launch", "klass"]), cfg)
-    launches.update({"warmup": warmup, "steady": steady})
-    stalled = launches.frame(SOURCE_READS)
+    launches.update_parts(busy_from_first_replay(launches))
+    launches.update_parts(warmup_and_steady(launches, cfg))
     if python_samples is None:
-        python_samples = _python_samples(trace, stalled)
-    lines = attach_source_lines(stalled, python_samples, cfg)
-    launches.update({c: lines[c] for c in LINE_COLUMNS})
-    del stalled, lines
-    costs = step_costs(launches.frame(STEP_READS), blocks.frame(["tid", "start_ns", "end_ns"]))
-    launches.update({c: costs[c] for c in STEP_COLUMNS})
-    del costs
-    launches.update({"burst": burst_numbers(launches.frame(["proc", "tid", "api_start_ns"]),
-                                            blocks.frame(["proc", "tid", "start_ns"]))})
-    summarised = launches.frame(SUMMARISED)
-    summary, processes = summarize(trace, summarised, cfg, python_samples,
-                                   latent_sites(rows.latent, summarised))
+        python_samples = _python_samples(trace, launches)
+    if python_samples.ok and not python_samples.samples.empty:
+        _attach_source_lines(launches, python_samples, cfg)
+    launches.update_parts(bursts_by_part(launches, blocks))
+    summary, processes = summarize(trace, launches, cfg, python_samples,
+                                   latent_sites(rows.latent, launches))
     return Analysis(trace, cfg, launches, blocks, summary, processes, rows.nvtx,
                     python_samples)
 
 
-def _python_samples(trace: Trace, launches: pd.DataFrame) -> PythonSamples:
+def _python_samples(trace: Trace, launches: RowStore) -> PythonSamples:
     if trace.python is not None:  # stacks the trace holds itself (torch.profiler)
         return trace.python
     if trace.source is None:
         return PythonSamples.none()
-    return read_python_samples(trace.source, windows=stall_windows(launches))
+    return read_python_samples(trace.source,
+                               windows=lambda: stall_windows(_stalled(launches)))
+
+
+def _stalled(launches: RowStore) -> pd.DataFrame:
+    """The stalled launches that waited in a block (what source lines are found for), with
+    the columns :func:`.source_lines.attach_source_lines` reads."""
+    return pd.concat([part[is_stalled(part)] for part in launches.chunks(SOURCE_READS)])
+
+
+def _attach_source_lines(launches: RowStore, samples: PythonSamples,
+                         cfg: AnalysisConfig) -> None:
+    """Name the stalls' source lines (:func:`.source_lines.attach_source_lines`, on the
+    stalled launches: every other launch keeps no line)."""
+    named = attach_source_lines(_stalled(launches), samples, cfg)[LINE_COLUMNS]
+
+    def parts() -> Iterator[pd.DataFrame]:
+        for part in launches.chunks(LINE_COLUMNS):
+            own = named[(named.index >= part.index[0]) & (named.index <= part.index[-1])] \
+                if len(part) else named.iloc[:0]
+            for c in LINE_COLUMNS:
+                part.loc[own.index, c] = own[c]
+            yield part
+
+    launches.update_parts(parts())
 
 
 def _require_launches(trace: Trace) -> None:

@@ -20,10 +20,13 @@ one burst, and is judged per launch (:attr:`~nsysscope.model.Bursts.several`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
 from ..model import Bursts, Percentiles
+from .stored import RowStore, as_rows
 
 
 def count_before(procs: np.ndarray, times: np.ndarray, ref_procs: np.ndarray,
@@ -39,30 +42,98 @@ def count_before(procs: np.ndarray, times: np.ndarray, ref_procs: np.ndarray,
     return out
 
 
-def burst_numbers(launches: pd.DataFrame, blocks: pd.DataFrame) -> np.ndarray:
-    """Per launch, how many blocks of its process's launching threads started before its
-    launch call: launches of one process with the same number form one burst."""
-    own = blocks[blocks["tid"].isin(launches["tid"].unique())]  # a tid holds its process
+def burst_numbers(launches: pd.DataFrame, blocks: pd.DataFrame,
+                  launching: np.ndarray | None = None) -> np.ndarray:
+    """Per launch, how many blocks of its process's launching threads (``launching``: the
+    threads that launch graphs anywhere in the trace; default: ``launches``'s) started before
+    its launch call: launches of one process with the same number form one burst."""
+    tids = launches["tid"].unique() if launching is None else launching
+    own = blocks[blocks["tid"].isin(tids)]  # a tid holds its process
     return count_before(launches["proc"].to_numpy(), launches["api_start_ns"].to_numpy(),
                         own["proc"].to_numpy(), own["start_ns"].to_numpy())
 
 
-def steady_bursts(steady: pd.DataFrame) -> Bursts:
-    """The bursts of the steady launches (``proc``, ``burst``, ``api_start_ns``, ``stall``,
-    ``klass``, ``window_ns``): how many, how many stall or end launch-bound, their median
-    size, and the overlap window of each one's last launch (the time the host had before it
-    blocked on the step's work)."""
-    if steady.empty:
+def bursts_by_part(launches: RowStore, blocks: RowStore) -> Iterator[dict[str, np.ndarray]]:
+    """Per part of ``launches`` (:meth:`~.stored.RowStore.update_parts`), its launches'
+    :func:`burst_numbers`. The parts of the launches and of the blocks are the same time
+    windows (a block's part is the window it starts in), so the blocks before a part's
+    launches are those of the parts before, counted as they go by, and its own."""
+    launching = np.unique(np.concatenate([part["tid"].to_numpy()
+                                          for part in launches.chunks(["tid"])]))
+    earlier: dict[int, int] = {}
+    for part, own in zip(launches.chunks(["proc", "tid", "api_start_ns"]),
+                         blocks.chunks(["proc", "tid", "start_ns"]), strict=True):
+        burst = burst_numbers(part, own, launching)
+        proc = part["proc"].to_numpy()
+        for p, n in earlier.items():
+            burst[proc == p] += n
+        counted = own.loc[own["tid"].isin(launching), "proc"].value_counts()
+        for p, n in counted.items():
+            earlier[int(p)] = earlier.get(int(p), 0) + int(n)
+        yield {"burst": burst}
+
+
+def steady_bursts(launches: pd.DataFrame | RowStore, proc: int | None = None) -> Bursts:
+    """The bursts of the steady launches (of process ``proc``; ``proc``, ``burst``,
+    ``api_start_ns``, ``stall``, ``klass``, ``window_ns``): how many, how many stall or end
+    launch-bound, their median size, and the overlap window of each one's last launch (the
+    time the host had before it blocked on the step's work).
+
+    Read a part of the launches at a time: a burst's launches are consecutive in a process's
+    calls, so only a part's last burst of each process can go on in the next part."""
+    done: list[pd.DataFrame] = []
+    for part in as_rows(launches).chunks(_READ):
+        steady = part[part["steady"].to_numpy(dtype=bool)]
+        if proc is not None:
+            steady = steady[steady["proc"].to_numpy() == proc]
+        if steady.empty:
+            continue
+        bursts = _joined(pd.concat([*done[-1:], _bursts(steady)]))
+        last = bursts.groupby("proc")["burst"].transform("max") == bursts["burst"]
+        done[-1:] = [bursts[~last], bursts[last]]  # those done, then those going on
+    if not done:
         return Bursts(steady=0, stalled=0, launches_p50=0.0, window_us=Percentiles.of([]))
+    bursts = pd.concat(done)
+    return Bursts(steady=len(bursts), stalled=int(bursts["stalled"].sum()),
+                  launch_bound=int(bursts["launch_bound"].sum()),
+                  launches_p50=float(np.median(bursts["size"].to_numpy())),
+                  window_us=Percentiles.of(bursts["window_ns"].to_numpy(dtype=np.float64) / 1e3))
+
+
+#: the launch table's columns bursts are made of
+_READ = ["proc", "burst", "api_start_ns", "steady", "stall", "klass", "window_ns"]
+
+
+def _bursts(steady: pd.DataFrame) -> pd.DataFrame:
+    """One row per burst of ``steady``: ``proc``, ``burst``, ``size``, whether one of its
+    launches stalled or left the GPU idle, launch-bound, and its last launch's call start and
+    overlap window."""
     proc, burst = steady["proc"].to_numpy(), steady["burst"].to_numpy()
     order = np.lexsort((steady["api_start_ns"].to_numpy(), burst, proc))
     proc, burst = proc[order], burst[order]
     starts = np.flatnonzero(np.r_[True, (proc[1:] != proc[:-1]) | (burst[1:] != burst[:-1])])
     ends = np.r_[starts[1:], len(order)]
-    sizes = ends - starts
     stalled = steady["stall"].to_numpy(dtype=bool)[order]
     gap = (steady["klass"] == "launch_bound").to_numpy(dtype=bool)[order]
-    window = steady["window_ns"].to_numpy(dtype=np.float64)[order[ends - 1]]
-    return Bursts(steady=len(starts), stalled=int(np.logical_or.reduceat(stalled, starts).sum()),
-                  launch_bound=int(np.logical_or.reduceat(gap, starts).sum()),
-                  launches_p50=float(np.median(sizes)), window_us=Percentiles.of(window / 1e3))
+    last = order[ends - 1]
+    return pd.DataFrame({
+        "proc": proc[starts], "burst": burst[starts], "size": ends - starts,
+        "stalled": np.logical_or.reduceat(stalled, starts),
+        "launch_bound": np.logical_or.reduceat(gap, starts),
+        "last_start_ns": steady["api_start_ns"].to_numpy()[last],
+        "window_ns": steady["window_ns"].to_numpy(dtype=np.float64)[last]})
+
+
+def _joined(bursts: pd.DataFrame) -> pd.DataFrame:
+    """Bursts seen in two parts as one: sizes added, stalled or launch-bound if either part
+    was, the last launch the later one (a tie: the later part's)."""
+    if not bursts.duplicated(["proc", "burst"]).any():
+        return bursts
+    keys = ["proc", "burst"]
+    bursts = bursts.sort_values([*keys, "last_start_ns"], kind="stable")
+    grouped = bursts.groupby(keys, sort=False)
+    out = bursts.drop_duplicates(keys, keep="last").set_index(keys)
+    out["size"] = grouped["size"].sum()
+    out["stalled"] = grouped["stalled"].max()
+    out["launch_bound"] = grouped["launch_bound"].max()
+    return out.reset_index()

@@ -31,6 +31,7 @@ from .calls import ThreadCalls
 from .distinct import per_distinct_row
 from .nvtx import NvtxIndex
 from .pairs import PairIndex
+from .stored import RowStore, as_rows
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
@@ -53,31 +54,49 @@ def latent_copies(trace: Trace, copies: pd.DataFrame, nvtx: NvtxIndex,
         "call_us": ((found["end_ns"] - found["start_ns"]) / 1e3).to_numpy()})
 
 
-def latent_sites(found: pd.DataFrame, launches: pd.DataFrame, top: int = 5) -> list[LatentSite]:
+def latent_sites(found: pd.DataFrame, launches: pd.DataFrame | RowStore,
+                 top: int = 5) -> list[LatentSite]:
     """The sites of the :func:`latent_copies` issued in the steady state and not already the
-    cause of a stall, most steps first."""
-    steady = launches.loc[launches["steady"], ["proc", "api_start_ns", "next_api_start_ns",
-                                                "cause_tid", "cause_start_ns"]]
-    if steady.empty or found.empty:
+    cause of a stall, most steps first. The steady launches are read a part at a time: each
+    part says which copies its stalls blamed, and how many of its launches each copy
+    follows."""
+    blamed = np.zeros(len(found), dtype=bool)
+    step = np.zeros(len(found), dtype=np.int64)
+    spans, n_steady = [], 0
+    proc, start = found["proc"].to_numpy(), found["start_ns"].to_numpy()
+    for part in as_rows(launches).chunks(_READ):
+        steady = part[part["steady"].to_numpy(dtype=bool)]
+        n_steady += len(steady)
+        if steady.empty or found.empty:
+            continue
+        spans.append(steady.groupby("proc").agg(a=("api_start_ns", "min"),
+                                                b=("next_api_start_ns", "max")))
+        # a copy already blamed for a stall (the same thread and start) is not latent
+        cause = steady[["cause_tid", "cause_start_ns"]].dropna().astype(np.int64)
+        blamed |= PairIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
+            found["tid"], found["start_ns"]) >= 0
+        step += count_before(proc, start, steady["proc"].to_numpy(),
+                             steady["api_start_ns"].to_numpy(), side="right")
+    if not spans:
         return []
-    found = found[_in_steady_span(found, steady)]
-    # a copy already blamed for a stall (the same thread and start) is not latent
-    cause = steady[["cause_tid", "cause_start_ns"]].dropna().astype(np.int64)
-    blamed = PairIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
-        found["tid"], found["start_ns"]) >= 0
-    found = found[~blamed]
+    span = pd.concat(spans).groupby(level=0).agg(a=("a", "min"), b=("b", "max"))
+    found = found.assign(step=np.where(np.isin(proc, span.index), step, -1))
+    found = found[_in_steady_span(found, span) & ~blamed]
     if found.empty:
         return []
-    found = found.assign(step=_step_of(found, steady))
     g = found.groupby(["kind", "phase", "op", "chain"], sort=False).agg(
         calls=("tid", "size"), steps=("step", "nunique"), mean_call_us=("call_us", "mean"),
         pid=("proc", "first"))
     g = g.reset_index().sort_values(["steps", "calls"], ascending=False).head(top)
     return [LatentSite(kind=r.kind, calls=int(r.calls), steps=int(r.steps),
-                       steady_steps=len(steady), phase=r.phase or None, op=r.op or None,
+                       steady_steps=n_steady, phase=r.phase or None, op=r.op or None,
                        api_chain=r.chain, mean_call_us=round(float(r.mean_call_us), 1),
                        pid=int(r.pid) & 0xFFFFFF)
             for r in g.itertuples()]
+
+
+#: the launch table's columns the latent sites read
+_READ = ["proc", "steady", "api_start_ns", "next_api_start_ns", "cause_tid", "cause_start_ns"]
 
 
 def _chain(c: pd.DataFrame) -> pd.Series:
@@ -87,9 +106,9 @@ def _chain(c: pd.DataFrame) -> pd.Series:
             + c["bytes"].astype(str) + " B" + pageable)
 
 
-def _in_steady_span(copies: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
-    """Copies issued by a launching process between its first and last steady launch."""
-    span = steady.groupby("proc").agg(a=("api_start_ns", "min"), b=("next_api_start_ns", "max"))
+def _in_steady_span(copies: pd.DataFrame, span: pd.DataFrame) -> np.ndarray:
+    """Copies issued by a launching process between its first and last steady launch
+    (``span``: per process, ``a`` the first one's call, ``b`` the last one's next call)."""
     proc = copies["proc"].to_numpy()
     t = copies["start_ns"].to_numpy(dtype=np.float64)
     inside = np.zeros(len(copies), dtype=bool)
@@ -107,11 +126,3 @@ def _then_sync(calls: ThreadCalls, c: pd.DataFrame) -> pd.Series:
     # per call (and row -1: no such call): the next call is on the same thread and syncs
     next_is_sync = np.r_[sync[1:] & calls.follows_on_thread[1:], False, False]
     return pd.Series(next_is_sync[calls.row(c["tid"], c["corr_id"])], index=c.index)
-
-
-def _step_of(found: pd.DataFrame, steady: pd.DataFrame) -> np.ndarray:
-    """The steady launch each copy falls after (its step), per process (-1: a process with
-    no steady launch)."""
-    return count_before(found["proc"].to_numpy(), found["start_ns"].to_numpy(),
-                        steady["proc"].to_numpy(), steady["api_start_ns"].to_numpy(),
-                        side="right", missing=-1)

@@ -15,12 +15,15 @@ measures it without keeping the busy intervals).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
 from ..errors import ProfilerLostData
 from ..trace.apis import LAUNCH_APIS
 from ..trace.load import Trace
+from .stored import RowStore
 
 #: the launch table's columns of busy time before each replay
 BUSY_BEFORE = ["busy_before_start_ns", "busy_before_end_ns"]
@@ -65,14 +68,20 @@ def launch_table(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     return df, busy
 
 
-def busy_from_first_replay(launches: pd.DataFrame) -> dict[str, pd.Series]:
-    """The :data:`BUSY_BEFORE` columns counted from each process's first replay on each
-    device (0 at its start). A read counts them from where it began, which is not the same
-    for the whole trace and its windows (a window's read holds no GPU work whose call is
-    missing from the trace): their differences are, and so are these. Busy time only grows,
-    so the first replay's count is the least."""
-    origin = launches.groupby(["proc", "device"], sort=False)[BUSY_BEFORE[0]].transform("min")
-    return {c: launches[c] - origin for c in BUSY_BEFORE}
+def busy_from_first_replay(launches: RowStore) -> Iterator[dict[str, np.ndarray]]:
+    """Per part of ``launches`` (:meth:`~.stored.RowStore.update_parts`), the
+    :data:`BUSY_BEFORE` columns counted from each process's first replay on each device (0 at
+    its start). A read counts them from where it began, which is not the same for the whole
+    trace and its windows (a window's read holds no GPU work whose call is missing from the
+    trace): their differences are, and so are these. Busy time only grows, so the first
+    replay's count is the least."""
+    keys = ["proc", "device"]
+    origin = pd.concat([part.groupby(keys)[BUSY_BEFORE[0]].min()
+                        for part in launches.chunks([*keys, BUSY_BEFORE[0]])])
+    origin = origin.groupby(level=[0, 1]).min()
+    for part in launches.chunks([*keys, *BUSY_BEFORE]):
+        least = origin.reindex(pd.MultiIndex.from_frame(part[keys])).to_numpy()
+        yield {c: part[c].to_numpy(dtype=np.float64) - least for c in BUSY_BEFORE}
 
 
 def device_busy_intervals(trace: Trace, launches: pd.DataFrame) -> pd.DataFrame:

@@ -34,19 +34,18 @@ hiccup every capture has): :func:`stall_costs` (the timelines draw the stall tha
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .launches import busy_until
+from .stored import RowStore, as_rows
 
 #: launches whose blocked time is measured at once
 _CHUNK = 1 << 17
-#: the columns :func:`step_costs` adds to the launch table, and those of it that it reads
-STEP_COLUMNS = ["period_ns", "gpu_work_ns", "host_blocked_ns"]
-STEP_READS = ["tid", "api_start_ns", "next_api_start_ns", "gpu_start_ns", "gpu_end_ns",
-              "gpu_gap_ns", "gpu_idle_ns"]
 
 
 def step_costs(launches: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
@@ -97,85 +96,162 @@ class Projection:
     speedup: float
 
 
-def queue_gap_ns(launches: pd.DataFrame, rows: np.ndarray) -> float:
-    """How closely the GPU runs two queued replays of the process whose steady launches are
-    ``rows`` (positions in ``launches``; see the module doc)."""
-    healthy = rows[(launches["klass"] == "healthy").to_numpy()[rows]]
-    idle = _at(launches, "gpu_idle_ns", healthy)
-    idle = idle[~np.isnan(idle)]
-    if len(idle) >= 10:
-        return float(np.median(idle))
-    stalled = rows[launches["stall"].to_numpy(dtype=bool)[rows]]
-    latency = _at(launches, "next_gpu_start_ns", stalled) - \
-        _at(launches, "next_api_start_ns", stalled)
-    latency = latency[~np.isnan(latency)]
-    return float(np.percentile(np.clip(latency, 0, None), 10)) if len(latency) else 0.0
+#: the launch table's columns a projection reads
+_PROJECTED = ["proc", "steady", "stall", "klass", "period_ns", "gpu_work_ns", "host_blocked_ns",
+              "block_start_ns", "block_end_ns", "waited_for", "collective_wait_ns",
+              "gpu_idle_ns", "next_gpu_start_ns", "next_api_start_ns"]
+#: the launches each projection relieves, one mask per projection, of a part of the launches
+#: (its :data:`_PROJECTED` columns, indexed by launch position)
+Relieved = Callable[[pd.DataFrame], list[np.ndarray]]
 
 
-def project(launches: pd.DataFrame, rates: dict[int, float], fixed: pd.Series,
+def project(launches: pd.DataFrame | RowStore, rates: dict[int, float], fixed: Any,
             groups: list[set[int]]) -> Projection:
-    """The projection with the steady launches where ``fixed`` is True relieved of their
-    stall. ``rates``: each process's measured launches/s; ``groups``: sets of processes that
-    wait for each other in collectives (tensor-parallel groups).
+    """The projection with the steady launches where ``fixed`` (one flag per launch) is True
+    relieved of their stall. ``rates``: each process's measured launches/s; ``groups``: sets
+    of processes that wait for each other in collectives (tensor-parallel groups)."""
+    flags = np.asarray(fixed, dtype=bool)
+    return project_each(launches, rates, groups, lambda part: [flags[part.index]], 1)[0]
 
-    Each process's values are taken from ``launches`` by position, one column at a time, not
-    as a copy of its steady rows (at 10^6 launches that copy was 100 MB, made again for every
-    site's projection)."""
-    steady = launches["steady"].to_numpy(dtype=bool) & launches["period_ns"].notna().to_numpy()
-    relieved_all = steady & fixed.reindex(launches.index, fill_value=False).to_numpy(dtype=bool)
-    procs = launches["proc"].to_numpy()
-    fixed_procs = set(pd.unique(procs[relieved_all]).tolist())
-    out: dict[int, float] = {}
-    positions = np.flatnonzero(steady)
-    by_proc = pd.DataFrame({"proc": procs[positions]}).groupby("proc").indices
-    for proc in sorted(by_proc):
-        rows = positions[by_proc[proc]]
-        period = _at(launches, "period_ns", rows)
-        work = _at(launches, "gpu_work_ns", rows)
-        blocked = _at(launches, "host_blocked_ns", rows)
-        host = period - np.where(np.isnan(blocked), 0, blocked)
-        stall_block = _at(launches, "block_end_ns", rows) - _at(launches, "block_start_ns", rows)
+
+def project_each(launches: pd.DataFrame | RowStore, rates: dict[int, float],
+                 groups: list[set[int]], relieved: Relieved, n: int) -> list[Projection]:
+    """``n`` projections at once (:func:`project`), ``relieved`` saying which launches each
+    relieves. Each process's steps are summed a part of the launches at a time: its queue gap
+    first (:func:`queue_gaps`), then which processes each projection relieves (a peer that
+    waited for one of them in collectives no longer waits), then its steps' sums."""
+    rows = as_rows(launches)
+    q = queue_gaps(rows)
+    fixed_procs: list[set[int]] = [set() for _ in range(n)]
+    for part in _steps(rows):
+        procs = part["proc"].to_numpy()
+        for f, mask in zip(fixed_procs, relieved(part), strict=True):
+            f.update(pd.unique(procs[mask]).tolist())
+    sums = [{p: _Sums() for p in q} for _ in range(n)]
+    for part in _steps(rows):
+        for proc, at in part.groupby("proc").indices.items():
+            step = _Step.of(part, at)
+            for k, mask in enumerate(relieved(part)):
+                sums[k][int(proc)].add(step, mask[at], fixed_procs[k], q[int(proc)])
+    return [_projection({p: s.rate(rates.get(p, 0.0)) for p, s in per.items()}, rates, groups)
+            for per in sums]
+
+
+def _steps(rows: RowStore) -> Iterator[pd.DataFrame]:
+    """The steady launches with a step (a next launch), a part at a time."""
+    for part in rows.chunks(_PROJECTED):
+        yield part[part["steady"].to_numpy(dtype=bool) & part["period_ns"].notna().to_numpy()]
+
+
+def queue_gaps(launches: RowStore) -> dict[int, float]:
+    """How closely the GPU runs two queued replays, per process with a steady step (see the
+    module doc): the median idle gap of its healthy steps, with fewer than 10 of them the
+    10th percentile of its stalled steps' launch latency."""
+    idle: dict[int, list[np.ndarray]] = {}
+    latency: dict[int, list[np.ndarray]] = {}
+    for part in _steps(launches):
+        healthy = (part["klass"] == "healthy").to_numpy()
+        stalled = part["stall"].to_numpy(dtype=bool)
+        for proc, at in part.groupby("proc").indices.items():
+            v = part["gpu_idle_ns"].to_numpy(dtype=np.float64)[at[healthy[at]]]
+            idle.setdefault(int(proc), []).append(v[~np.isnan(v)])
+            s = at[stalled[at]]
+            lat = part["next_gpu_start_ns"].to_numpy(dtype=np.float64)[s] - \
+                part["next_api_start_ns"].to_numpy(dtype=np.float64)[s]
+            latency.setdefault(int(proc), []).append(lat[~np.isnan(lat)])
+    out = {}
+    for proc, parts in idle.items():
+        gaps = np.concatenate(parts)
+        if len(gaps) >= 10:
+            out[proc] = float(np.median(gaps))
+            continue
+        lat = np.concatenate(latency[proc])
+        out[proc] = float(np.percentile(np.clip(lat, 0, None), 10)) if len(lat) else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A process's steady steps in a part of the launches, as the projection reads them."""
+
+    period: np.ndarray
+    work: np.ndarray
+    host: np.ndarray  # the host's own work: the period less its blocked time
+    stall_block: np.ndarray
+    stalled: np.ndarray
+    peer: np.ndarray  # the process each waited for in collectives (-1: none)
+    collective_wait: np.ndarray
+
+    @classmethod
+    def of(cls, part: pd.DataFrame, at: np.ndarray) -> _Step:
+        def col(c: str) -> np.ndarray:
+            values: np.ndarray = part[c].to_numpy(dtype=np.float64)[at]
+            return values
+
+        period, blocked = col("period_ns"), col("host_blocked_ns")
+        stall_block = col("block_end_ns") - col("block_start_ns")
         stall_block[np.isnan(stall_block)] = 0
-        relieved = relieved_all[rows]
+        return cls(period=period, work=col("gpu_work_ns"),
+                   host=period - np.where(np.isnan(blocked), 0, blocked),
+                   stall_block=stall_block, stalled=part["stall"].to_numpy(dtype=bool)[at],
+                   peer=part["waited_for"].to_numpy()[at],
+                   collective_wait=col("collective_wait_ns"))
+
+
+@dataclass
+class _Sums:
+    """One process's steps under one projection, summed over the parts of the launches."""
+
+    touched: bool = False
+    new: float = 0.0  # the projected steps
+    gpu: float = 0.0  # the GPU's work and queue gap of each step
+    period: float = 0.0  # the measured steps
+
+    def add(self, step: _Step, relieved: np.ndarray, fixed_procs: set[int], q: float) -> None:
         # a peer that waited for a fixed process in collectives no longer waits
-        peer = np.isin(launches["waited_for"].to_numpy()[rows], list(fixed_procs)) \
-            if fixed_procs else np.zeros(len(rows), dtype=bool)
-        work = work - np.where(peer, _at(launches, "collective_wait_ns", rows), 0)
+        peer = np.isin(step.peer, list(fixed_procs)) if fixed_procs else \
+            np.zeros(len(step.peer), dtype=bool)
+        work = step.work - np.where(peer, step.collective_wait, 0)
         # the host's own work per step: a relieved stall's block goes; a stall not fixed keeps
         # the whole step (its block is a cause); other waits follow the GPU, and go with it
-        stalled = launches["stall"].to_numpy(dtype=bool)[rows]
-        own_host = np.where(relieved, period - stall_block, np.where(stalled, period, host))
+        own_host = np.where(relieved, step.period - step.stall_block,
+                            np.where(step.stalled, step.period, step.host))
         touched = relieved | peer
-        rate = rates.get(int(proc), 0.0)
-        if not touched.any():
-            out[int(proc)] = rate
-            continue
-        q = queue_gap_ns(launches, rows)
-        new = np.where(touched, np.minimum(period, np.maximum(work + q, own_host)), period)
+        self.touched |= bool(touched.any())
+        new = np.where(touched, np.minimum(step.period, np.maximum(work + q, own_host)),
+                       step.period)
+        self.new += float(np.nansum(new))
+        self.gpu += float(np.nansum(work + q))
+        self.period += float(np.nansum(step.period))
+
+    def rate(self, measured: float) -> float:
+        """The projected launch rate of a process measured at ``measured`` launches/s."""
+        if not self.touched:
+            return measured
         # the steps right after a stall were short while the host caught up with an idle GPU;
         # fixed, the GPU bounds every step: the whole run takes at least its GPU work
-        total = max(float(np.nansum(new)), float(np.nansum(work + q)))
-        out[int(proc)] = rate * min(float(np.nansum(period)) / total, np.inf) if total else rate
+        total = max(self.new, self.gpu)
+        return measured * min(self.period / total, np.inf) if total else measured
+
+
+def _projection(out: dict[int, float], rates: dict[int, float],
+                groups: list[set[int]]) -> Projection:
+    """The projected rates of the processes, tensor-parallel groups moving together."""
     for group in groups:  # lockstep: the group goes as fast as its slowest rank
         ranks = [p for p in group if p in out]  # (a part of a trace may hold none)
         for p in ranks:
-            out[p] = min(out[q] for q in ranks)
+            out[p] = min(out[r] for r in ranks)
     total = sum(out.values())
     measured = sum(rates.get(p, 0.0) for p in out)
     return Projection(out, round(total, 2), round(total / measured, 3) if measured else 1.0)
 
 
-def _at(launches: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
-    """``column`` of the launches at positions ``rows``, as floats (a new array)."""
-    values: np.ndarray = launches[column].to_numpy(dtype=np.float64)[rows]
-    return values
-
-
-def coupled_groups(launches: pd.DataFrame) -> list[set[int]]:
+def coupled_groups(launches: pd.DataFrame | RowStore) -> list[set[int]]:
     """Processes that waited for each other in collectives, as groups (connected pairs)."""
-    pairs = launches.loc[launches["waited_for"] >= 0, ["proc", "waited_for"]].drop_duplicates()
+    pairs = pd.concat([part[part["waited_for"] >= 0].drop_duplicates()
+                       for part in as_rows(launches).chunks(["proc", "waited_for"])])
     groups: list[set[int]] = []
-    for a, b in pairs.itertuples(index=False):
+    for a, b in pairs.drop_duplicates().itertuples(index=False):
         hit = [g for g in groups if a in g or b in g]
         merged = set().union(*hit) | {int(a), int(b)}
         groups = [g for g in groups if g not in hit] + [merged]

@@ -10,90 +10,173 @@ host is slow, nothing to fix at one place) come after the stalls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..model import FIXES, SourceLine, StallSite
 from .projection import Projection
+from .stored import RowStore, as_rows
 
 SITE_KEYS = ["klass", "phase", "op", "api_chain", "thread_name"]
 #: with Python samples (see :mod:`.source_lines`) the line is part of the site
 LINE_KEYS = ["src_file", "src_line", "src_function"]
 #: the other columns a site is made of
-_READ = ["launch", "proc", "stall", "nvtx_path", "block_start_ns", "block_end_ns", "gpu_idle_ns",
-         "block_polls", "thread"]
+_READ = ["launch", "proc", "steady", "stall", "nvtx_path", "block_start_ns", "block_end_ns",
+         "gpu_idle_ns", "block_polls", "thread"]
+_LINES = ["block", "src_samples", "src_block_samples", "src_text"]
+#: how a site's numbers are put together from its parts' (``first``: the first known value)
+_MERGE = dict(count="sum", lost_ns="sum", block_ns="sum", blocks="sum", polls="sum",
+              example_launch="first", nvtx_path="first", proc="first", thread="first",
+              stalls="sum")
 
 
-def site_rows(launches: pd.DataFrame) -> pd.DataFrame:
-    """The steady stalls and launch-bound gaps of ``launches``, keyed by their site: what
-    :func:`stall_sites` groups (``scope``, read once for every process's sites)."""
-    lines = all(c in launches.columns for c in LINE_KEYS)
-    return _keyed(launches, SITE_KEYS + (LINE_KEYS if lines else []), lines)
+@dataclass(frozen=True)
+class SiteTable:
+    """The sites of a trace's steady stalls and launch-bound gaps (their launches' keys:
+    class, phase, op, API chain, thread name, and the source line where there are lines),
+    put together from the launches a part at a time. ``sites``: one row per site, in the
+    order of their first launch, with its keys and numbers; ``by_proc``: the same per site
+    and process (``site``: the site's row); ``numbers``: each launch's site (-1: none)."""
+
+    keys: list[str]
+    lines: bool
+    sites: pd.DataFrame
+    by_proc: pd.DataFrame
+    numbers: np.ndarray
+
+    @classmethod
+    def of(cls, launches: pd.DataFrame | RowStore) -> SiteTable:
+        rows = as_rows(launches)
+        lines = all(c in rows.columns for c in LINE_KEYS)
+        keys = SITE_KEYS + (LINE_KEYS if lines else [])
+        read = [k for k in keys if k != "thread_name"] + _READ + (_LINES if lines else [])
+        numbers = np.full(len(rows), -1, dtype=np.int64)
+        number: dict[tuple[Any, ...], int] = {}
+        parts, proc_parts, blocks = [], [], []
+        seen = pd.DataFrame(columns=["site", "block"])
+        for part in rows.chunks(read):
+            keyed = _keyed(part, keys)
+            if keyed.empty:
+                continue
+            # sites numbered in the order of their first launch (a few keys, not launches)
+            local = keyed.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+            first = keyed.drop_duplicates(keys)[keys].itertuples(index=False, name=None)
+            site = np.array([number.setdefault(k, len(number)) for k in first])[local]
+            numbers[keyed.index] = site
+            keyed = keyed.assign(site=site)
+            parts.append(_numbers(keyed, ["site"]))
+            proc_parts.append(_numbers(keyed, ["site", "proc"]))
+            if lines:  # samples once per block: one block can be paired with more than one
+                # launch, in this part or (at its edge) the one before
+                firsts = keyed.drop_duplicates(["site", "block"])
+                firsts = firsts.merge(seen, on=["site", "block"], how="left", indicator=True)
+                firsts = firsts[firsts["_merge"] == "left_only"]
+                blocks.append(firsts[["site", "proc", *_LINES]])
+                low = keyed["block"].min()
+                seen = pd.concat([seen[seen["block"] >= low], firsts[["site", "block"]]])
+        site_keys = pd.DataFrame(list(number), columns=keys)
+        if not parts:
+            empty = pd.DataFrame(columns=[*keys, *_MERGE])
+            return cls(keys, lines, empty, empty.assign(site=0).iloc[:0], numbers)
+        sites = _merged(parts, ["site"])
+        by_proc = _merged(proc_parts, ["site", "proc"])
+        if lines:
+            firsts = pd.concat(blocks)
+            sites = sites.join(_samples(firsts, ["site"]))
+            by_proc = by_proc.join(_samples(firsts, ["site", "proc"]))
+        by_proc = by_proc.reset_index(level="site").reset_index(drop=True)
+        sites = site_keys.join(sites)  # every site has a part: the keys' rows are the sites
+        return cls(keys, lines, sites, by_proc, numbers)
+
+    def stall_sites(self, top: int = 10, projected: list[Projection | None] | None = None,
+                    proc: int | None = None) -> list[StallSite]:
+        """The sites biggest first (the module doc), at most ``top``; ``projected``: each
+        site's projection (:mod:`.projection`); ``proc``: that process's launches only, each
+        site's projection still the site's over every process (fixed in the code every rank
+        runs, it is fixed in every process that has it)."""
+        g = self.sites
+        if proc is not None:
+            own = self.by_proc[self.by_proc["proc"] == proc].set_index("site")
+            g = self.sites[self.keys].join(own.drop(columns=self.keys, errors="ignore"),
+                                           how="inner").loc[own.index]
+        if g.empty:
+            return []
+        g = g.assign(
+            site=g.index, lost_us=g["lost_ns"] / 1e3,
+            mean_block_us=(g["block_ns"] / g["blocks"].where(g["blocks"] > 0)) / 1e3,
+            mean_polls=g["polls"] / g["count"],
+            speedup=[p.speedup if p else None for p in _of(projected, g.index)],
+            rate_if_fixed=[p.total_launches_per_s if p else None
+                           for p in _of(projected, g.index)],
+            stall_first=g["klass"] != "launch_bound")
+        g = g.sort_values(["stall_first", "speedup", "lost_us", "count"], ascending=False,
+                          na_position="last").head(top)
+        n_stalls = int(self.sites["stalls"].sum() if proc is None else
+                       self.by_proc.loc[self.by_proc["proc"] == proc, "stalls"].sum())
+        return [StallSite(
+            klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
+            share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound"
+            else 0.0,
+            phase=r.phase or None, op=r.op or None, api_chain=r.api_chain,
+            nvtx_path=r.nvtx_path or "", thread=r.thread,
+            mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us)
+            else 0.0,
+            example_launch=int(r.example_launch), fix=FIXES[r.klass],
+            source=_source(r) if self.lines else None, pid=int(r.proc) & 0xFFFFFF,
+            mean_polls=round(float(r.mean_polls), 1),
+            speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup),
+            launches_per_s_if_fixed=None if pd.isna(r.rate_if_fixed) else float(r.rate_if_fixed))
+            for r in g.itertuples()]
+
+    def stalled(self) -> list[int]:
+        """The sites a fix can remove (not launch-bound gaps), as rows of :attr:`sites`."""
+        return [int(s) for s in self.sites.index[self.sites["klass"] != "launch_bound"]]
 
 
-def stall_sites(launches: pd.DataFrame, top: int = 10,
-                if_fixed: Callable[[pd.Index], Projection] | None = None,
-                scope: pd.DataFrame | None = None) -> list[StallSite]:
-    """Sites of the steady-state stalls and launch-bound gaps. ``if_fixed(rows)``: the
-    projection of the whole trace with the stalls of ``rows`` (launch labels) fixed;
-    the rows of a site are those of ``scope`` (:func:`site_rows`; default: ``launches``'s),
-    so that one process's site, fixed in the code every rank runs, is fixed in every process
-    that has it."""
-    lines = all(c in launches.columns for c in LINE_KEYS)
-    keys = SITE_KEYS + (LINE_KEYS if lines else [])
-    keyed = _keyed(launches, keys, lines)
-    if keyed.empty:
-        return []
-    g = keyed.groupby(keys, sort=False, observed=True).agg(
-        count=("launch", "size"), lost_us=("lost_us", "sum"), mean_block_us=("block_us", "mean"),
-        example_launch=("launch", "first"), nvtx_path=("nvtx_path", "first"),
-        proc=("proc", "first"), thread=("thread", "first"), mean_polls=("block_polls", "mean"))
-    if lines:
-        # samples once per block: one block can be paired with more than one launch
-        per_block = keyed.drop_duplicates(keys + ["block"]).groupby(keys, sort=False, observed=True)
-        g = g.join(per_block.agg(samples=("src_samples", "sum"),
-                                 in_blocks=("src_block_samples", "sum"),
-                                 text=("src_text", "first")))
-    everywhere = keyed if scope is None else scope
-    members = everywhere.groupby(keys, sort=False, observed=True).indices
-    g = g.reset_index()
-    projected = [if_fixed(everywhere.index[members[tuple(r[k] for k in keys)]])
-                 if if_fixed is not None and r["klass"] != "launch_bound" else None
-                 for _, r in g.iterrows()]
-    g["speedup"] = [p.speedup if p else None for p in projected]
-    g["rate_if_fixed"] = [p.total_launches_per_s if p else None for p in projected]
-    g["stall_first"] = g["klass"] != "launch_bound"
-    g = g.sort_values(["stall_first", "speedup", "lost_us", "count"], ascending=False,
-                      na_position="last").head(top)
-    n_stalls = int(keyed["stall"].sum())
-    return [StallSite(
-        klass=r.klass, count=int(r.count), lost_us=round(float(r.lost_us), 1),
-        share=round(r.count / n_stalls, 4) if n_stalls and r.klass != "launch_bound" else 0.0,
-        phase=r.phase or None, op=r.op or None, api_chain=r.api_chain, nvtx_path=r.nvtx_path or "",
-        thread=r.thread,
-        mean_block_us=round(float(r.mean_block_us), 1) if pd.notna(r.mean_block_us) else 0.0,
-        example_launch=int(r.example_launch), fix=FIXES[r.klass],
-        source=_source(r) if lines else None, pid=int(r.proc) & 0xFFFFFF,
-        mean_polls=round(float(r.mean_polls), 1),
-        speedup_if_fixed=None if pd.isna(r.speedup) else float(r.speedup),
-        launches_per_s_if_fixed=None if pd.isna(r.rate_if_fixed) else float(r.rate_if_fixed))
-        for r in g.itertuples()]
+def stall_sites(launches: pd.DataFrame | RowStore, top: int = 10) -> list[StallSite]:
+    """The sites of ``launches`` biggest first, without projections (:class:`SiteTable`)."""
+    return SiteTable.of(launches).stall_sites(top)
 
 
-def _keyed(launches: pd.DataFrame, keys: list[str], lines: bool) -> pd.DataFrame:
-    """The steady stalls and launch-bound gaps of ``launches``, with their site's ``keys``
-    (missing: "") and their block and lost time in microseconds."""
-    read = [k for k in keys if k != "thread_name"] + _READ + \
-        (["block", "src_samples", "src_block_samples", "src_text"] if lines else [])
-    rows = launches.loc[launches["steady"] & launches["klass"].isin(list(FIXES)), read]
+def _of(projected: list[Projection | None] | None, sites: pd.Index) -> list[Projection | None]:
+    return [None] * len(sites) if projected is None else [projected[s] for s in sites]
+
+
+def _keyed(part: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The steady stalls and launch-bound gaps of ``part``, with their site's ``keys``
+    (missing: "")."""
+    rows = part[part["steady"].to_numpy(dtype=bool) & part["klass"].isin(list(FIXES)).to_numpy()]
     # "python3 (937)": the name without the thread id, the same on every rank
     rows = rows.assign(thread_name=rows["thread"].astype(str).str.replace(r" \(\d+\)$", "",
                                                                          regex=True))
-    return rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys},
-                       block_us=(rows["block_end_ns"] - rows["block_start_ns"]) / 1e3,
-                       lost_us=rows["gpu_idle_ns"].clip(lower=0) / 1e3)
+    return rows.assign(**{k: rows[k].astype(object).where(rows[k].notna(), "") for k in keys})
+
+
+def _numbers(keyed: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Each site's numbers in one part (summed, first values: :data:`_MERGE`): GPU idle time
+    lost and block time in whole nanoseconds (their sums are exact in any order)."""
+    block = (keyed["block_end_ns"] - keyed["block_start_ns"]).astype(np.float64)
+    return keyed.assign(lost_ns=keyed["gpu_idle_ns"].clip(lower=0), block_ns=block,
+                        example_launch=keyed["launch"]).groupby(by, sort=False).agg(
+        count=("launch", "size"), lost_ns=("lost_ns", "sum"), block_ns=("block_ns", "sum"),
+        blocks=("block_ns", "count"), polls=("block_polls", "sum"),
+        example_launch=("example_launch", "first"), nvtx_path=("nvtx_path", "first"),
+        proc=("proc", "first"), thread=("thread", "first"), stalls=("stall", "sum"))
+
+
+def _samples(firsts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """The Python samples of each site's blocks (each block once), and the first line's
+    text."""
+    return firsts.groupby(by, sort=False).agg(
+        samples=("src_samples", "sum"), in_blocks=("src_block_samples", "sum"),
+        text=("src_text", "first"))
+
+
+def _merged(parts: list[pd.DataFrame], by: list[str]) -> pd.DataFrame:
+    return pd.concat(parts).groupby(level=by, sort=False).agg(_MERGE)
 
 
 def _source(r: Any) -> SourceLine | None:

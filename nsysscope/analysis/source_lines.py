@@ -113,9 +113,13 @@ def stall_windows(launches: pd.DataFrame) -> pd.DataFrame:
                          "end_ns": rows["block_end_ns"].to_numpy(dtype=np.float64)})
 
 
+def is_stalled(launches: pd.DataFrame) -> pd.Series:
+    """Whether each launch stalled, waited on in a block: the launches lines are named for."""
+    return (launches["block"] >= 0) & launches["klass"].isin([str(k) for k in STALL_CLASSES])
+
+
 def _stalled(launches: pd.DataFrame) -> pd.DataFrame:
-    stalls = launches["klass"].isin([str(k) for k in STALL_CLASSES])
-    return launches[(launches["block"] >= 0) & stalls]
+    return launches[is_stalled(launches)]
 
 
 def block_votes(launches: pd.DataFrame, culprits: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -150,13 +154,7 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
                         cfg: AnalysisConfig,
                         is_library: Callable[[str], bool] | None = None) -> pd.DataFrame:
     """The launch table with the ``src_*`` columns (empty where no line is known)."""
-    df = launches.copy(deep=False)  # new columns only: the caller's table is not changed
-    df["src_file"] = pd.Series(None, index=df.index, dtype=object)
-    df["src_line"] = pd.Series(pd.NA, index=df.index, dtype="Int64")
-    df["src_function"] = pd.Series(None, index=df.index, dtype=object)
-    df["src_text"] = pd.Series(None, index=df.index, dtype=object)
-    df["src_samples"] = 0
-    df["src_block_samples"] = 0
+    df = launches.assign(**no_source_lines(launches.index))  # the caller's table unchanged
     if samples is None or not samples.ok or samples.samples.empty or df.empty:
         return df
     cul = culprit_frames(samples, is_library or library_predicate(cfg.library_paths))
@@ -185,6 +183,17 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
             for c in np.unique(codes)}
     df.loc[at, "src_text"] = [text[c] for c in codes]
     return df
+
+
+def no_source_lines(index: pd.Index) -> dict[str, pd.Series]:
+    """The :data:`LINE_COLUMNS` of launches (``index``) whose line is not known: what each
+    launch has until :func:`attach_source_lines` names the stalls' lines."""
+    return {"src_file": pd.Series(None, index=index, dtype=object),
+            "src_line": pd.Series(pd.NA, index=index, dtype="Int64"),
+            "src_function": pd.Series(None, index=index, dtype=object),
+            "src_text": pd.Series(None, index=index, dtype=object),
+            "src_samples": pd.Series(0, index=index, dtype=np.int64),
+            "src_block_samples": pd.Series(0, index=index, dtype=np.int64)}
 
 
 def _assign(rows: pd.DataFrame, votes: pd.DataFrame, min_share: float) -> np.ndarray:

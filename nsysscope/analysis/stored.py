@@ -6,7 +6,9 @@ time windows (:mod:`.windows`) writes each window's rows to a temporary folder a
 is analysed (:class:`SpilledRows`), and every later step reads back the columns it needs and
 no more: the memory a step takes is its columns, not the table (the whole per-launch table is
 ~0.5 KB per launch, 5 GB at 10^7 launches). Both are a :class:`RowStore`: :meth:`frame`
-gives chosen columns as one DataFrame, :meth:`update` adds or replaces whole columns.
+gives chosen columns as one DataFrame, :meth:`chunks` gives them a part at a time (what the
+summary's passes read: the memory of one time window's rows), :meth:`update` adds or replaces
+whole columns.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pickle
 import shutil
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,8 +39,20 @@ class RowStore(Protocol):
     def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """``columns`` (default: all) of every row, in order, as one DataFrame."""
 
+    def chunks(self, columns: Sequence[str]) -> Iterator[pd.DataFrame]:
+        """``columns`` of consecutive rows, a part at a time, indexed by row position."""
+
     def update(self, values: Mapping[str, Any]) -> None:
         """Set whole columns (one value per row, in row order); a new one goes last."""
+
+    def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
+        """Set whole columns a part at a time: the k-th mapping, the values of the k-th part
+        :meth:`chunks` gives (each made while the parts are read, one in memory at once)."""
+
+
+def as_rows(launches: pd.DataFrame | RowStore) -> RowStore:
+    """A table given as a DataFrame (a notebook's, a test's) as rows to read."""
+    return FrameRows(launches) if isinstance(launches, pd.DataFrame) else launches
 
 
 class FrameRows:
@@ -58,9 +72,17 @@ class FrameRows:
     def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         return self._df if columns is None else self._df[list(columns)]
 
+    def chunks(self, columns: Sequence[str]) -> Iterator[pd.DataFrame]:
+        """All rows at once: a table held in memory is read in one part."""
+        yield self._df[list(columns)].set_axis(pd.RangeIndex(len(self._df)))
+
     def update(self, values: Mapping[str, Any]) -> None:
         for name, v in values.items():
             self._df[name] = v
+
+    def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
+        for values in parts:
+            self.update(values)
 
 
 class SpilledRows:
@@ -104,6 +126,14 @@ class SpilledRows:
             return self._whole
         return self._read(columns)
 
+    def chunks(self, columns: Sequence[str]) -> Iterator[pd.DataFrame]:
+        self._check(columns)
+        at = 0
+        for k, n in enumerate(self._lengths):
+            yield pd.DataFrame({c: _load(self._folder / str(k), c) for c in columns},
+                               index=pd.RangeIndex(at, at + n), copy=False)
+            at += n
+
     def update(self, values: Mapping[str, Any]) -> None:
         bounds = np.r_[0, np.cumsum(self._lengths)].tolist()
         for name, v in values.items():
@@ -116,14 +146,29 @@ class SpilledRows:
                 self._names.append(name)
         self._whole = None
 
+    def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
+        for k, values in enumerate(parts):
+            for name, v in values.items():
+                column = _array(v)
+                if len(column) != self._lengths[k]:
+                    raise ValueError(f"{name}: {len(column)} values for part {k}'s "
+                                     f"{self._lengths[k]} rows")
+                _save(self._folder / str(k), name, column)
+                if name not in self._names:
+                    self._names.append(name)
+        self._whole = None
+
     def close(self) -> None:
         """Delete the folder now."""
         self._remove()
 
-    def _read(self, columns: Sequence[str]) -> pd.DataFrame:
+    def _check(self, columns: Sequence[str]) -> None:
         missing = [c for c in columns if c not in self._names]
         if missing:
             raise KeyError(f"no such columns: {missing}")
+
+    def _read(self, columns: Sequence[str]) -> pd.DataFrame:
+        self._check(columns)
         return pd.DataFrame({c: concat([_load(self._folder / str(k), c)
                                         for k in range(len(self._lengths))])
                              for c in columns}, copy=False)

@@ -6,11 +6,15 @@ launches without GPU work in the trace left out). A trace with several processes
 per process that launched graphs; the top-level numbers are their totals: counts summed,
 percentiles pooled over every steady launch, GPU busy as total busy time over total span,
 launch rates added (see :mod:`.processes`).
+
+The launches are read a part at a time (:meth:`~.stored.RowStore.chunks`: a long trace's
+time windows, from disk) and what each part says is put together: counts and sums, sites,
+bursts. Only the exact percentiles hold one value of every steady launch, one column at a
+time, so a summary's memory is ~8 bytes per launch, not its rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,110 +38,106 @@ from .bursts import steady_bursts
 from .config import AnalysisConfig
 from .nvtx import names_step
 from .processes import process_table, totals
-from .projection import Projection, coupled_groups, project
-from .sites import site_rows, stall_sites
+from .projection import Projection, coupled_groups, project_each
+from .sites import SiteTable
+from .stored import RowStore, as_rows
 from .verdict import notes_for, process_verdict, verdict_line
 
 #: at most this many per-launch values are kept for the gate (a sample beyond: see
 #: :func:`_sample`)
 MAX_DISTRIBUTION = 4000
 
-
-#: the launch table's columns the summary's steady-state numbers read
-_SUMMARISED = ["proc", "klass", "waited", "window_ns", "gpu_idle_ns", "api_start_ns",
-               "gpu_work_ns", "burst", "stall"]
-#: and those a process's summary reads besides
-_PER_PROCESS = [*_SUMMARISED, "collective_wait_ns", "waited_for", "waited_in"]
-#: every column of the launch table that :func:`summarize` and
-#: :func:`~.latent.latent_sites` read (a long trace's table is read from disk: only these)
-SUMMARISED = list(dict.fromkeys([
-    *_PER_PROCESS, "launch", "device", "steady", "warmup", "period_ns", "host_blocked_ns",
-    "next_api_start_ns", "next_gpu_start_ns", "gpu_start_ns", "gpu_end_ns",
-    "busy_before_start_ns", "busy_before_end_ns", "block", "block_start_ns", "block_end_ns",
-    "block_polls", "collective_group", "cause_tid", "cause_start_ns", "phase", "op",
-    "api_chain", "thread", "nvtx_path", "src_file", "src_line", "src_function", "src_text",
-    "src_samples", "src_block_samples"]))
-
-
-def summarize(trace: Trace, launches: pd.DataFrame, cfg: AnalysisConfig,
+def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConfig,
               python_samples: PythonSamples | None = None,
               latent: list[LatentSite] | None = None) -> tuple[Summary, pd.DataFrame]:
     """The summary of the launches marked ``steady``, and the per-process table it totals.
     ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`)."""
-    table = process_table(trace, launches)
+    rows = as_rows(launches)
+    table = process_table(trace, rows)
     rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
              if pd.notna(r)}
-    groups = coupled_groups(launches)
+    sites = SiteTable.of(rows)
+    fixable = sites.stalled()
+    numbers = sites.numbers
 
-    def if_fixed(rows: pd.Index) -> Projection:
-        return project(launches, rates, pd.Series(True, index=rows), groups)
+    def relieved(part: pd.DataFrame) -> list[np.ndarray]:
+        site = numbers[part.index]
+        return [part["stall"].to_numpy(dtype=bool), *(site == s for s in fixable)]
 
-    fixed = project(launches, rates, launches["steady"] & launches["stall"], groups)
-    sites = stall_sites(launches, if_fixed=if_fixed)
-    # made past the projections, whose temporaries it would add to (110 MB at 10^6 launches)
-    steady = launches.loc[launches["steady"], _PER_PROCESS]  # (one process: its own too)
+    fixed, *each = project_each(rows, rates, coupled_groups(rows), relieved, 1 + len(fixable))
+    projected: list[Projection | None] = [None] * len(sites.sites)
+    for s, projection in zip(fixable, each, strict=True):
+        projected[s] = projection
+    top = sites.stall_sites(projected=projected)
     busy, per_s = totals(table)
-    numbers = _steady_numbers(steady)
-    processes = _processes(launches, steady, numbers, table, cfg, if_fixed, fixed, sites)
+    steady_numbers = _steady_numbers(rows, table)
+    processes = [_process(rows, row, table, steady_numbers, cfg, sites, projected, top, fixed)
+                 for row in table.sort_values("pid", kind="stable").itertuples()]
     summary = Summary(
         trace=trace.meta.info,
-        verdict="", overlap_ok=True, launches=len(launches), steady_launches=len(steady),
-        warmup_launches=int(launches["warmup"].sum()), **numbers,
-        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, steady),
-        sites=sites, notes=notes_for(trace, launches, python_samples, sites),
+        verdict="", overlap_ok=True, launches=len(rows),
+        steady_launches=int(table["steady_launches"].sum()),
+        warmup_launches=int(table["warmup_launches"].sum()), **steady_numbers,
+        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, rows),
+        sites=top, notes=notes_for(trace, rows, python_samples, top),
         config=cfg.to_dict(), if_fixed=IfFixed(fixed.total_launches_per_s, fixed.speedup),
-        latent=_not_covered(latent or [], sites),
-        processes=processes, distributions=_distributions(steady))
+        latent=_not_covered(latent or [], top),
+        processes=processes, distributions=_distributions(rows))
     ok, line = verdict_line(summary, cfg)
     return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok}), table
 
 
-def _steady_numbers(steady: pd.DataFrame) -> dict[str, Any]:
-    """Class counts, stalls, launches never waited for, window and idle-gap percentiles, and
-    the launches' bursts."""
-    counts = steady["klass"].value_counts()
-    classes = {str(k): int(counts.get(k, 0)) for k in LAUNCH_CLASSES}
+def _steady_numbers(rows: RowStore, table: pd.DataFrame,
+                    proc: int | None = None) -> dict[str, Any]:
+    """Class counts (from the per-process ``table``), stalls, launches never waited for,
+    window and idle-gap percentiles, and the launches' bursts, of the steady launches (of
+    process ``proc``)."""
+    counted = table if proc is None else table[table["proc"] == proc]
+    classes = {str(k): int(counted[str(k)].sum()) for k in LAUNCH_CLASSES}
     return dict(classes=classes, stalls={str(k): classes[k] for k in STALL_CLASSES},
-                no_wait=int((~steady["waited"]).sum()),
-                window_us=Percentiles.of(steady["window_ns"].to_numpy() / 1e3),
-                gpu_gap_us=Percentiles.of(steady["gpu_idle_ns"].to_numpy() / 1e3),
-                bursts=steady_bursts(steady))
+                no_wait=int((~steady_values(rows, "waited", proc)).sum()),
+                window_us=Percentiles.of(steady_values(rows, "window_ns", proc) / 1e3),
+                gpu_gap_us=Percentiles.of(steady_values(rows, "gpu_idle_ns", proc) / 1e3),
+                bursts=steady_bursts(rows, proc))
 
 
-def _processes(launches: pd.DataFrame, steady_launches: pd.DataFrame,
-               steady_numbers: dict[str, Any], table: pd.DataFrame, cfg: AnalysisConfig,
-               if_fixed: Callable[[pd.Index], Projection], fixed: Projection,
-               sites: list[StallSite]) -> list[ProcessSummary]:
-    """One summary per process; ``steady_launches`` (their :data:`_PER_PROCESS` columns),
-    their :func:`_steady_numbers` and ``sites``: the whole trace's, which are the only
-    process's own where there is one (not made again: at 10^6 launches a copy of the rows
-    is 110 MB, the numbers' temporaries 190 MB)."""
-    pid_of = dict(zip(table["proc"], table["pid"], strict=True))
-    # a site's fix relieves every process that has it
-    everywhere = site_rows(launches) if len(table) > 1 else None
+def steady_values(rows: RowStore, column: str, proc: int | None = None) -> np.ndarray:
+    """``column`` of the steady launches (of process ``proc``) in launch order, read a part
+    at a time (the values of one column: what exact percentiles need)."""
     out = []
-    for row in table.sort_values("pid", kind="stable").itertuples():
-        own = launches if len(table) == 1 else launches[launches["proc"] == row.proc]
-        steady = steady_launches if len(table) == 1 else own.loc[own["steady"], _PER_PROCESS]
-        waits = steady["collective_wait_ns"].to_numpy() / 1e3
-        numbers = steady_numbers if len(table) == 1 else _steady_numbers(steady)
-        p = ProcessSummary(
-            pid=int(row.pid), name=str(row.name), device=int(row.device), status="",
-            verdict="", launches=int(row.launches), steady_launches=int(row.steady_launches),
-            warmup_launches=int(row.warmup_launches), **numbers,
-            gpu_busy=None if pd.isna(row.gpu_busy) else float(row.gpu_busy),
-            launches_per_s=None if pd.isna(row.launches_per_s) else float(row.launches_per_s),
-            collective_wait_us=Percentiles.of(waits),
-            waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
-            waits_in=_most_waited_in(steady),
-            sites=sites if everywhere is None else stall_sites(own, if_fixed=if_fixed,
-                                                                scope=everywhere),
-            if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
-            # one process: its distributions are the summary's own, not kept twice
-            distributions=_distributions(steady) if len(table) > 1 else None)
-        status, verdict = process_verdict(p, cfg)
-        out.append(ProcessSummary(**{**p.__dict__, "status": status, "verdict": verdict}))
-    return out
+    for part in rows.chunks(["proc", "steady", column]):
+        keep = part["steady"].to_numpy(dtype=bool)
+        if proc is not None:
+            keep = keep & (part["proc"].to_numpy() == proc)
+        out.append(part[column].to_numpy()[keep])
+    return out[0] if len(out) == 1 else np.concatenate(out) if out else np.zeros(0)
+
+
+def _process(rows: RowStore, row: Any, table: pd.DataFrame, trace_numbers: dict[str, Any],
+             cfg: AnalysisConfig, sites: SiteTable, projected: list[Projection | None],
+             trace_sites: list[StallSite], fixed: Projection) -> ProcessSummary:
+    """The summary of one process (``row`` of the per-process ``table``): the trace's own
+    numbers, sites and distributions where it is the only one. A site's fix relieves every
+    process that has it."""
+    one = len(table) == 1
+    proc = None if one else int(row.proc)
+    pid_of = dict(zip(table["proc"], table["pid"], strict=True))
+    p = ProcessSummary(
+        pid=int(row.pid), name=str(row.name), device=int(row.device), status="",
+        verdict="", launches=int(row.launches), steady_launches=int(row.steady_launches),
+        warmup_launches=int(row.warmup_launches),
+        **(trace_numbers if one else _steady_numbers(rows, table, proc)),
+        gpu_busy=None if pd.isna(row.gpu_busy) else float(row.gpu_busy),
+        launches_per_s=None if pd.isna(row.launches_per_s) else float(row.launches_per_s),
+        collective_wait_us=Percentiles.of(steady_values(rows, "collective_wait_ns", proc) / 1e3),
+        waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
+        waits_in=_most_waited_in(rows, int(row.proc)),
+        sites=trace_sites if one else sites.stall_sites(projected=projected, proc=proc),
+        if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
+        # one process: its distributions are the summary's own, not kept twice
+        distributions=None if one else _distributions(rows, proc))
+    status, verdict = process_verdict(p, cfg)
+    return ProcessSummary(**{**p.__dict__, "status": status, "verdict": verdict})
 
 
 def _not_covered(latent: list[LatentSite], sites: list[StallSite]) -> list[LatentSite]:
@@ -154,24 +154,34 @@ def _if_fixed(fixed: Projection, proc: int, rate: float) -> IfFixed | None:
     return IfFixed(round(new, 2), round(new / rate, 3))
 
 
-def _most_waited_in(steady: pd.DataFrame) -> str | None:
-    w = steady[steady["waited_for"] >= 0]
-    if w.empty:
+def _most_waited_in(rows: RowStore, proc: int) -> str | None:
+    """The collective the process's steady launches waited longest in (None: none)."""
+    parts = []
+    for part in rows.chunks(["proc", "steady", "waited_for", "waited_in",
+                             "collective_wait_ns"]):
+        w = part[part["steady"].to_numpy(dtype=bool) & (part["proc"].to_numpy() == proc)
+                 & (part["waited_for"].to_numpy() >= 0)]
+        parts.append(w.groupby(w["waited_in"].astype(object))["collective_wait_ns"].sum())
+    waited = pd.concat(parts)
+    if waited.empty:
         return None
-    return str(w.groupby("waited_in")["collective_wait_ns"].sum().idxmax())
+    return str(waited.groupby(level=0).sum().idxmax())
 
 
-def _steps_per_s(trace: Trace, steady: pd.DataFrame) -> float | None:
+def _steps_per_s(trace: Trace, rows: RowStore) -> float | None:
     """NVTX ``step N`` ranges per second: per process, its own threads' ranges over its
     steady launches' span (a process that launches no graphs, a scheduler say: over all of
     theirs), added over the processes as their launch rates are (pooling every process's
     ranges over one span counted neither: 294/s for engines doing 306 and 195)."""
     nv = trace.nvtx
-    if nv.empty or steady.empty:
+    spans = [part[part["steady"].to_numpy(dtype=bool)].groupby("proc")["api_start_ns"]
+             .agg(["min", "max"]) for part in rows.chunks(["proc", "steady", "api_start_ns"])]
+    span = pd.concat(spans).groupby(level=0).agg({"min": "min", "max": "max"}) if spans \
+        else pd.DataFrame()
+    if nv.empty or span.empty:
         return None
     steps = nv.loc[names_step(nv["text"]), ["start_ns", "tid"]]
     proc = process_of(steps["tid"].to_numpy())
-    span = steady.groupby("proc")["api_start_ns"].agg(["min", "max"])
     t0 = span["min"].reindex(proc).fillna(span["min"].min()).to_numpy(dtype=np.float64)
     t1 = span["max"].reindex(proc).fillna(span["max"].max()).to_numpy(dtype=np.float64)
     start = steps["start_ns"].to_numpy()
@@ -201,12 +211,27 @@ def _sample(idle_ns: np.ndarray, n: int) -> np.ndarray:
     return np.sort(by_gap[np.linspace(0, len(idle_ns) - 1, n).round().astype(int)])
 
 
-def _distributions(steady: pd.DataFrame) -> Distributions:
-    s = steady.iloc[_sample(steady["gpu_idle_ns"].to_numpy(dtype=float), MAX_DISTRIBUTION)]
+def _distributions(rows: RowStore, proc: int | None = None) -> Distributions:
+    """A sample of the steady launches' (of process ``proc``) values for the gate
+    (:func:`_sample`), picked a part at a time."""
+    idle = steady_values(rows, "gpu_idle_ns", proc).astype(np.float64)
+    pick = _sample(idle, MAX_DISTRIBUTION)
+    del idle
+    chosen, seen = [], 0
+    for part in rows.chunks(["proc", "steady", "window_ns", "gpu_idle_ns", "gpu_work_ns",
+                             "klass"]):
+        keep = part["steady"].to_numpy(dtype=bool)
+        if proc is not None:
+            keep = keep & (part["proc"].to_numpy() == proc)
+        steady = part[keep]
+        at = pick[(pick >= seen) & (pick < seen + len(steady))] - seen
+        chosen.append(steady.iloc[at])
+        seen += len(steady)
+    s = pd.concat(chosen)
 
     def us(col: str) -> list[float | None]:
         return _us(s[col])
 
     return Distributions(window_us=us("window_ns"), gpu_idle_us=us("gpu_idle_ns"),
-                         klass=[str(k) for k in s["klass"]], sampled_from=len(steady),
+                         klass=[str(k) for k in s["klass"]], sampled_from=seen,
                          gpu_work_us=us("gpu_work_ns"))  # .projection.step_costs

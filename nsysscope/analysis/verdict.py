@@ -11,6 +11,7 @@ from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSam
 from ..util.units import pct, us
 from .collectives import groups_note
 from .config import AnalysisConfig
+from .stored import RowStore, as_rows
 
 
 def data_loss_reason(trace: Trace) -> str | None:
@@ -44,9 +45,16 @@ GRAPH_TRACED_RANKS = (
     "which rank waits for which")
 
 
-def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSamples | None = None,
+def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
+              python_samples: PythonSamples | None = None,
               sites: list[StallSite] | None = None) -> list[str]:
     """What the reader should know about how far to trust this report."""
+    n, missing, procs, groups = 0, 0, set(), []
+    for part in as_rows(launches).chunks(["gpu_end_ns", "proc", "collective_group"]):
+        n += len(part)
+        missing += int(part["gpu_end_ns"].isna().sum())
+        procs.update(pd.unique(part["proc"]).tolist())
+        groups.append(part[part["collective_group"] >= 0].drop_duplicates())
     notes = []
     line = python_samples_note(python_samples, sites, trace.meta.has_nvtx)
     if line:
@@ -62,17 +70,16 @@ def notes_for(trace: Trace, launches: pd.DataFrame, python_samples: PythonSample
     if not m.has_nvtx:
         notes.append("no NVTX ranges: stalls cannot be attributed to loop phases; add "
                      "torch.cuda.nvtx ranges around schedule/launch/sample/post")
-    missing = int(launches["gpu_end_ns"].isna().sum())
     if missing:
-        notes.append(f"{missing} of {len(launches)} graph launches have no GPU work in the trace "
+        notes.append(f"{missing} of {n} graph launches have no GPU work in the trace "
                      "(profiler buffer loss, or capture stopped mid-replay); they are excluded")
     lost = data_loss_reason(trace)
     if lost:
         notes.append(lost)
-    groups = groups_note(launches)
-    if groups:
-        notes.append(groups)
-    if m.graph_trace == "graph" and launches["proc"].nunique() > 1:
+    grouped = groups_note(pd.concat(groups)) if groups else None
+    if grouped:
+        notes.append(grouped)
+    if m.graph_trace == "graph" and len(procs) > 1:
         notes.append(GRAPH_TRACED_RANKS)
     return notes + list(m.reader_notes)
 

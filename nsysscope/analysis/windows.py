@@ -33,7 +33,7 @@ from .config import AnalysisConfig
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import NvtxIndex, names_step
 from .pairs import PairIndex
-from .stored import Columns, FrameRows, SpilledRows, concat
+from .stored import Columns, FrameRows, RowStore, SpilledRows, concat
 
 #: launches a window of a parallel analysis holds at least (fewer: the processes would
 #: cost more than they save; bench/README.md)
@@ -216,16 +216,35 @@ def _latent(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _numbered(rows: TraceRows) -> TraceRows:
     """The parts' rows numbered as one trace's: launches and blocks again from 0, a launch's
-    block found by its thread and start."""
-    launches, blocks = rows.launches, rows.blocks
-    launches.update({"launch": np.arange(len(launches))})
-    blocks.update({"block": np.arange(len(blocks))})
-    paired = launches.frame(["block", "block_tid", "block_start_ns"])
-    block = paired["block"].to_numpy().copy()
-    waited = block >= 0
-    b = blocks.frame(["tid", "start_ns"])
-    block[waited] = PairIndex.of(b["tid"], b["start_ns"]).first_row(
-        paired.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
-        paired.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
-    launches.update({"block": block})
+    block found by its thread and start (:func:`_paired`), a part at a time."""
+    for table, column in ((rows.launches, "launch"), (rows.blocks, "block")):
+        table.update_parts({column: part.index.to_numpy()} for part in table.chunks([column]))
+    rows.launches.update_parts(_paired(rows.launches, rows.blocks))
     return rows
+
+
+def _paired(launches: RowStore, blocks: RowStore) -> Iterator[dict[str, np.ndarray]]:
+    """Per part of ``launches``, the number of each launch's block among every block
+    (``blocks``: numbered, in the same parts). A block starts after the launch it waits on
+    (it waits for work already queued), in the launch's part or a later one: the blocks'
+    parts are read ahead as far as the part's latest block, and those of earlier parts
+    dropped."""
+    ahead = enumerate(blocks.chunks(["tid", "start_ns"]))
+    held: list[tuple[int, pd.DataFrame]] = []
+    for k, part in enumerate(launches.chunks(["block", "block_tid", "block_start_ns"])):
+        held = [(j, b) for j, b in held if j >= k - 1]
+        block = part["block"].to_numpy().copy()
+        waited = block >= 0
+        if waited.any():
+            latest = part["block_start_ns"].to_numpy()[waited].max()
+            while not held or held[-1][0] < k or not held[-1][1]["start_ns"].max() >= latest:
+                j, b = next(ahead, (-1, None))
+                if b is None:
+                    break
+                held.append((j, b))
+            near = pd.concat([b for _, b in held])
+            at = PairIndex.of(near["tid"], near["start_ns"]).first_row(
+                part.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
+                part.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
+            block[waited] = np.where(at >= 0, near.index.to_numpy()[at], -1)
+        yield {"block": block}

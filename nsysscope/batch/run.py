@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import AnalysisConfig
+from ..analysis.summarise import steady_values
 from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..export.db import append_parts, write_db
@@ -54,14 +55,15 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
     except Exception as e:  # noqa: BLE001 - one broken trace must not sink the others
         result.error, result.exit_code = f"internal error: {type(e).__name__}: {e}", 70
     else:
-        steady = a.launches[a.launches["steady"]]
         result.summary = a.summary
-        result.window_values_us = (steady["window_ns"].to_numpy(dtype=np.float64) / 1e3
+        values = {c: steady_values(a.launch_table, c) for c in ("window_ns", "gpu_idle_ns",
+                                                                   "stall")}
+        result.window_values_us = (values["window_ns"].astype(np.float64) / 1e3
                                    ).astype(np.float32)
-        result.gpu_idle_values_us = (steady["gpu_idle_ns"].to_numpy(dtype=np.float64) / 1e3
-                                     ).astype(np.float32)
-        stalled = steady[steady["stall"]]
-        result.lost_us = float(stalled["gpu_idle_ns"].clip(lower=0).sum() / 1e3)
+        idle = values["gpu_idle_ns"].astype(np.float64)
+        result.gpu_idle_values_us = (idle / 1e3).astype(np.float32)
+        lost = idle[values["stall"].astype(bool)]
+        result.lost_us = float(np.nansum(np.clip(lost, 0, None)) / 1e3)
     result.seconds = round(time.perf_counter() - t0, 3)
     return result
 

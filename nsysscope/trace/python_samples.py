@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -94,11 +94,17 @@ class PythonSamples:
         return cls(status, _empty(_SAMPLE_COLS), _empty(_FRAME_COLS))
 
 
-def read_python_samples(db: str | Path, windows: pd.DataFrame | None = None) -> PythonSamples:
+#: the spans to parse the samples of, or a function that makes them
+Windows: TypeAlias = pd.DataFrame | Callable[[], pd.DataFrame]
+
+
+def read_python_samples(db: str | Path, windows: Windows | None = None) -> PythonSamples:
     """The Python samples in the SQLite export ``db``.
 
     ``windows`` (columns ``tid``, ``start_ns``, ``end_ns``, bounds included) limits parsing to
-    the samples of those threads inside those spans; None parses every sample.
+    the samples of those threads inside those spans; None parses every sample. It may be a
+    function that makes them, called only where the export has samples to parse (the
+    windows of every stall of a long trace take memory).
     """
     conn = connect_readonly(Path(db))
     try:
@@ -111,7 +117,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _read(conn: sqlite3.Connection, windows: pd.DataFrame | None) -> PythonSamples:
+def _read(conn: sqlite3.Connection, windows: Windows | None) -> PythonSamples:
     cols = _columns(conn, "NVTX_EVENTS")
     if not {"eventType", "domainId", "globalTid", "start"} <= cols:
         return PythonSamples.none()
@@ -150,6 +156,8 @@ def _read(conn: sqlite3.Connection, windows: pd.DataFrame | None) -> PythonSampl
     rowid, tid, t, with_json = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
     if not with_json.any():
         return replace(PythonSamples.none(NO_PAYLOAD), marks=len(arr), working_dir=wd)
+    if callable(windows):
+        windows = windows()
     keep = with_json & (inside(tid, t, windows) if windows is not None else True)
     rowid, tid, t = rowid[keep], tid[keep], t[keep]
     texts = _payloads(conn, payload, rowid)
