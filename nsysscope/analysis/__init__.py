@@ -114,12 +114,14 @@ class TraceRows:
     """Every launch and block of a trace, where :func:`finish` reads them: one read's rows in
     memory, or the rows of a long trace's windows put together (:mod:`.windows`: on disk, the
     launches carrying their device's busy time before each replay). ``nvtx``: the index of
-    the trace's NVTX ranges, None where the rows of windows were put together."""
+    the trace's NVTX ranges, None where the rows of windows were put together; ``steps``: the
+    NVTX step ranges (:data:`.summarise.STEP_RANGES`) where the trace does not hold them."""
 
     launches: RowStore
     blocks: RowStore
     latent: pd.DataFrame
     nvtx: NvtxIndex | None
+    steps: RowStore | None = None
 
     @classmethod
     def of(cls, rows: LaunchRows) -> TraceRows:
@@ -169,7 +171,7 @@ def finish(trace: Trace, rows: TraceRows, cfg: AnalysisConfig,
         _attach_source_lines(launches, python_samples, cfg)
     launches.update_parts(bursts_by_part(launches, blocks))
     summary, processes = summarize(trace, launches, cfg, python_samples,
-                                   latent_sites(rows.latent, launches))
+                                   latent_sites(rows.latent, launches), rows.steps)
     return Analysis(trace, cfg, launches, blocks, summary, processes, rows.nvtx,
                     python_samples)
 

@@ -40,18 +40,25 @@ from .nvtx import names_step
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project_each
 from .sites import SiteTable
-from .stored import RowStore, as_rows
+from .stored import FrameRows, RowStore, as_rows
 from .verdict import notes_for, process_verdict, verdict_line
 
 #: at most this many per-launch values are kept for the gate (a sample beyond: see
 #: :func:`_sample`)
 MAX_DISTRIBUTION = 4000
 
+#: the columns of an NVTX step range the summary reads (the steps per second)
+STEP_RANGES = ["start_ns", "tid"]
+
+
 def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConfig,
               python_samples: PythonSamples | None = None,
-              latent: list[LatentSite] | None = None) -> tuple[Summary, pd.DataFrame]:
+              latent: list[LatentSite] | None = None,
+              steps: RowStore | None = None) -> tuple[Summary, pd.DataFrame]:
     """The summary of the launches marked ``steady``, and the per-process table it totals.
-    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`)."""
+    ``latent``: the hot-path patterns not yet costing overlap (:mod:`.latent`); ``steps``:
+    the NVTX step ranges (:data:`STEP_RANGES`), where ``trace`` does not hold them (a long
+    trace read in windows)."""
     rows = as_rows(launches)
     table = process_table(trace, rows)
     rates = {int(p): float(r) for p, r in zip(table["proc"], table["launches_per_s"], strict=True)
@@ -78,7 +85,8 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         verdict="", overlap_ok=True, launches=len(rows),
         steady_launches=int(table["steady_launches"].sum()),
         warmup_launches=int(table["warmup_launches"].sum()), **steady_numbers,
-        gpu_busy=busy, launches_per_s=per_s, steps_per_s=_steps_per_s(trace, rows),
+        gpu_busy=busy, launches_per_s=per_s,
+        steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows),
         sites=top, notes=notes_for(trace, rows, python_samples, top),
         config=cfg.to_dict(), if_fixed=IfFixed(fixed.total_launches_per_s, fixed.speedup),
         latent=_not_covered(latent or [], top),
@@ -168,29 +176,39 @@ def _most_waited_in(rows: RowStore, proc: int) -> str | None:
     return str(waited.groupby(level=0).sum().idxmax())
 
 
-def _steps_per_s(trace: Trace, rows: RowStore) -> float | None:
+def _step_ranges(trace: Trace) -> RowStore:
+    """The NVTX step ranges of ``trace`` (``step 12``: :func:`.nvtx.names_step`)."""
+    nv = trace.nvtx
+    return FrameRows(nv.loc[names_step(nv["text"]), STEP_RANGES] if len(nv) else
+                     pd.DataFrame(columns=STEP_RANGES))
+
+
+def _steps_per_s(steps: RowStore, rows: RowStore) -> float | None:
     """NVTX ``step N`` ranges per second: per process, its own threads' ranges over its
     steady launches' span (a process that launches no graphs, a scheduler say: over all of
     theirs), added over the processes as their launch rates are (pooling every process's
-    ranges over one span counted neither: 294/s for engines doing 306 and 195)."""
-    nv = trace.nvtx
+    ranges over one span counted neither: 294/s for engines doing 306 and 195). The ranges
+    are read a part at a time."""
     spans = [part[part["steady"].to_numpy(dtype=bool)].groupby("proc")["api_start_ns"]
              .agg(["min", "max"]) for part in rows.chunks(["proc", "steady", "api_start_ns"])]
     span = pd.concat(spans).groupby(level=0).agg({"min": "min", "max": "max"}) if spans \
         else pd.DataFrame()
-    if nv.empty or span.empty:
+    if not len(steps) or span.empty:
         return None
-    steps = nv.loc[names_step(nv["text"]), ["start_ns", "tid"]]
-    proc = process_of(steps["tid"].to_numpy())
-    t0 = span["min"].reindex(proc).fillna(span["min"].min()).to_numpy(dtype=np.float64)
-    t1 = span["max"].reindex(proc).fillna(span["max"].max()).to_numpy(dtype=np.float64)
-    start = steps["start_ns"].to_numpy()
-    inside = (start >= t0) & (start < t1)
-    per = pd.Series(start[inside]).groupby(proc[inside]).agg(["size", "min", "max"])
-    per = per[per["size"] >= 2]
-    if per.empty:
+    per = []
+    for part in steps.chunks(STEP_RANGES):
+        proc = process_of(part["tid"].to_numpy())
+        t0 = span["min"].reindex(proc).fillna(span["min"].min()).to_numpy(dtype=np.float64)
+        t1 = span["max"].reindex(proc).fillna(span["max"].max()).to_numpy(dtype=np.float64)
+        start = part["start_ns"].to_numpy()
+        inside = (start >= t0) & (start < t1)
+        per.append(pd.Series(start[inside]).groupby(proc[inside]).agg(["size", "min", "max"]))
+    counted = pd.concat(per).groupby(level=0).agg({"size": "sum", "min": "min", "max": "max"})
+    counted = counted[counted["size"] >= 2]
+    if counted.empty:
         return None
-    return round(float(((per["size"] - 1) / ((per["max"] - per["min"]) / 1e9)).sum()), 2)
+    return round(float(((counted["size"] - 1) / ((counted["max"] - counted["min"]) / 1e9))
+                       .sum()), 2)
 
 
 def _us(ns: pd.Series) -> list[float | None]:

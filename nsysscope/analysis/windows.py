@@ -31,9 +31,10 @@ from . import Analysis, LaunchRows, TraceRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig
 from .launches import BUSY_BEFORE, busy_before_time
-from .nvtx import NvtxIndex, names_step
+from .nvtx import names_step
 from .pairs import PairIndex
 from .stored import Columns, FrameRows, RowStore, SpilledRows, concat
+from .summarise import STEP_RANGES
 
 #: launches a window of a parallel analysis holds at least (fewer: the processes would
 #: cost more than they save; bench/README.md)
@@ -84,7 +85,7 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
 def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
     """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
     copy of the export is gone before the summary is made). Its ``trace`` holds what the
-    summary reads (the first window's identity and processes, the NVTX steps), not the
+    summary reads (the first window's identity and processes), not the
     events; its text columns are categoricals."""
     cfg = cfg or AnalysisConfig()
     with windows:
@@ -95,21 +96,22 @@ def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) ->
 
 def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
                   groups: pd.Series | None = None) -> tuple[Trace, TraceRows]:
-    """The rows of the whole trace read in ``windows`` (on disk), and the trace without its
-    events but with its NVTX steps (what :func:`~nsysscope.analysis.finish` reads);
+    """The rows of the whole trace read in ``windows`` (on disk, its NVTX step ranges too),
+    and the trace without its events (what :func:`~nsysscope.analysis.finish` reads);
     ``groups``: the whole trace's groups of ranks (:func:`.collectives.communicators`)."""
     return_freed_memory()
-    steps: list[pd.DataFrame] = []
     outlines: list[Trace] = []
+    steps = SpilledRows()
 
     def owned() -> Iterator[_Owned]:
         for trace, window in windows:
             if not outlines:
                 outlines.append(_outline(trace))
             nv = trace.nvtx
-            steps.append(nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())])
+            own = nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())]
+            steps.append({c: own[c].to_numpy() for c in STEP_RANGES})
             yield _Owned.of(launch_rows(trace, cfg, groups), window)
-            del trace, nv  # the next window's events take their place
+            del trace, nv, own  # the next window's events take their place
 
     launches, blocks = SpilledRows(), SpilledRows()
     latent = []
@@ -121,10 +123,7 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
         release_free_pages()
     if not outlines:
         raise ValueError("no window to analyse")
-    nvtx = pd.concat(steps, ignore_index=True)
-    nvtx["text"] = nvtx["text"].astype(str).astype("category")
-    rows = _numbered(TraceRows(launches, blocks, _latent(latent), NvtxIndex.of(nvtx)))
-    return replace(outlines[0], nvtx=nvtx), rows
+    return outlines[0], _numbered(TraceRows(launches, blocks, _latent(latent), None, steps))
 
 
 def _outline(trace: Trace) -> Trace:

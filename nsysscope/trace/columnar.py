@@ -173,6 +173,7 @@ def attach(db: Path) -> Any:
         # it is trusted as the installed duckdb package itself is; checking its signature
         # (hashing 34 MB) would cost 0.1 s of every run's start
         "allow_unsigned_extensions": True,
+        "enable_external_file_cache": False,
     })
     try:
         # the package ships it as sqlite.duckdb_extension: load it under the name DuckDB expects

@@ -76,3 +76,16 @@ def test_frame_rows_leave_the_callers_frame_alone():
     rows.update({"launch": np.arange(3) + 10, "steady": [True, True, False]})
     assert df.columns.tolist() == ["launch"] and df["launch"].tolist() == [0, 1, 2]
     assert rows.frame(["launch"])["launch"].tolist() == [10, 11, 12]
+
+
+def test_parts_are_read_and_updated_one_at_a_time():
+    rows = SpilledRows()
+    for p in parts():
+        rows.append(p)
+    chunks = list(rows.chunks(["launch", "klass"]))
+    assert [c.index.tolist() for c in chunks] == [[0, 1, 2], [3, 4]]
+    assert chunks[1]["klass"].astype(str).tolist() == ["last", "healthy"]
+    rows.update_parts({"burst": c.index.to_numpy() * 10} for c in rows.chunks(["launch"]))
+    assert rows.frame(["burst"])["burst"].tolist() == [0, 10, 20, 30, 40]
+    with pytest.raises(ValueError, match="part 0's 3 rows"):
+        rows.update_parts([{"burst": np.zeros(2)}])

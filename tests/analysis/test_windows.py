@@ -266,3 +266,29 @@ def test_a_small_trace_is_analysed_in_one_process(analysed):
     a = analysed("healthy_long")  # 5000 launches: less than a window's worth
     assert len(a.launches) < 2 * PARALLEL_LAUNCHES
     assert parallel_rows(a.trace, a.config) is None
+
+
+def test_a_windowed_analysis_never_holds_the_launch_table(sample_path, monkeypatch):
+    """Every step after the windows reads the launches a part (a window) at a time: asking a
+    table on disk for whole columns fails, and the analysis (source lines from Python
+    samples, two processes, sites, projections, bursts, latent copies) still ends with the
+    whole trace's summary. The per-launch table is read only when asked for."""
+    from nsysscope.analysis.stored import SpilledRows
+
+    free = {}  # the summaries with every read allowed
+    for name in ("case1_py", "twoproc"):
+        tw = in_windows(sample_path(name), per_window=SMALL, calls=0)
+        free[name] = analyze_windows(tw).summary
+
+    def refused(self, columns=None):
+        raise AssertionError(f"whole columns read: {columns}")
+
+    monkeypatch.setattr(SpilledRows, "frame", refused)
+    for name, expected in free.items():
+        tw = in_windows(sample_path(name), per_window=SMALL, calls=0)
+        a = analyze_windows(tw)
+        assert len(tw.windows) >= 4 and isinstance(a.launch_table, SpilledRows)
+        assert json.loads(a.summary.to_json(with_distributions=True)) == \
+            json.loads(expected.to_json(with_distributions=True))
+        with pytest.raises(AssertionError, match="whole columns read"):
+            a.launches  # noqa: B018 - the table is read only when asked for
