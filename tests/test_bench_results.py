@@ -90,3 +90,22 @@ def test_steal_is_the_stolen_share_of_the_busy_ticks(harness, monkeypatch):
         sum(i * i for i in range(200_000))  # some busy ticks
         pct = steal.pct()
         assert pct is None or 0.0 <= pct <= 100.0
+
+
+def test_sizes_past_a_power_of_ten_are_labelled_and_memory_growth_is_per_launch(harness):
+    """2 x 10^6 is not called 10^6 (the labels rounded the exponent), and the flat-memory
+    target is the peak RSS's growth per launch past 10^6, from the runs' own figures."""
+    assert [harness.size_label(n) for n in (10_000, 1_000_000, 2_000_000, 4_000_000)] == \
+        ["10^4", "10^6", "2x10^6", "4x10^6"]
+    res = copy.deepcopy(_results("results.json"))
+    big = next(r for r in res["rows"] if r["launches"] == 1_000_000)
+    twice = copy.deepcopy(big)
+    twice["launches"] = 2_000_000
+    res["rows"].append(twice)
+    flat = "memory flat as traces grow: report peak RSS grows <= 50 bytes per launch past " \
+        "10^6 (light 10^6 / 2x10^6)"
+    for per_launch, ok in ((40, True), (60, False)):
+        twice["report"]["rss_mb"] = big["report"]["rss_mb"] + per_launch * 1e6 / 1024 ** 2
+        got = {t: (ok, shown) for t, ok, shown in harness.targets(res)}
+        assert got[flat] == (ok, f"{per_launch}.0 bytes per launch")
+    assert harness.table_row(twice).startswith("| 2x10^6 (2,000,000) | light |")

@@ -16,7 +16,8 @@ in collectives, -1 if none).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,38 +62,32 @@ def warmup_and_steady(launches: RowStore,
 def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFrame:
     """One row per process (see the module doc), from the launches a part at a time: what
     each part says of each process (counts, sums, its first and last replay on each device)
-    put together, so that no column of every launch is held at once."""
+    added to what the parts before it said, so that no column of every launch is held."""
     names = trace.processes.set_index("proc") if len(trace.processes) else None
-    parts = [_Part.of(c) for c in as_rows(launches).chunks(_READ)]
-    if not parts:
-        return pd.DataFrame(columns=COLUMNS)
-    own = pd.concat([p.own for p in parts]).groupby(level=0).agg(
-        {c: "min" if c == "work_start" else "max" if c == "work_end" else "sum"
-         for c in parts[0].own.columns})
-    devices = pd.concat([p.devices for p in parts]).groupby(level=[0, 1]).sum()
-    # the replay that starts first on each device (ties: the earlier row), and that ends last
-    first = _earliest(pd.concat([p.first for p in parts]).sort_values("start", kind="stable"))
-    last = _earliest(pd.concat([p.last for p in parts]).sort_values("end", ascending=False,
-                                                                    kind="stable"))
-    peers = pd.concat([p.peers for p in parts]).groupby(level=[0, 1]).sum()
+    seen: dict[int, _Process] = {}
+    for part in as_rows(launches).chunks(_READ):
+        col = {c: part[c].to_numpy() for c in _READ}
+        col["klass"] = part["klass"].astype(str).to_numpy()
+        for proc, own in part.groupby("proc").indices.items():
+            seen.setdefault(int(proc), _Process()).add(col, own)
     rows = []
-    for proc, r in own.sort_index().iterrows():
-        seen = devices.xs(proc, level=0)
-        device = int(seen.index[seen.to_numpy() == seen.max()].min())  # the mode (ties: least)
-        busy_ns, span_ns = _busy(r, first, last, (proc, device))
-        n_work = int(r["n_work"]) if span_ns else 0
+    for proc, p in sorted(seen.items()):
+        device = min(p.devices, key=lambda d: (-p.devices[d], d))  # the mode (ties: least)
+        busy_ns, span_ns = p.busy(device)
+        n_work = p.n_work if span_ns else 0
         pid = int(names.loc[proc, "pid"]) if names is not None and proc in names.index \
             else int(proc) & 0xFFFFFF
         name = str(names.loc[proc, "name"]) if names is not None and proc in names.index else ""
         rows.append(dict(
-            proc=int(proc), pid=pid, name=name, device=device, launches=int(r["launches"]),
-            warmup_launches=int(r["warmup"]), steady_launches=int(r["steady"]),
-            **{str(k): int(r[str(k)]) for k in LAUNCH_CLASSES}, busy_ns=busy_ns,
+            proc=proc, pid=pid, name=name, device=device, launches=p.launches,
+            warmup_launches=p.warmup, steady_launches=p.steady,
+            **{str(k): p.classes.get(str(k), 0) for k in LAUNCH_CLASSES}, busy_ns=busy_ns,
             span_ns=span_ns,
             gpu_busy=round(busy_ns / span_ns, 4) if span_ns else None,
             launches_per_s=round(n_work / (span_ns / 1e9), 2) if span_ns else None,
-            collective_wait_ns=int(r["collective_wait_ns"]),
-            waited_for=_top_peer(peers, proc)))
+            collective_wait_ns=p.collective_wait,
+            # the process it waited for longest in collectives (-1: none)
+            waited_for=min(p.peers, key=lambda q: (-p.peers[q], q)) if p.peers else -1))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -101,78 +96,79 @@ _READ = ["proc", "klass", "steady", "warmup", "device", "gpu_start_ns", "gpu_end
          *BUSY_BEFORE, "collective_wait_ns", "waited_for"]
 
 
-@dataclass(frozen=True)
-class _Part:
-    """What one part of the launches says of each process: ``own`` (per process: launches,
-    warm-up and steady counts, a count per class and the collective wait of the steady ones,
-    and of its steady replays: how many, the first start and the last end), ``devices``
-    (launches per process and device), ``first`` / ``last`` (per process and device: the
-    steady replay that starts first / ends last, with its busy-before count), ``peers``
-    (steady collective wait per process and peer waited for)."""
+@dataclass
+class _Process:
+    """What the launches read so far say of one process: launches, warm-up and steady ones,
+    the steady ones per class, their collective wait (per peer waited for, too), and of
+    their replays: how many, the first start and last end, and on each device the replay
+    that starts first and the one that ends last, with their busy-before counts."""
 
-    own: pd.DataFrame
-    devices: pd.Series
-    first: pd.DataFrame
-    last: pd.DataFrame
-    peers: pd.Series
+    launches: int = 0
+    warmup: int = 0
+    steady: int = 0
+    collective_wait: int = 0
+    n_work: int = 0
+    work_start: float = np.inf
+    work_end: float = np.nan
+    classes: dict[str, int] = field(default_factory=dict)
+    devices: dict[int, int] = field(default_factory=dict)
+    first: dict[int, tuple[float, float]] = field(default_factory=dict)  # start, busy
+    last: dict[int, tuple[float, float]] = field(default_factory=dict)  # end, busy
+    peers: dict[int, int] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, c: pd.DataFrame) -> _Part:
-        steady = c[c["steady"].to_numpy(dtype=bool)]
-        own = c.groupby("proc").agg(launches=("proc", "size"), warmup=("warmup", "sum"))
-        own["steady"] = steady.groupby("proc").size()
-        own["collective_wait_ns"] = steady.groupby("proc")["collective_wait_ns"].sum()
-        classes = pd.crosstab(steady["proc"], steady["klass"].astype(str))
-        for k in LAUNCH_CLASSES:
-            own[str(k)] = classes[str(k)] if str(k) in classes.columns else 0
-        work = steady[steady["gpu_start_ns"].notna()]
-        spans = work.groupby("proc").agg(n_work=("proc", "size"),
-                                         work_start=("gpu_start_ns", "min"),
-                                         work_end=("gpu_end_ns", "max"))
-        own = own.join(spans).fillna({c: 0 for c in own.columns if c not in spans.columns}
-                                     | {"n_work": 0})
-        by = work.groupby(["proc", "device"])
-        starts = work.loc[by["gpu_start_ns"].idxmin()]
-        ended = work[work["gpu_end_ns"].notna()]
-        ends = ended.loc[ended.groupby(["proc", "device"])["gpu_end_ns"].idxmax()]
-        waited = steady[steady["waited_for"] >= 0]
-        return cls(
-            own=own, devices=c.groupby(["proc", "device"]).size(),
-            first=pd.DataFrame({"proc": starts["proc"], "device": starts["device"],
-                                "start": starts["gpu_start_ns"],
-                                "busy": starts["busy_before_start_ns"]}),
-            last=pd.DataFrame({"proc": ends["proc"], "device": ends["device"],
-                               "end": ends["gpu_end_ns"], "busy": ends["busy_before_end_ns"]}),
-            peers=waited.groupby(["proc", "waited_for"])["collective_wait_ns"].sum())
+    def add(self, col: dict[str, np.ndarray], own: np.ndarray) -> None:
+        """Count the launches at positions ``own`` of a part (``col``: its columns)."""
+        self.launches += len(own)
+        self.warmup += int(col["warmup"][own].sum())
+        _count(self.devices, col["device"][own])
+        steady = own[col["steady"][own].astype(bool)]
+        self.steady += len(steady)
+        _count(self.classes, col["klass"][steady])
+        self.collective_wait += int(col["collective_wait_ns"][steady].sum())
+        start = col["gpu_start_ns"][steady].astype(np.float64)
+        work = steady[~np.isnan(start)]
+        if len(work):
+            start, end = start[~np.isnan(start)], col["gpu_end_ns"][work].astype(np.float64)
+            self.n_work += len(work)
+            self.work_start = min(self.work_start, float(start.min()))
+            if not np.isnan(end).all():
+                self.work_end = float(np.fmax(self.work_end, np.nanmax(end)))
+            device = col["device"][work]
+            for d in np.unique(device):  # a process's devices: a few, not launches
+                on = np.flatnonzero(device == d)
+                i = on[start[on].argmin()]  # ties: the earlier row
+                if start[i] < self.first.get(int(d), (np.inf, 0.0))[0]:
+                    self.first[int(d)] = (start[i], col["busy_before_start_ns"][work[i]])
+                ended = on[~np.isnan(end[on])]
+                if len(ended):
+                    j = ended[end[ended].argmax()]
+                    if end[j] > self.last.get(int(d), (-np.inf, 0.0))[0]:
+                        self.last[int(d)] = (end[j], col["busy_before_end_ns"][work[j]])
+        waited = steady[col["waited_for"][steady] >= 0]
+        peer, wait = col["waited_for"][waited], col["collective_wait_ns"][waited]
+        for q in np.unique(peer):
+            self.peers[int(q)] = self.peers.get(int(q), 0) + int(wait[peer == q].sum())
+
+    def busy(self, device: int) -> tuple[float, float]:
+        """GPU busy time of ``device`` over the span of the steady replays, and that span (0
+        for fewer than two): the busy time before the last replay's end on that device minus
+        that before the first one's start (``busy_before_*_ns``, :mod:`.launches`), whole
+        nanoseconds, so exact. The busy time of a process that replays on several devices is
+        its main one's, over the span of its replays on that device."""
+        if self.n_work < 2:
+            return 0.0, 0.0
+        span = float(self.work_end - self.work_start)
+        if device not in self.first or device not in self.last:
+            return 0.0, span
+        busy = self.last[device][1] - self.first[device][1]
+        return float(np.nan_to_num(busy)), span
 
 
-def _earliest(rows: pd.DataFrame) -> pd.DataFrame:
-    """The first of ``rows`` for each process and device, indexed by them."""
-    return rows.drop_duplicates(["proc", "device"]).set_index(["proc", "device"])
-
-
-def _busy(own: pd.Series, first: pd.DataFrame, last: pd.DataFrame,
-          key: tuple[int, int]) -> tuple[float, float]:
-    """GPU busy time of a process's main device over the span of its steady replays, and
-    that span (0 for fewer than two): the busy time before the last replay's end on that
-    device minus that before the first one's start (``busy_before_*_ns``, :mod:`.launches`),
-    whole nanoseconds, so exact. The busy time of a process that replays on several devices
-    is its main one's, over the span of its replays on that device."""
-    if own["n_work"] < 2:
-        return 0.0, 0.0
-    span = float(own["work_end"] - own["work_start"])
-    if key not in first.index or key not in last.index:
-        return 0.0, span
-    busy = last.loc[key, "busy"] - first.loc[key, "busy"]
-    return float(np.nan_to_num(busy)), span
-
-
-def _top_peer(peers: pd.Series, proc: int) -> int:
-    """The process ``proc``'s steady launches waited for longest in collectives (-1:
-    none)."""
-    if proc not in peers.index.get_level_values(0):
-        return -1
-    return int(peers.xs(proc, level=0).idxmax())
+def _count(counts: dict[Any, int], values: np.ndarray) -> None:
+    """Add the number of times each of ``values`` occurs to ``counts``."""
+    for v, n in zip(*np.unique(values, return_counts=True), strict=True):
+        key = v.item() if isinstance(v, np.generic) else v
+        counts[key] = counts.get(key, 0) + int(n)
 
 
 def totals(processes: pd.DataFrame) -> tuple[float | None, float | None]:

@@ -69,8 +69,9 @@ class SiteTable:
             keyed = keyed.assign(site=site)
             parts.append(_numbers(keyed, ["site"]))
             proc_parts.append(_numbers(keyed, ["site", "proc"]))
-            if lines:  # samples once per block: one block can be paired with more than one
-                # launch, in this part or (at its edge) the one before
+            if lines and (keyed["src_file"] != "").any():  # samples once per block: one
+                # block can be paired with more than one launch, in this part or (at its
+                # edge) the one before
                 firsts = keyed.drop_duplicates(["site", "block"])
                 firsts = firsts.merge(seen, on=["site", "block"], how="left", indicator=True)
                 firsts = firsts[firsts["_merge"] == "left_only"]
@@ -83,10 +84,13 @@ class SiteTable:
             return cls(keys, lines, empty, empty.assign(site=0).iloc[:0], numbers)
         sites = _merged(parts, ["site"])
         by_proc = _merged(proc_parts, ["site", "proc"])
-        if lines:
+        if lines and blocks:
             firsts = pd.concat(blocks)
             sites = sites.join(_samples(firsts, ["site"]))
             by_proc = by_proc.join(_samples(firsts, ["site", "proc"]))
+        elif lines:  # no site has a line
+            sites = sites.assign(samples=0, in_blocks=0, text=None)
+            by_proc = by_proc.assign(samples=0, in_blocks=0, text=None)
         by_proc = by_proc.reset_index(level="site").reset_index(drop=True)
         sites = site_keys.join(sites)  # every site has a part: the keys' rows are the sites
         return cls(keys, lines, sites, by_proc, numbers)
@@ -156,15 +160,39 @@ def _keyed(part: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _numbers(keyed: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Each site's numbers in one part (summed, first values: :data:`_MERGE`): GPU idle time
-    lost and block time in whole nanoseconds (their sums are exact in any order)."""
-    block = (keyed["block_end_ns"] - keyed["block_start_ns"]).astype(np.float64)
-    return keyed.assign(lost_ns=keyed["gpu_idle_ns"].clip(lower=0), block_ns=block,
-                        example_launch=keyed["launch"]).groupby(by, sort=False).agg(
-        count=("launch", "size"), lost_ns=("lost_ns", "sum"), block_ns=("block_ns", "sum"),
-        blocks=("block_ns", "count"), polls=("block_polls", "sum"),
-        example_launch=("example_launch", "first"), nvtx_path=("nvtx_path", "first"),
-        proc=("proc", "first"), thread=("thread", "first"), stalls=("stall", "sum"))
+    """Each site's numbers in one part (:data:`_MERGE`), in the order of its first launch:
+    counts and sums (GPU idle time lost and block time in whole nanoseconds: their sums are
+    exact in any order), and the first known value of the others."""
+    group = keyed["site"].to_numpy()
+    if "proc" in by:
+        procs, n_procs = pd.factorize(keyed["proc"])
+        group = group * len(n_procs) + procs
+    code = pd.factorize(group)[0]
+    n = int(code.max()) + 1
+    first = np.unique(code, return_index=True)[1]
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(code, weights=np.nan_to_num(values.astype(np.float64)), minlength=n)
+
+    def known(column: str) -> np.ndarray:
+        values = keyed[column].to_numpy(dtype=object)
+        ok = pd.notna(values)
+        out = np.full(n, None, dtype=object)
+        at, where = np.unique(code[ok], return_index=True)
+        out[at] = values[ok][where]
+        return out
+
+    block = (keyed["block_end_ns"] - keyed["block_start_ns"]).to_numpy(dtype=np.float64)
+    return pd.DataFrame({
+        "count": np.bincount(code, minlength=n),
+        "lost_ns": total(np.clip(keyed["gpu_idle_ns"].to_numpy(dtype=np.float64), 0, None)),
+        "block_ns": total(block), "blocks": np.bincount(code[~np.isnan(block)], minlength=n),
+        "polls": total(keyed["block_polls"].to_numpy()),
+        "example_launch": keyed["launch"].to_numpy()[first], "nvtx_path": known("nvtx_path"),
+        "proc": keyed["proc"].to_numpy()[first], "thread": known("thread"),
+        "stalls": total(keyed["stall"].to_numpy())},
+        index=pd.MultiIndex.from_frame(keyed[by].iloc[first]) if len(by) > 1 else
+        pd.Index(keyed[by[0]].to_numpy()[first], name=by[0]))
 
 
 def _samples(firsts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -176,6 +204,9 @@ def _samples(firsts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def _merged(parts: list[pd.DataFrame], by: list[str]) -> pd.DataFrame:
+    """The parts' numbers of each site (:func:`_numbers`) as one's."""
+    if len(parts) == 1:
+        return parts[0]
     return pd.concat(parts).groupby(level=by, sort=False).agg(_MERGE)
 
 
