@@ -80,24 +80,56 @@ def steady_bursts(launches: pd.DataFrame | RowStore, proc: int | None = None) ->
     time the host had before it blocked on the step's work).
 
     Read a part of the launches at a time: a burst's launches are consecutive in a process's
-    calls, so only a part's last burst of each process can go on in the next part."""
-    done: list[pd.DataFrame] = []
+    calls, so only a part's last burst of each process can go on in the next part. Of a burst
+    done, only its size (counted: how many bursts of each size) and its window are kept."""
+    done = _Done()
+    going: list[pd.DataFrame] = []
     for part in as_rows(launches).chunks(_READ):
         steady = part[part["steady"].to_numpy(dtype=bool)]
         if proc is not None:
             steady = steady[steady["proc"].to_numpy() == proc]
         if steady.empty:
             continue
-        bursts = _joined(pd.concat([*done[-1:], _bursts(steady)]))
+        bursts = _joined(pd.concat([*going, _bursts(steady)]))
         last = bursts.groupby("proc")["burst"].transform("max") == bursts["burst"]
-        done[-1:] = [bursts[~last], bursts[last]]  # those done, then those going on
-    if not done:
+        done.add(bursts[~last])
+        going = [bursts[last]]
+    for bursts in going:
+        done.add(bursts)
+    if not done.n:
         return Bursts(steady=0, stalled=0, launches_p50=0.0, window_us=Percentiles.of([]))
-    bursts = pd.concat(done)
-    return Bursts(steady=len(bursts), stalled=int(bursts["stalled"].sum()),
-                  launch_bound=int(bursts["launch_bound"].sum()),
-                  launches_p50=float(np.median(bursts["size"].to_numpy())),
-                  window_us=Percentiles.of(bursts["window_ns"].to_numpy(dtype=np.float64) / 1e3))
+    return Bursts(steady=done.n, stalled=done.stalled, launch_bound=done.launch_bound,
+                  launches_p50=done.median_size(),
+                  window_us=Percentiles.of(np.concatenate(done.windows) / 1e3))
+
+
+class _Done:
+    """The bursts done: how many, stalled and launch-bound, how many of each size, and each
+    one's overlap window (exact percentiles need every value; the sizes, small whole numbers,
+    are exact as counts)."""
+
+    def __init__(self) -> None:
+        self.n = self.stalled = self.launch_bound = 0
+        self.sizes = np.zeros(0, dtype=np.int64)  # bursts of each size
+        self.windows: list[np.ndarray] = []
+
+    def add(self, bursts: pd.DataFrame) -> None:
+        self.n += len(bursts)
+        self.stalled += int(bursts["stalled"].sum())
+        self.launch_bound += int(bursts["launch_bound"].sum())
+        counts = np.bincount(bursts["size"].to_numpy(dtype=np.int64))
+        if len(counts) > len(self.sizes):
+            self.sizes = np.pad(self.sizes, (0, len(counts) - len(self.sizes)))
+        self.sizes[:len(counts)] += counts
+        self.windows.append(bursts["window_ns"].to_numpy(dtype=np.float64))
+
+    def median_size(self) -> float:
+        """``np.median`` of the sizes, from their counts: the middle one, or the mean of the
+        middle two."""
+        upto = np.cumsum(self.sizes)
+        low, high = (int(np.searchsorted(upto, k, side="right")) for k in
+                     ((self.n - 1) // 2, self.n // 2))
+        return (low + high) / 2
 
 
 #: the launch table's columns bursts are made of

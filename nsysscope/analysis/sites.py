@@ -53,7 +53,7 @@ class SiteTable:
         lines = all(c in rows.columns for c in LINE_KEYS)
         keys = SITE_KEYS + (LINE_KEYS if lines else [])
         read = [k for k in keys if k != "thread_name"] + _READ + (_LINES if lines else [])
-        numbers = np.full(len(rows), -1, dtype=np.int64)
+        numbers = np.full(len(rows), -1, dtype=np.int32)
         number: dict[tuple[Any, ...], int] = {}
         parts, proc_parts, blocks = [], [], []
         seen = pd.DataFrame(columns=["site", "block"])

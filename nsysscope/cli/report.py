@@ -12,7 +12,7 @@ from ..analysis import Analysis
 from ..analysis.windows import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
-from ..export import is_db_name, per_launch_table, write_db
+from ..export import is_db_name, per_launch_parts, write_db, write_per_launch_parts
 from ..util.atomic import atomic_file
 from ..util.progress import note
 from .export import write_perfetto_file
@@ -148,14 +148,12 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
 
 def write_per_launch(analysis: Analysis, path: str) -> None:
     """The per-launch table (:func:`nsysscope.export.per_launch_table`) to a .csv or
-    .parquet file, whole or not at all; a write that fails is one line, exit 2."""
-    out = per_launch_table(analysis)
+    .parquet file, a part at a time (:func:`nsysscope.export.per_launch_parts`), whole or
+    not at all; a write that fails is one line, exit 2."""
     try:
         with atomic_file(path) as f:
-            if path.lower().endswith(".parquet"):
-                out.to_parquet(f, index=False)
-            else:
-                out.to_csv(f, index=False)
+            write_per_launch_parts(f, per_launch_parts(analysis),
+                                   parquet=path.lower().endswith(".parquet"))
     except ImportError as e:  # checked before the analysis; a broken pyarrow still lands here
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow ({e}): pip "
                               "install 'nsysscope[parquet]', or name a .csv file") from None

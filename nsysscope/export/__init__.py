@@ -9,6 +9,7 @@ workers (:mod:`nsysscope.batch`) write each trace's rows in parallel.
 """
 
 from .db import DB_SUFFIXES, append_parts, is_db_name, write_db
-from .per_launch import per_launch_table
+from .per_launch import per_launch_parts, per_launch_table, write_per_launch_parts
 
-__all__ = ["DB_SUFFIXES", "append_parts", "is_db_name", "per_launch_table", "write_db"]
+__all__ = ["DB_SUFFIXES", "append_parts", "is_db_name", "per_launch_parts", "per_launch_table",
+           "write_db", "write_per_launch_parts"]

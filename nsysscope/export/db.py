@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import sqlite3
@@ -49,7 +50,7 @@ try:
     import fcntl
 except ImportError:  # Windows: no turns taken
     fcntl = None  # type: ignore[assignment]
-from .per_launch import kinds_named, os_ids, per_launch_table
+from .per_launch import kinds_named, os_ids, per_launch_parts
 
 if TYPE_CHECKING:  # imported where used: `nsysscope report` without a .db never loads it
     from sqlite_utils import Database
@@ -230,8 +231,9 @@ Table = tuple[dict[str, type], Iterator[dict[str, Any]]]
 
 def _trace_tables(a: Analysis, label: str, rank: int | None) -> Iterator[tuple[str, Table]]:
     s = a.summary
-    yield "launches", _frame(per_launch_table(a), label)
-    yield "blocks", _frame(kinds_named(_with_pids(a.blocks)), label)
+    yield "launches", _frames(per_launch_parts(a), label)
+    yield "blocks", _frames((kinds_named(_with_pids(b))
+                             for b in a.block_table.chunks(a.block_table.columns)), label)
     yield "sites", _records([{"trace": label, "rank": i + 1,
                               **{k: _plain(v) for k, v in to_plain(site).items()}}
                              for i, site in enumerate(s.sites)], _SITE_TYPES)
@@ -272,16 +274,27 @@ def _with_pids(df: pd.DataFrame) -> pd.DataFrame:
 def _frame(df: pd.DataFrame, label: str) -> Table:
     """``df`` (its ``_``-prefixed helper columns left out) as typed columns and rows, with
     ``trace`` first."""
-    df = df[[c for c in df.columns if not str(c).startswith("_")]]
+    return _frames(iter([df]), label)
+
+
+def _frames(parts: Iterator[pd.DataFrame], label: str) -> Table:
+    """The ``parts`` of a table (a long trace's time windows, read one at a time) as
+    :func:`_frame` gives one, the columns typed by the first part."""
+    first = next(parts, None)
+    if first is None:
+        return {"trace": str}, iter([])
+    first = first[[c for c in first.columns if not str(c).startswith("_")]]
     columns: dict[str, type] = {"trace": str}
-    columns.update({str(c): _sql_type(df[c]) for c in df.columns})
+    columns.update({str(c): _sql_type(first[c]) for c in first.columns})
 
     def rows() -> Iterator[dict[str, Any]]:
-        for start in range(0, len(df), _BATCH):
-            chunk = df.iloc[start:start + _BATCH]
-            plain = chunk.astype(object).where(chunk.notna(), None)
-            for rec in plain.to_dict("records"):
-                yield {"trace": label, **{str(k): _plain(v) for k, v in rec.items()}}
+        for df in itertools.chain([first], parts):
+            df = df[list(first.columns)]
+            for start in range(0, len(df), _BATCH):
+                chunk = df.iloc[start:start + _BATCH]
+                plain = chunk.astype(object).where(chunk.notna(), None)
+                for rec in plain.to_dict("records"):
+                    yield {"trace": label, **{str(k): _plain(v) for k, v in rec.items()}}
 
     return columns, rows()
 

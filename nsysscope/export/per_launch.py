@@ -8,7 +8,8 @@ is described in ``docs/per-launch.md`` (the tests check that the two agree).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -45,8 +46,21 @@ def kinds_named(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
 
 def per_launch_table(result: Any) -> pd.DataFrame:
     """The per-launch table of an Analysis (or an OpenTrace), as ``--per-launch`` writes it."""
-    analysis = getattr(result, "analysis", result)
-    df = analysis.launches
+    parts = list(per_launch_parts(result))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def per_launch_parts(result: Any) -> Iterator[pd.DataFrame]:
+    """The per-launch table a part at a time: a long trace's time windows, read from disk
+    one at a time (:class:`~nsysscope.analysis.stored.SpilledRows`), so that writing it takes
+    the memory of one window."""
+    rows = getattr(result, "analysis", result).launch_table
+    for part in rows.chunks(rows.columns):
+        yield _readable(part)
+
+
+def _readable(df: pd.DataFrame) -> pd.DataFrame:
+    """Launches of the analysis table as the per-launch table has them (the module doc)."""
     out = df.drop(columns=[c for c in df.columns if c.startswith("_")]).copy()
     if "tid" in out.columns:
         pid, tid = os_ids(out["tid"])
@@ -61,5 +75,40 @@ def per_launch_table(result: Any) -> pd.DataFrame:
     for col in [c for c in out.columns if c.endswith("_ns") or c in _WHOLE]:
         if out[col].dtype.kind == "f":
             out[col] = out[col].astype("Int64")
-    out = kinds_named(out, "cause_")
-    return out
+    return kinds_named(out, "cause_")
+
+
+def write_per_launch_parts(f: IO[bytes], parts: Iterable[pd.DataFrame], parquet: bool) -> None:
+    """Write the per-launch table's ``parts`` to ``f`` as one CSV or Parquet file (Parquet
+    needs pyarrow: ImportError without it). In Parquet, text is plain strings in every part
+    (a part's text can be categorical, each part with its own categories)."""
+    if not parquet:
+        for k, part in enumerate(parts):
+            part.to_csv(f, index=False, header=k == 0)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer, schema = None, None
+    try:
+        for part in parts:
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            if schema is None:
+                schema = pa.schema([pa.field(x.name, _plain_type(x.type)) for x in table.schema],
+                                   metadata=table.schema.metadata)
+                writer = pq.ParquetWriter(f, schema)
+            assert writer is not None
+            writer.write_table(table.cast(schema))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _plain_type(t: Any) -> Any:
+    """An Arrow column type as every part can have it: a dictionary's values, text for a
+    column with no value (a part without copies has no copy kind)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.string() if pa.types.is_null(t) else t

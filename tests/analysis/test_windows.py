@@ -238,6 +238,32 @@ def test_the_per_launch_database_is_the_same(sample_path, analysed, tmp_path):
         assert rows == whole.execute(f"SELECT * FROM {table}").fetchall() and rows
 
 
+def test_the_per_launch_files_are_the_same_written_a_window_at_a_time(sample_path, analysed,
+                                                                      tmp_path):
+    """``--per-launch FILE.csv|.parquet`` of a trace read in windows is written a window at a
+    time (~8 windows here) and holds what the whole trace's file does: the same CSV text, the
+    same Parquet values (text as plain strings: each window has its own categories)."""
+    from nsysscope.export import per_launch_parts, write_per_launch_parts
+
+    whole, (part, n) = analysed("case1_py"), windowed(sample_path("case1_py"))
+    assert len(list(per_launch_parts(part))) == n >= 4
+
+    def write(suffix: str, parquet: bool) -> None:
+        for name, a in (("whole", whole), ("windows", part)):
+            with open(tmp_path / f"{name}{suffix}", "wb") as f:
+                write_per_launch_parts(f, per_launch_parts(a), parquet)
+
+    write(".csv", False)
+    text = (tmp_path / "whole.csv").read_text()
+    assert (tmp_path / "windows.csv").read_text() == text
+    assert text.count("\n") == len(whole.launches) + 1
+    pytest.importorskip("pyarrow")
+    write(".parquet", True)
+    got, expected = (pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("windows",
+                                                                               "whole"))
+    pd.testing.assert_frame_equal(comparable(got), comparable(expected), check_dtype=False)
+
+
 @pytest.mark.parametrize("name,margin", [
     ("case1", 8), ("case2", 8), ("both", 8), ("case1_py", 8), ("twoproc", 8), ("tp2_case1", 8),
     ("outcopy_case1_every8", 8), ("poll_case1", 8), ("poll_async_case1", 8),
