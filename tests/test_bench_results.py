@@ -33,7 +33,9 @@ def _results(name: str) -> dict:
     return json.loads((BENCH / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["results.json", "results_2026-12-02_sample_87eeac6.json",
+@pytest.mark.parametrize("name", ["results.json", "results_2026-12-03_memory_a205a81.json",
+                                  "results_2026-12-02_87eeac6.json",
+                                  "results_2026-12-02_sample_87eeac6.json",
                                   "results_2026-12-02_090ff44.json",
                                   "results_2026-12-02_f0ca413.json",
                                   "results_2026-11-30.json", "results_full_1e5.json",
@@ -97,7 +99,7 @@ def test_sizes_past_a_power_of_ten_are_labelled_and_memory_growth_is_per_launch(
     target is the peak RSS's growth per launch past 10^6, from the runs' own figures."""
     assert [harness.size_label(n) for n in (10_000, 1_000_000, 2_000_000, 4_000_000)] == \
         ["10^4", "10^6", "2x10^6", "4x10^6"]
-    res = copy.deepcopy(_results("results.json"))
+    res = copy.deepcopy(_results("results_2026-12-02_87eeac6.json"))  # up to 10^6
     big = next(r for r in res["rows"] if r["launches"] == 1_000_000)
     twice = copy.deepcopy(big)
     twice["launches"] = 2_000_000
@@ -109,3 +111,15 @@ def test_sizes_past_a_power_of_ten_are_labelled_and_memory_growth_is_per_launch(
         got = {t: (ok, shown) for t, ok, shown in harness.targets(res)}
         assert got[flat] == (ok, f"{per_launch}.0 bytes per launch")
     assert harness.table_row(twice).startswith("| 2x10^6 (2,000,000) | light |")
+
+
+def test_memory_stays_flat_past_a_million_launches_since_the_bursts_keep_no_rows(harness):
+    """The flat-memory target from the runs' own figures: the run of record (7d10e83) grew
+    by ~57 bytes a launch from 10^6 to 4 x 10^6 (the bursts' rows), the run of a205a81,
+    which keeps a burst's window only, not at all."""
+    flat = "memory flat as traces grow: {} peak RSS grows <= 50 bytes per launch past " \
+        "10^6 (light 10^6 / 2x10^6 / 4x10^6)"
+    for name, ok in (("results.json", False), ("results_2026-12-03_memory_a205a81.json", True)):
+        got = {t: (passed, shown) for t, passed, shown in harness.targets(_results(name))}
+        assert got[flat.format("report")][0] is ok, got[flat.format("report")]
+        assert got[flat.format("gate")][0] is True
