@@ -63,6 +63,9 @@ class Analysis:
     nvtx_index: NvtxIndex | None = field(default=None, repr=False)
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
+    #: the NVTX step ranges (:data:`.summarise.STEP_RANGES`) where :attr:`trace` does not
+    #: hold them (a long trace read in windows: on disk); a summary made again reads them
+    steps: RowStore | None = field(default=None, repr=False)
 
     @property
     def launches(self) -> pd.DataFrame:
@@ -127,6 +130,13 @@ class TraceRows:
     def of(cls, rows: LaunchRows) -> TraceRows:
         return cls(FrameRows(rows.launches), FrameRows(rows.blocks), rows.latent, rows.nvtx)
 
+    def close(self) -> None:
+        """Let go of the rows now (:meth:`.stored.RowStore.close`): an analysis that failed
+        or was stopped leaves no folder behind."""
+        for store in (self.launches, self.blocks, self.steps):
+            if store is not None:
+                store.close()
+
 
 def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = None) -> LaunchRows:
     """Pair, classify and attribute every launch of ``trace`` (:class:`LaunchRows`);
@@ -173,7 +183,7 @@ def finish(trace: Trace, rows: TraceRows, cfg: AnalysisConfig,
     summary, processes = summarize(trace, launches, cfg, python_samples,
                                    latent_sites(rows.latent, launches), rows.steps)
     return Analysis(trace, cfg, launches, blocks, summary, processes, rows.nvtx,
-                    python_samples)
+                    python_samples, rows.steps)
 
 
 def _python_samples(trace: Trace, launches: RowStore) -> PythonSamples:

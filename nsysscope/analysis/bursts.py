@@ -26,15 +26,15 @@ import numpy as np
 import pandas as pd
 
 from ..model import Bursts, Percentiles
-from .stored import RowStore, as_rows
+from .stored import RowStore, as_rows, steady_parts
 
 
 def count_before(procs: np.ndarray, times: np.ndarray, ref_procs: np.ndarray,
-                 ref_times: np.ndarray, side: str = "left", missing: int = 0) -> np.ndarray:
+                 ref_times: np.ndarray, side: str = "left") -> np.ndarray:
     """Per (process, time): how many of that process's reference times come before it
-    (``side`` as :func:`numpy.searchsorted`: ``right`` counts equal times too); ``missing``
-    for a process with no reference times."""
-    out = np.full(len(procs), missing, dtype=np.int64)
+    (``side`` as :func:`numpy.searchsorted`: ``right`` counts equal times too); 0 for a
+    process with no reference times."""
+    out = np.zeros(len(procs), dtype=np.int64)
     for proc in np.unique(ref_procs):  # a few processes, not events
         rows = np.flatnonzero(procs == proc)
         refs = np.sort(ref_times[ref_procs == proc])
@@ -84,10 +84,7 @@ def steady_bursts(launches: pd.DataFrame | RowStore, proc: int | None = None) ->
     done, only its size (counted: how many bursts of each size) and its window are kept."""
     done = _Done()
     going: list[pd.DataFrame] = []
-    for part in as_rows(launches).chunks(_READ):
-        steady = part[part["steady"].to_numpy(dtype=bool)]
-        if proc is not None:
-            steady = steady[steady["proc"].to_numpy() == proc]
+    for steady in steady_parts(as_rows(launches), _READ, proc):
         if steady.empty:
             continue
         bursts = _joined(pd.concat([*going, _bursts(steady)]))

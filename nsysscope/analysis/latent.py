@@ -31,7 +31,7 @@ from .calls import ThreadCalls
 from .distinct import per_distinct_row
 from .nvtx import NvtxIndex
 from .pairs import PairIndex
-from .stored import RowStore, as_rows
+from .stored import RowStore, as_rows, steady_parts
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
 
@@ -64,8 +64,7 @@ def latent_sites(found: pd.DataFrame, launches: pd.DataFrame | RowStore,
     step = np.zeros(len(found), dtype=np.int64)
     spans, n_steady = [], 0
     proc, start = found["proc"].to_numpy(), found["start_ns"].to_numpy()
-    for part in as_rows(launches).chunks(_READ):
-        steady = part[part["steady"].to_numpy(dtype=bool)]
+    for steady in steady_parts(as_rows(launches), _READ):
         n_steady += len(steady)
         if steady.empty or found.empty:
             continue

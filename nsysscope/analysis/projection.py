@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .launches import busy_until
-from .stored import RowStore, as_rows
+from .stored import RowStore, as_rows, steady_parts
 
 #: launches whose blocked time is measured at once
 _CHUNK = 1 << 17
@@ -129,9 +129,10 @@ def project_each(launches: pd.DataFrame | RowStore, rates: dict[int, float],
             f.update(pd.unique(procs[mask]).tolist())
     sums = [{p: _Sums() for p in q} for _ in range(n)]
     for part in _steps(rows):
+        masks = relieved(part)
         for proc, at in part.groupby("proc").indices.items():
             step = _Step.of(part, at)
-            for k, mask in enumerate(relieved(part)):
+            for k, mask in enumerate(masks):
                 sums[k][int(proc)].add(step, mask[at], fixed_procs[k], q[int(proc)])
     return [_projection({p: s.rate(rates.get(p, 0.0)) for p, s in per.items()}, rates, groups)
             for per in sums]
@@ -139,8 +140,8 @@ def project_each(launches: pd.DataFrame | RowStore, rates: dict[int, float],
 
 def _steps(rows: RowStore) -> Iterator[pd.DataFrame]:
     """The steady launches with a step (a next launch), a part at a time."""
-    for part in rows.chunks(_PROJECTED):
-        yield part[part["steady"].to_numpy(dtype=bool) & part["period_ns"].notna().to_numpy()]
+    for part in steady_parts(rows, _PROJECTED):
+        yield part[part["period_ns"].notna().to_numpy()]
 
 
 def queue_gaps(launches: RowStore) -> dict[int, float]:

@@ -76,8 +76,11 @@ class SiteTable:
                 firsts = firsts.merge(seen, on=["site", "block"], how="left", indicator=True)
                 firsts = firsts[firsts["_merge"] == "left_only"]
                 blocks.append(firsts[["site", "proc", *_LINES]])
-                low = keyed["block"].min()
-                seen = pd.concat([seen[seen["block"] >= low], firsts[["site", "block"]]])
+                # a later part can meet again only this part's blocks (and no block)
+                low = keyed.loc[keyed["block"] >= 0, "block"].min()
+                kept = seen if pd.isna(low) else \
+                    seen[(seen["block"] >= low) | (seen["block"] < 0)]
+                seen = pd.concat([kept, firsts[["site", "block"]]])
         site_keys = pd.DataFrame(list(number), columns=keys)
         if not parts:
             empty = pd.DataFrame(columns=[*keys, *_MERGE])

@@ -42,17 +42,30 @@ class RowStore(Protocol):
     def chunks(self, columns: Sequence[str]) -> Iterator[pd.DataFrame]:
         """``columns`` of consecutive rows, a part at a time, indexed by row position."""
 
-    def update(self, values: Mapping[str, Any]) -> None:
-        """Set whole columns (one value per row, in row order); a new one goes last."""
-
     def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
-        """Set whole columns a part at a time: the k-th mapping, the values of the k-th part
-        :meth:`chunks` gives (each made while the parts are read, one in memory at once)."""
+        """Set whole columns (one value per row, in row order; a new one goes last) a part at
+        a time: the k-th mapping, the values of the k-th part :meth:`chunks` gives (each made
+        while the parts are read, one in memory at once), one for every part."""
+
+    def close(self) -> None:
+        """Let go of the rows now (a folder on disk: deleted)."""
 
 
 def as_rows(launches: pd.DataFrame | RowStore) -> RowStore:
     """A table given as a DataFrame (a notebook's, a test's) as rows to read."""
     return FrameRows(launches) if isinstance(launches, pd.DataFrame) else launches
+
+
+def steady_parts(rows: RowStore, columns: Sequence[str],
+                 proc: int | None = None) -> Iterator[pd.DataFrame]:
+    """``columns`` of the steady launches (of process ``proc``) of ``rows``, a part at a
+    time, every part (an empty one too), indexed by launch position: what the summary's
+    passes read."""
+    for part in rows.chunks(list(dict.fromkeys(["proc", "steady", *columns]))):
+        keep = part["steady"].to_numpy(dtype=bool)
+        if proc is not None:
+            keep = keep & (part["proc"].to_numpy() == proc)
+        yield part[keep]
 
 
 class FrameRows:
@@ -76,19 +89,22 @@ class FrameRows:
         """All rows at once: a table held in memory is read in one part."""
         yield self._df[list(columns)].set_axis(pd.RangeIndex(len(self._df)))
 
-    def update(self, values: Mapping[str, Any]) -> None:
-        for name, v in values.items():
-            self._df[name] = v
-
     def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
+        """One part: the values of every row, by position (a Series' labels are not
+        looked at)."""
         for values in parts:
-            self.update(values)
+            for name, v in values.items():
+                self._df[name] = v.set_axis(self._df.index) if isinstance(v, pd.Series) else v
+
+    def close(self) -> None:
+        """Nothing to delete: the frame goes with the last reference to it."""
 
 
 class SpilledRows:
     """Rows written to a temporary folder a part (one time window's rows) at a time, read
-    back a column at a time. The folder goes when the object does, or when the program
-    ends."""
+    back a column at a time. The folder goes with :meth:`close` (an analysis that fails or
+    is stopped calls it: a process stopped by Ctrl-C may end without running finalizers),
+    else when the object does, or when the program ends."""
 
     def __init__(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="nsysscope-rows-"))
@@ -134,20 +150,10 @@ class SpilledRows:
                                index=pd.RangeIndex(at, at + n), copy=False)
             at += n
 
-    def update(self, values: Mapping[str, Any]) -> None:
-        bounds = np.r_[0, np.cumsum(self._lengths)].tolist()
-        for name, v in values.items():
-            column = _array(v)
-            if len(column) != len(self):
-                raise ValueError(f"{name}: {len(column)} values for {len(self)} rows")
-            for k, (a, z) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-                _save(self._folder / str(k), name, column[a:z])
-            if name not in self._names:
-                self._names.append(name)
-        self._whole = None
-
     def update_parts(self, parts: Iterable[Mapping[str, Any]]) -> None:
+        given = 0
         for k, values in enumerate(parts):
+            given = k + 1
             for name, v in values.items():
                 column = _array(v)
                 if len(column) != self._lengths[k]:
@@ -157,6 +163,8 @@ class SpilledRows:
                 if name not in self._names:
                     self._names.append(name)
         self._whole = None
+        if given != len(self._lengths):
+            raise ValueError(f"values for {given} of the {len(self._lengths)} parts")
 
     def close(self) -> None:
         """Delete the folder now."""
@@ -176,14 +184,23 @@ class SpilledRows:
 
 def concat(values: list[Any]) -> Any:
     """One column's parts one after the other: categoricals over their categories in every
-    part, pandas arrays (nullable integers) as pandas arrays, the rest as numpy arrays."""
-    if isinstance(values[0], pd.Categorical):
+    part (a part of objects among them, a window whose text is all missing, made one),
+    pandas arrays (nullable integers) as pandas arrays, numpy arrays as one; parts of other
+    kinds as pandas joins them."""
+    kinds = {type(v) for v in values}
+    if pd.Categorical in kinds and all(isinstance(v, pd.Categorical) or v.dtype == object
+                                       for v in values):
+        values = [v if isinstance(v, pd.Categorical) else pd.Categorical(v) for v in values]
+        kinds = {pd.Categorical}
+    if kinds == {pd.Categorical}:
         cats = pd.Index(sorted(set().union(*(v.categories for v in values)), key=str))
         return pd.Categorical.from_codes(
             np.concatenate([v.set_categories(cats).codes for v in values]), cats)
-    if isinstance(values[0], pd.api.extensions.ExtensionArray):
+    if kinds == {np.ndarray}:
+        return np.concatenate(values)
+    if len(kinds) == 1 and isinstance(values[0], pd.api.extensions.ExtensionArray):
         return type(values[0])._concat_same_type(values)
-    return np.concatenate(values)
+    return pd.concat([pd.Series(v, copy=False) for v in values], ignore_index=True).array
 
 
 def _array(v: Any) -> Any:
@@ -197,14 +214,15 @@ def _array(v: Any) -> Any:
 
 def _save(folder: Path, name: str, v: Any) -> None:
     """A column's part: numbers as ``.npy`` (read back without a copy through Python), the
-    rest (text, nullable integers) pickled."""
+    rest (text, nullable integers) pickled. The other kind's file, of values it replaces,
+    goes first: a part is never read back from a file left over."""
     if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
-        np.save(folder / f"{name}.npy", v, allow_pickle=False)
         (folder / f"{name}.pkl").unlink(missing_ok=True)
+        np.save(folder / f"{name}.npy", v, allow_pickle=False)
     else:
+        (folder / f"{name}.npy").unlink(missing_ok=True)
         with open(folder / f"{name}.pkl", "wb") as f:
             pickle.dump(v, f, protocol=pickle.HIGHEST_PROTOCOL)
-        (folder / f"{name}.npy").unlink(missing_ok=True)
 
 
 def _load(folder: Path, name: str) -> Any:

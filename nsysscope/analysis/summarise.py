@@ -40,7 +40,7 @@ from .nvtx import names_step
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project_each
 from .sites import SiteTable
-from .stored import FrameRows, RowStore, as_rows
+from .stored import FrameRows, RowStore, as_rows, steady_parts
 from .verdict import notes_for, process_verdict, verdict_line
 
 #: at most this many per-launch values are kept for the gate (a sample beyond: see
@@ -112,12 +112,7 @@ def _steady_numbers(rows: RowStore, table: pd.DataFrame,
 def steady_values(rows: RowStore, column: str, proc: int | None = None) -> np.ndarray:
     """``column`` of the steady launches (of process ``proc``) in launch order, read a part
     at a time (the values of one column: what exact percentiles need)."""
-    out = []
-    for part in rows.chunks(["proc", "steady", column]):
-        keep = part["steady"].to_numpy(dtype=bool)
-        if proc is not None:
-            keep = keep & (part["proc"].to_numpy() == proc)
-        out.append(part[column].to_numpy()[keep])
+    out = [part[column].to_numpy() for part in steady_parts(rows, [column], proc)]
     return out[0] if len(out) == 1 else np.concatenate(out) if out else np.zeros(0)
 
 
@@ -165,10 +160,8 @@ def _if_fixed(fixed: Projection, proc: int, rate: float) -> IfFixed | None:
 def _most_waited_in(rows: RowStore, proc: int) -> str | None:
     """The collective the process's steady launches waited longest in (None: none)."""
     parts = []
-    for part in rows.chunks(["proc", "steady", "waited_for", "waited_in",
-                             "collective_wait_ns"]):
-        w = part[part["steady"].to_numpy(dtype=bool) & (part["proc"].to_numpy() == proc)
-                 & (part["waited_for"].to_numpy() >= 0)]
+    for part in steady_parts(rows, ["waited_for", "waited_in", "collective_wait_ns"], proc):
+        w = part[part["waited_for"].to_numpy() >= 0]
         parts.append(w.groupby(w["waited_in"].astype(object))["collective_wait_ns"].sum())
     waited = pd.concat(parts)
     if waited.empty:
@@ -189,8 +182,8 @@ def _steps_per_s(steps: RowStore, rows: RowStore) -> float | None:
     theirs), added over the processes as their launch rates are (pooling every process's
     ranges over one span counted neither: 294/s for engines doing 306 and 195). The ranges
     are read a part at a time."""
-    spans = [part[part["steady"].to_numpy(dtype=bool)].groupby("proc")["api_start_ns"]
-             .agg(["min", "max"]) for part in rows.chunks(["proc", "steady", "api_start_ns"])]
+    spans = [part.groupby("proc")["api_start_ns"].agg(["min", "max"])
+             for part in steady_parts(rows, ["api_start_ns"])]
     span = pd.concat(spans).groupby(level=0).agg({"min": "min", "max": "max"}) if spans \
         else pd.DataFrame()
     if not len(steps) or span.empty:
@@ -236,12 +229,8 @@ def _distributions(rows: RowStore, proc: int | None = None) -> Distributions:
     pick = _sample(idle, MAX_DISTRIBUTION)
     del idle
     chosen, seen = [], 0
-    for part in rows.chunks(["proc", "steady", "window_ns", "gpu_idle_ns", "gpu_work_ns",
-                             "klass"]):
-        keep = part["steady"].to_numpy(dtype=bool)
-        if proc is not None:
-            keep = keep & (part["proc"].to_numpy() == proc)
-        steady = part[keep]
+    for steady in steady_parts(rows, ["window_ns", "gpu_idle_ns", "gpu_work_ns", "klass"],
+                               proc):
         at = pick[(pick >= seen) & (pick < seen + len(steady))] - seen
         chosen.append(steady.iloc[at])
         seen += len(steady)

@@ -54,7 +54,8 @@ def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
         n += len(part)
         missing += int(part["gpu_end_ns"].isna().sum())
         procs.update(pd.unique(part["proc"]).tolist())
-        groups.append(part[part["collective_group"] >= 0].drop_duplicates())
+        groups.append(part.loc[part["collective_group"] >= 0, ["collective_group", "proc"]]
+                      .drop_duplicates())
     notes = []
     line = python_samples_note(python_samples, sites, trace.meta.has_nvtx)
     if line:

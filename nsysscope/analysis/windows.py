@@ -4,10 +4,11 @@
 Each window's :class:`~nsysscope.analysis.LaunchRows` are kept for what the window owns (the
 launches whose call starts in it, the blocks, busy time, copies and NVTX steps that start in
 it), put together, and finished as the whole trace's rows would be: warm-up, steady state,
-source lines, step costs and the summary see every launch. The windows' launches and blocks
-go to disk as each window is done (:class:`~.stored.SpilledRows`), and those steps read back
-the columns they need: memory holds one window's events and a few columns of every launch,
-not the whole trace's events, nor its per-launch table.
+source lines, bursts and the summary see every launch (step costs are made per window read,
+from its blocks and margins). The windows' launches, blocks and NVTX steps go to disk as
+each window is done (:class:`~.stored.SpilledRows`), and those steps read back the columns
+they need a window at a time: memory holds one window's events and rows, not the whole
+trace's events, nor its per-launch table.
 """
 
 from __future__ import annotations
@@ -85,13 +86,17 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
 def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
     """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
     copy of the export is gone before the summary is made). Its ``trace`` holds what the
-    summary reads (the first window's identity and processes), not the
-    events; its text columns are categoricals."""
+    summary reads (the first window's identity and processes), not the events; its rows
+    are on disk (:mod:`.stored`), their text as categoricals."""
     cfg = cfg or AnalysisConfig()
     with windows:
         groups = communicators(windows.collectives())
         outline, rows = windowed_rows(windows.traces(), cfg, groups)
-    return finish(outline, rows, cfg)
+    try:
+        return finish(outline, rows, cfg)
+    except BaseException:
+        rows.close()  # now: a process stopped by Ctrl-C may exit without finalizers
+        raise
 
 
 def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
@@ -114,16 +119,22 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
             del trace, nv, own  # the next window's events take their place
 
     launches, blocks = SpilledRows(), SpilledRows()
+    rows = TraceRows(launches, blocks, pd.DataFrame(), None, steps)
     latent = []
-    for part in _counted(owned()):
-        launches.append(part.launches)
-        blocks.append(part.blocks)
-        latent.append(part.latent)
-        del part
-        release_free_pages()
-    if not outlines:
-        raise ValueError("no window to analyse")
-    return outlines[0], _numbered(TraceRows(launches, blocks, _latent(latent), None, steps))
+    try:
+        for part in _counted(owned()):
+            launches.append(part.launches)
+            blocks.append(part.blocks)
+            latent.append(part.latent)
+            del part
+            release_free_pages()
+        if not outlines:
+            raise ValueError("no window to analyse")
+        rows.latent = _latent(latent)
+        return outlines[0], _numbered(rows)
+    except BaseException:
+        rows.close()  # now: a process stopped by Ctrl-C may exit without finalizers
+        raise
 
 
 def _outline(trace: Trace) -> Trace:
@@ -137,11 +148,11 @@ def _outline(trace: Trace) -> Trace:
 
 @dataclass
 class _Owned:
-    """What one window owns (the module's doc), as columns that own their memory: the
-    windows' rows are joined a column at a time, each window's freed as it is copied.
-    ``busy``: the window's own GPU busy time per (process, device), which every later
-    window's launches count before them (the busy intervals themselves, ~7 per launch, are
-    not kept: at 10^6 launches they were 120 MB)."""
+    """What one window owns (the module's doc), as columns that own their memory (written
+    to disk, or joined a column at a time in :func:`parallel_rows`). ``busy``: the window's
+    own GPU busy time per (process, device), which every later window's launches count
+    before them (the busy intervals themselves, ~7 per launch, are not kept: at 10^6
+    launches they were 120 MB)."""
 
     launches: Columns
     blocks: Columns
@@ -177,14 +188,16 @@ def _add_busy(launches: Columns, busy: dict[tuple[int, int], float]) -> None:
 def _columns(df: pd.DataFrame) -> Columns:
     """``df``'s columns, copied out of its blocks, text as categoricals: a few names (API
     chains, NVTX paths, threads) repeat over every launch, and a Python string per row and
-    column would make the windows' rows together as big as the events they replace."""
+    column would make the windows' rows together as big as the events they replace. Other
+    pandas arrays (nullable integers: a source line) stay what they are."""
     out: Columns = {}
     for c in df.columns:
         v = df[c]
-        text = pd.api.types.infer_dtype(v, skipna=True) == "string"  # not a column of
-        # numbers held as objects (the NVTX step number)
-        out[c] = pd.Categorical(v) if text or isinstance(v.dtype, pd.CategoricalDtype) \
-            else v.to_numpy().copy()
+        text = isinstance(v.dtype, pd.CategoricalDtype | pd.StringDtype) or \
+            pd.api.types.infer_dtype(v, skipna=True) == "string"  # not a column of numbers
+        # held as objects (the NVTX step number)
+        out[c] = pd.Categorical(v) if text else v.array.copy() \
+            if isinstance(v.dtype, pd.api.extensions.ExtensionDtype) else v.to_numpy().copy()
     return out
 
 

@@ -274,4 +274,4 @@ def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
     keep[steady[start:stop]] = True
     launches["steady"] = keep
     return summarize(analysis.trace, launches, analysis.config,
-                     latent=analysis.summary.latent)[0]
+                     latent=analysis.summary.latent, steps=analysis.steps)[0]

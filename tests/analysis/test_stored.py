@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsysscope.analysis.stored import FrameRows, SpilledRows
+from nsysscope.analysis.stored import FrameRows, SpilledRows, concat
 
 
 def parts():
@@ -49,15 +49,50 @@ def test_updates_replace_and_add_whole_columns_across_parts():
     rows = SpilledRows()
     for p in parts():
         rows.append(p)
-    rows.update({"launch": np.arange(5), "steady": pd.Series([True, False, True, True, False])})
+    rows.update_parts([{"launch": np.arange(3), "steady": pd.Series([True, False, True])},
+                       {"launch": np.arange(3, 5), "steady": pd.Series([True, False])}])
     assert rows.columns[-1] == "steady"
     df = rows.frame(["launch", "steady"])
     assert df["launch"].tolist() == [0, 1, 2, 3, 4]
     assert df["steady"].tolist() == [True, False, True, True, False]
-    with pytest.raises(ValueError, match="4 values for 5 rows"):
-        rows.update({"burst": np.zeros(4)})
-    with pytest.raises(KeyError, match="burst"):
-        rows.frame(["burst"])
+    with pytest.raises(ValueError, match="values for 1 of the 2 parts"):
+        rows.update_parts([{"burst": np.zeros(3)}])  # a part left without a column
+    with pytest.raises(KeyError, match="nope"):
+        rows.frame(["nope"])
+
+
+def test_a_column_replaced_by_another_kind_is_read_as_the_new_one():
+    """Numbers are kept as ``.npy``, the rest pickled: a column written again as the other
+    kind is read back from its new file, never from the one it replaced."""
+    rows = SpilledRows()
+    rows.append({"x": np.arange(3)})
+    rows.update_parts([{"x": pd.array([1, None, 3], dtype="Int64")}])
+    assert rows.frame(["x"])["x"].tolist() == [1, pd.NA, 3]
+    rows.update_parts([{"x": np.arange(3) * 2}])
+    assert rows.frame(["x"])["x"].tolist() == [0, 2, 4]
+
+
+def test_parts_of_different_kinds_are_joined():
+    """A window whose text is all missing holds it as objects, the others as categoricals;
+    nullable integers and numbers join as pandas does."""
+    def values(v):
+        assert isinstance(v, pd.Categorical)
+        return pd.Series(v).astype(object).where(pd.notna(v), None).tolist()
+
+    assert values(concat([pd.Categorical(["a", "b"]), np.array([None], dtype=object),
+                          pd.Categorical(["c"])])) == ["a", "b", None, "c"]
+    assert values(concat([np.array([None], dtype=object), pd.Categorical(["a"])])) == \
+        [None, "a"]
+    numbers = concat([pd.array([1, None], dtype="Int64"), np.array([3.0])])
+    assert pd.Series(numbers).tolist()[0] == 1 and pd.Series(numbers).tolist()[2] == 3
+
+
+def test_closed_rows_are_gone_at_once():
+    rows = SpilledRows()
+    rows.append(parts()[0])
+    folder = rows._folder
+    rows.close()
+    assert not folder.exists()
 
 
 def test_the_folder_goes_with_the_rows():
@@ -73,9 +108,11 @@ def test_the_folder_goes_with_the_rows():
 def test_frame_rows_leave_the_callers_frame_alone():
     df = pd.DataFrame({"launch": np.arange(3)})
     rows = FrameRows(df)
-    rows.update({"launch": np.arange(3) + 10, "steady": [True, True, False]})
+    rows.update_parts([{"launch": np.arange(3) + 10,
+                        "steady": pd.Series([True, True, False], index=[5, 6, 7])}])
     assert df.columns.tolist() == ["launch"] and df["launch"].tolist() == [0, 1, 2]
     assert rows.frame(["launch"])["launch"].tolist() == [10, 11, 12]
+    assert rows.frame(["steady"])["steady"].tolist() == [True, True, False]  # by position
 
 
 def test_parts_are_read_and_updated_one_at_a_time():

@@ -318,3 +318,41 @@ def test_a_windowed_analysis_never_holds_the_launch_table(sample_path, monkeypat
             json.loads(expected.to_json(with_distributions=True))
         with pytest.raises(AssertionError, match="whole columns read"):
             a.launches  # noqa: B018 - the table is read only when asked for
+
+
+def test_a_windowed_analysis_keeps_the_whole_ones_types_and_steps(sample_path, analysed):
+    """What a windowed analysis holds beside its summary: the per-launch numbers of the
+    whole trace's types (a source line stays a nullable integer, not a float), and the NVTX
+    step ranges a summary made again reads (the gate's windows of one capture)."""
+    from nsysscope.gate.compare import window_summary
+
+    whole = analysed("case1_py")
+    part, _ = windowed(sample_path("case1_py"))
+    for c in whole.launches.columns:
+        if pd.api.types.is_numeric_dtype(whole.launches[c]):
+            assert part.launches[c].dtype == whole.launches[c].dtype, c
+    assert part.launches["src_line"].dtype == "Int64"
+    again = [window_summary(a, 10, 60).steps_per_s for a in (part, whole)]
+    assert again[0] is not None and again[0] == again[1]
+
+
+def test_a_windowed_analysis_that_is_stopped_leaves_no_rows_on_disk(sample_path, monkeypatch,
+                                                                     tmp_path):
+    """The windows' rows go to a temporary folder; an analysis stopped (Ctrl-C) or failing
+    after it was made deletes it at once, not when the rows are collected: a batch worker
+    stopped so exits without running finalizers."""
+    import tempfile as tf
+
+    from nsysscope.analysis import summarise
+
+    monkeypatch.setattr(tf, "tempdir", str(tmp_path))
+
+    def stopped(*args, **kwargs):
+        assert list(tmp_path.glob("nsysscope-rows-*"))  # the rows are on disk by now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(summarise, "_steady_numbers", stopped)
+    with pytest.raises(KeyboardInterrupt) as info:
+        windowed(sample_path("case1"))
+    assert info.traceback  # its frames, and the rows they name, are still alive
+    assert not list(tmp_path.glob("nsysscope-rows-*"))
