@@ -128,7 +128,6 @@ class SpilledRows:
         if len(n) > 1:
             raise ValueError("a part's columns differ in length")
         folder = self._folder / str(len(self._lengths))
-        folder.mkdir()
         for name, v in part.items():
             _save(folder, name, v)
         self._names = list(part)
@@ -215,14 +214,21 @@ def _array(v: Any) -> Any:
 def _save(folder: Path, name: str, v: Any) -> None:
     """A column's part: numbers as ``.npy`` (read back without a copy through Python), the
     rest (text, nullable integers) pickled. The other kind's file, of values it replaces,
-    goes first: a part is never read back from a file left over."""
-    if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
-        (folder / f"{name}.pkl").unlink(missing_ok=True)
-        np.save(folder / f"{name}.npy", v, allow_pickle=False)
-    else:
-        (folder / f"{name}.npy").unlink(missing_ok=True)
-        with open(folder / f"{name}.pkl", "wb") as f:
-            pickle.dump(v, f, protocol=pickle.HIGHEST_PROTOCOL)
+    goes first: a part is never read back from a file left over. A disk that is full says
+    which folder, and what to do (the error would otherwise name no file)."""
+    try:
+        folder.mkdir(exist_ok=True)
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+            (folder / f"{name}.pkl").unlink(missing_ok=True)
+            np.save(folder / f"{name}.npy", v, allow_pickle=False)
+        else:
+            (folder / f"{name}.npy").unlink(missing_ok=True)
+            with open(folder / f"{name}.pkl", "wb") as f:
+                pickle.dump(v, f, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write a long trace's per-launch rows there "
+                      f"({e.strerror or e}; ~0.5 KB a graph launch): set TMPDIR to a folder "
+                      "with room", str(folder.parent.parent)) from None
 
 
 def _load(folder: Path, name: str) -> Any:

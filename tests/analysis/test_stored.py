@@ -126,3 +126,28 @@ def test_parts_are_read_and_updated_one_at_a_time():
     assert rows.frame(["burst"])["burst"].tolist() == [0, 10, 20, 30, 40]
     with pytest.raises(ValueError, match="part 0's 3 rows"):
         rows.update_parts([{"burst": np.zeros(2)}])
+
+
+def test_a_full_disk_names_the_folder_and_what_to_do(monkeypatch, tmp_path):
+    """The rows' writes fail on a full disk with an error that names the temporary folder
+    and TMPDIR (the CLI says an OSError's file and reason in one line, exit 2); numpy's own
+    names no file."""
+    import errno
+    import tempfile
+
+    from nsysscope.cli.app import _os_message
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    rows = SpilledRows()
+    with pytest.raises(OSError) as info:
+        rows.append(parts()[0])
+    assert info.value.errno == errno.ENOSPC
+    message = _os_message(info.value)
+    assert message.startswith(f"{tmp_path}: cannot write a long trace's per-launch rows "
+                              "there (No space left on device;")
+    assert "TMPDIR" in message and "\n" not in message
