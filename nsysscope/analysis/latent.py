@@ -101,7 +101,7 @@ _READ = ["proc", "steady", "api_start_ns", "next_api_start_ns", "cause_tid", "ca
 def _chain(c: pd.DataFrame) -> pd.Series:
     """``cudaMemcpyAsync DtoH 4 B`` (`` (pageable)`` for an upload) of each copy."""
     pageable = np.where(c["kind"] == "cpu_to_gpu", " (pageable)", "")
-    return (c["name"] + " " + c["copy_kind"].map(_KIND_LABEL).fillna("") + " "
+    return (c["name"].astype(str) + " " + c["copy_kind"].map(_KIND_LABEL).fillna("") + " "
             + c["bytes"].astype(str) + " B" + pageable)
 
 

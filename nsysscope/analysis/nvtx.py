@@ -194,14 +194,15 @@ class NvtxIndex:
 
     def enclosing(self, tids: np.ndarray, times: np.ndarray) -> pd.DataFrame:
         """For each (thread, time): ``nvtx_path`` (outer > inner), ``phase``, ``step``,
-        ``op``."""
+        ``op``. Objects: a caller takes the columns out as arrays (as text, pandas would
+        copy every row's name into a string array and back)."""
         at = self._stacks(np.asarray(tids), np.asarray(times))
         return pd.DataFrame({
             "nvtx_path": self._paths(at),
             "step": self._steps(at),
             "op": self._named[self._innermost(at, self.is_op)],
             "phase": self._named[self._innermost(at, self.is_phase)],
-        })
+        }, dtype=object)
 
     @property
     def _named(self) -> np.ndarray:

@@ -35,6 +35,10 @@ def run() -> None:
     # 10^5 replica, and found none (bench/README.md). Read when numpy is imported: the user's
     # own setting wins
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+    # nothing here multiplies matrices, yet numpy's OpenBLAS starts a thread per core when
+    # imported, and they spin: ~0.1-0.25 CPU-s of a light 10^5 report taken from the readers
+    # and the windows' processes on a 2-core box (bench/README.md). Also read at import
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
     except SystemExit as e:
