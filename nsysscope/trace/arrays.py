@@ -61,6 +61,15 @@ def frame(columns: list[str], arrays: list[np.ndarray]) -> pd.DataFrame:
     return pd.DataFrame(dict(zip(columns, arrays, strict=True)), copy=False)
 
 
+def in_order(arrays: list[Any], order: np.ndarray) -> list[Any]:
+    """``a[order]`` of each array, or the arrays themselves where ``order`` keeps every row
+    in place: exports store their rows by start, so a sort by start mostly finds them sorted,
+    and taking each column again would copy a table for nothing."""
+    if not len(order) or (order[1:] > order[:-1]).all() and order[0] == 0:
+        return list(arrays)
+    return [a[order] for a in arrays]
+
+
 def query(s: Schema, sql: str, columns: list[str],
           dtypes: dict[str, str] | None = None) -> pd.DataFrame:
     rows = s.conn.execute(sql).fetchall()

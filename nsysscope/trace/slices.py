@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 
 from .apis import LAUNCH_APIS
@@ -45,5 +46,13 @@ def _of(df: pd.DataFrame, calls: CallRows) -> pd.DataFrame:
     return _rows(df, calls.keeps(df["proc"].to_numpy(), df["corr_id"].to_numpy()))
 
 
-def _rows(df: pd.DataFrame, keep: object) -> pd.DataFrame:
+def _rows(df: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """``df``'s rows where ``keep`` holds, numbered from 0. Tables come sorted by time, so a
+    window's rows are mostly one run of them: then a slice, which copies nothing (a process
+    analysing a window of a forked trace shares its columns instead)."""
+    if not keep.any():
+        return df.iloc[:0].reset_index(drop=True)
+    first, last = int(keep.argmax()), len(keep) - int(keep[::-1].argmax())
+    if keep[first:last].all():
+        return df.iloc[first:last].reset_index(drop=True)
     return df[keep].reset_index(drop=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .apis import LAUNCH_APIS, process_of, process_of_pid, wanted_api
-from .arrays import INT, frame, query
+from .arrays import INT, frame, in_order, query
 from .schema import Schema, api_base_name
 from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 
@@ -25,18 +25,19 @@ def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
         'SELECT start, "end", IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, '
         f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}){span.overlapping()}",
         "iiiiii", split="CUPTI_ACTIVITY_KIND_RUNTIME")
-    order = np.argsort(start, kind="stable")
+    start, end, tid, corr, name_id, status = in_order(
+        [start, end, tid, corr, name_id, status], np.argsort(start, kind="stable"))
     categories = sorted(set(wanted.values()))
     code_of = {i: categories.index(n) for i, n in wanted.items()}
     ids_sorted = np.array(sorted(code_of), dtype=np.int64)
     codes = np.array([code_of[i] for i in ids_sorted], dtype=np.int64)
-    name_codes = codes[np.searchsorted(ids_sorted, name_id[order])] if len(ids_sorted) else \
+    name_codes = codes[np.searchsorted(ids_sorted, name_id)] if len(ids_sorted) else \
         np.zeros(0, dtype=np.int64)
-    df = frame(cols, [start[order], end[order], tid[order], corr[order]])
+    df = frame(cols, [start, end, tid, corr])
     df["proc"] = process_of(df["tid"])
     # the call's return code: a query that found its work unfinished returns
     # cudaErrorNotReady (600), which is how a polling loop's last try is told apart
-    df["status"] = status[order].astype(np.int32)
+    df["status"] = status.astype(np.int32)
     present = np.unique(name_codes)  # categories: the names present, sorted (as pd.Categorical)
     remap = np.full(len(categories), -1, dtype=np.int64)
     remap[present] = np.arange(len(present))
@@ -100,8 +101,8 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
            f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
     start, end, tid, rowid, own, interned = s.read(sql, "iiiici", split="NVTX_EVENTS")
     order = np.lexsort((rowid, start))  # ties in table order
-    df = frame(cols[:-1], [start[order], end[order], tid[order]])
-    df["text"] = _range_names(s, own, interned)[order]
+    df = frame(cols[:-1], in_order([start, end, tid], order))
+    df["text"] = in_order([_range_names(s, own, interned)], order)[0]
     return df
 
 
