@@ -34,6 +34,10 @@ def _results(name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", ["results.json", "results_2026-12-03_memory_a205a81.json",
+                                  "results_2026-12-02_7d10e83.json",
+                                  "results_2026-12-03_light1e5_1248_b137a13.json",
+                                  "results_2026-12-03_light1e5_1251_b137a13.json",
+                                  "results_2026-12-03_light1e5_1253_b137a13.json",
                                   "results_2026-12-02_87eeac6.json",
                                   "results_2026-12-02_sample_87eeac6.json",
                                   "results_2026-12-02_090ff44.json",
@@ -119,7 +123,8 @@ def test_memory_stays_flat_past_a_million_launches_since_the_bursts_keep_no_rows
     which keeps a burst's window only, not at all."""
     flat = "memory flat as traces grow: {} peak RSS grows <= 50 bytes per launch past " \
         "10^6 (light 10^6 / 2x10^6 / 4x10^6)"
-    for name, ok in (("results.json", False), ("results_2026-12-03_memory_a205a81.json", True)):
+    for name, ok in (("results_2026-12-02_7d10e83.json", False),
+                     ("results_2026-12-03_memory_a205a81.json", True)):
         got = {t: (passed, shown) for t, passed, shown in harness.targets(_results(name))}
         assert got[flat.format("report")][0] is ok, got[flat.format("report")]
         assert got[flat.format("gate")][0] is True
