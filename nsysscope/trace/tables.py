@@ -100,9 +100,10 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
            f"FROM NVTX_EVENTS n WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
            f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
     start, end, tid, rowid, own, interned = s.read(sql, "iiiici", split="NVTX_EVENTS")
-    order = np.lexsort((rowid, start))  # ties in table order
-    df = frame(cols[:-1], in_order([start, end, tid], order))
-    df["text"] = in_order([_range_names(s, own, interned)], order)[0]
+    start, end, tid, names = in_order([start, end, tid, _range_names(s, own, interned)],
+                                      np.lexsort((rowid, start)))  # ties in table order
+    df = frame(cols[:-1], [start, end, tid])
+    df["text"] = names
     return df
 
 
