@@ -194,6 +194,12 @@ def read_summary(path: str | Path) -> Summary:
         raise UnreadableInput(f"{p}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise UnreadableInput(f"{p}: not valid JSON ({e})") from None
+    except RecursionError:  # arrays or objects nested deeper than Python's stack
+        raise UnreadableInput(f"{p}: not an nsysscope summary (JSON nested too deeply to "
+                              "read)") from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise UnreadableInput(f"{p}: not an nsysscope summary (a number too long to "
+                              "read)") from None
     if not isinstance(d, dict):
         raise UnreadableInput(f"{p}: not an nsysscope summary (a JSON object is expected)")
     missing = _missing_keys(d)

@@ -548,6 +548,19 @@ def test_unusable_inputs_exit_2(summary_file, sample_path, tmp_path):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("text,words", [
+    # before: internal errors (exit 70), RecursionError and ValueError out of json.loads
+    ("[" * 100_000 + "]" * 100_000, "(JSON nested too deeply to read)"),
+    ('{"schema": ' + "9" * 5000 + "}", "(a number too long to read)"),
+])
+def test_json_python_cannot_read_is_one_line_exit_2(summary_file, tmp_path, text, words):
+    bad = tmp_path / "candidate.json"
+    bad.write_text(text)
+    r = gate(summary_file("healthy"), bad)
+    assert r.exit_code == 2
+    assert r.stderr == f"nsysscope: error: {bad}: not an nsysscope summary {words}\n"
+
+
 @pytest.mark.parametrize("edit,words", [
     # before: internal errors (exit 70) deep in the comparison, or read as is
     (lambda d: d["distributions"].update(gpu_idle_us="x"),
