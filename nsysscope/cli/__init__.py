@@ -39,6 +39,12 @@ def run() -> None:
     # imported, and they spin: ~0.1-0.25 CPU-s of a light 10^5 report taken from the readers
     # and the windows' processes on a 2-core box (bench/README.md). Also read at import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # what the output's encoding cannot hold (an arrow on a cp1252 console, a file name that
+    # is not UTF-8) is written as '?', not an internal error
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # None: closed, or not text
+        if reconfigure is not None:
+            reconfigure(errors="replace")
     try:
         main()
     except SystemExit as e:

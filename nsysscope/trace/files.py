@@ -58,7 +58,8 @@ def read_head(p: Path, n: int = 64) -> bytes:
 
 def fingerprint(p: Path) -> str:
     st = p.stat()
-    key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
+    # the path's own bytes (a name that is not UTF-8 is held in surrogates)
+    key = os.fsencode(p.resolve()) + f"|{st.st_size}|{st.st_mtime_ns}".encode()
     return hashlib.sha256(key).hexdigest()[:16]
 
 def cache_entry(p: Path) -> Path:

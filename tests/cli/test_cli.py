@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,3 +60,38 @@ def test_the_program_sets_numpys_pages_and_threads_unless_the_user_did(var, ours
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=60).stdout
     assert f"seen={users or ours}" in out
+
+
+def _program(args: list[str], tmp_path, **env: str) -> subprocess.CompletedProcess:
+    """``python -m nsysscope ARGS`` in a process of its own (the program's own stdout, not
+    click's test runner), with a cache of the test's own."""
+    return subprocess.run([sys.executable, "-m", "nsysscope", *args], capture_output=True,
+                          timeout=120, env={**os.environ, "NSYSSCOPE_CACHE": str(tmp_path),
+                                            **env})
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1"])
+def test_an_output_encoding_without_the_reports_characters_writes_a_question_mark(
+        sample_path, tmp_path, encoding):
+    """A console that cannot show the chain's arrow (Windows' cp1252, say): '?' instead,
+    exit 0 (was an internal error, exit 70)."""
+    p = _program(["report", str(sample_path("case1"))], tmp_path, PYTHONIOENCODING=encoding)
+    assert p.returncode == 0, p.stderr
+    chain = next(line for line in p.stdout.decode(encoding).splitlines() if "chain:" in line)
+    assert "cudaMemcpyAsync DtoH 1 B ? cudaStreamSynchronize" in chain
+
+
+@pytest.mark.parametrize("encoding", [None, "utf-8"])
+def test_a_trace_whose_name_is_not_utf8_is_reported_with_a_question_mark(
+        sample_path, tmp_path, encoding):
+    """A file name that is not UTF-8 (Python holds its byte in a surrogate): the cache's key
+    is made of the name's bytes, and the name is shown with '?' in valid UTF-8 JSON (was an
+    internal error, exit 70, with a strict stdout; raw bytes in the JSON otherwise)."""
+    trace = os.path.join(os.fsencode(tmp_path), b"bad\xff.sqlite.xz")
+    with open(sample_path("case1"), "rb") as src, open(trace, "wb") as dst:
+        dst.write(src.read())
+    env = {"PYTHONIOENCODING": encoding} if encoding else {}
+    p = _program(["report", os.fsdecode(trace), "--format", "json"], tmp_path / "cache", **env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.decode("utf-8"))["trace"]["path"] == \
+        f"{tmp_path}/bad?.sqlite.xz"
