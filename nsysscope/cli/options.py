@@ -19,7 +19,7 @@ import click
 
 from ..analysis import AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
-from ..export import is_db_name
+from ..export import check_ours, is_db_name
 from ..model import Summary
 from ..trace.cache import disable_cache, max_bytes
 from ..trace.formats import file_kind
@@ -158,7 +158,8 @@ def check_writable(path: str | None, option: str = "-o", inputs: Iterable[str | 
     """Refuse, before any analysis, an output path whose folder is missing or not writable,
     that names a folder, or that would write over a trace: one of the command's ``inputs``,
     an nsys report, or an SQLite file (``database``: an SQLite file that is not an nsys export
-    may be written into, as ``--per-launch`` adds to its database)."""
+    may be written into, as ``--per-launch`` adds to its database; :func:`check_per_launch`
+    refuses one that ``--per-launch`` did not write)."""
     if not path:
         return
     p = Path(path)
@@ -208,6 +209,8 @@ def check_per_launch(path: str | None, inputs: Iterable[str | Path] = ()) -> Non
         raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
                               "pip install 'nsysscope[parquet]', or name a .csv file")
     check_writable(path, "--per-launch", inputs, database=is_db_name(path))
+    if is_db_name(path) and Path(path).is_file():
+        check_ours(path)
 
 
 def _utf8(text: str) -> bytes:

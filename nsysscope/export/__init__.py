@@ -8,8 +8,8 @@ exporter writes what an :class:`~nsysscope.analysis.Analysis` holds, and the man
 workers (:mod:`nsysscope.batch`) write each trace's rows in parallel.
 """
 
-from .db import DB_SUFFIXES, append_parts, is_db_name, write_db
+from .db import DB_SUFFIXES, append_parts, check_ours, is_db_name, write_db
 from .per_launch import per_launch_parts, per_launch_table, write_per_launch_parts
 
-__all__ = ["DB_SUFFIXES", "append_parts", "is_db_name", "per_launch_parts", "per_launch_table",
-           "write_db", "write_per_launch_parts"]
+__all__ = ["DB_SUFFIXES", "append_parts", "check_ours", "is_db_name", "per_launch_parts",
+           "per_launch_table", "write_db", "write_per_launch_parts"]

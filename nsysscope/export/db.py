@@ -43,6 +43,7 @@ from ..analysis import Analysis
 from ..errors import UnreadableInput
 from ..model import StallSite
 from ..model.schema import to_plain
+from ..trace.files import sqlite_uri
 from ..util.text import displayable
 from ..util.version import __version__
 
@@ -67,6 +68,39 @@ _BATCH = 2000
 def is_db_name(path: str | os.PathLike[str]) -> bool:
     """Whether ``--per-launch`` writes a database to ``path`` (by its name)."""
     return str(path).lower().endswith(DB_SUFFIXES)
+
+
+def check_ours(path: str | os.PathLike[str]) -> None:
+    """Refuse (:class:`UnreadableInput`) an existing SQLite database that ``--per-launch``
+    did not write, before any analysis: rows added to another program's tables would mix
+    with its own (its ``launches`` gained sixty columns), and a view of one of the names
+    cannot take rows. An empty database, or a file SQLite cannot read, is the writer's to
+    handle."""
+    try:
+        conn = sqlite3.connect(sqlite_uri(path, "mode=ro"), uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        _refuse_foreign(conn, path)
+    except sqlite3.Error:  # not an SQLite file: the writer says so
+        pass
+    finally:
+        conn.close()
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """:func:`check_ours` on an open connection to ``path``."""
+    kinds = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', "
+                              "'view') AND name NOT LIKE 'sqlite_%'").fetchall())
+    if not kinds:
+        return
+    meta = {row[1] for row in conn.execute("PRAGMA table_info(meta)")}
+    clash = [n for n in TABLES if kinds.get(n, "table") != "table"]
+    if kinds.get("meta") != "table" or not {"trace", "abspath"} <= meta or clash:
+        shown = ", ".join(sorted(kinds)[:5]) + (", ..." if len(kinds) > 5 else "")
+        raise UnreadableInput(f"--per-launch {path}: an SQLite database that --per-launch did "
+                              f"not write (it holds {shown}); name a new file, or one "
+                              "--per-launch wrote")
 
 
 def write_db(path: str | os.PathLike[str], analysis: Analysis, trace: str | None = None,
@@ -143,6 +177,11 @@ class _open:
         try:
             self.db = Database(sqlite3.connect(self.path, timeout=60))
             self.db.execute("PRAGMA user_version")  # an existing non-SQLite file fails here
+            _refuse_foreign(self.db.conn, self.path)  # its turn taken: as it is now
+        except UnreadableInput:
+            self.db.conn.close()
+            self.turn.close()
+            raise
         except sqlite3.Error as e:
             self.turn.close()
             raise UnreadableInput(f"--per-launch {self.path}: cannot write an SQLite database "

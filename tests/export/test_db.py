@@ -115,6 +115,39 @@ def test_errors_are_one_line(tmp_path):
         assert "no such folder" in r.output
 
 
+@pytest.mark.parametrize("schema, holds", [
+    # before: its launches table silently gained ~60 columns and the trace's rows
+    ("CREATE TABLE launches(x); INSERT INTO launches VALUES (1)", "launches"),
+    # before: an internal error (exit 70), sqlite-utils' NoTable
+    ("CREATE TABLE t(x); CREATE VIEW launches AS SELECT * FROM t", "launches, t"),
+    # nsysscope's names, but not its meta table
+    ("CREATE TABLE meta(trace); CREATE TABLE sites(x)", "meta, sites"),
+])
+def test_a_database_per_launch_did_not_write_is_refused_untouched(tmp_path, schema, holds):
+    theirs = tmp_path / "theirs.db"
+    with sqlite3.connect(theirs) as c:
+        c.executescript(schema)
+    before = theirs.read_bytes()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)
+        r = CliRunner().invoke(cli, ["report", TRACES[1], "--per-launch", str(theirs)])
+    assert r.exit_code == 2
+    assert r.output == (f"nsysscope: error: --per-launch {theirs}: an SQLite database that "
+                        f"--per-launch did not write (it holds {holds}); name a new file, or "
+                        "one --per-launch wrote\n")
+    assert theirs.read_bytes() == before
+
+
+def test_an_empty_database_is_written_into(tmp_path):
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)
+        r = CliRunner().invoke(cli, ["report", TRACES[1], "--per-launch", str(empty)])
+    assert r.exit_code == 0, r.output
+    assert rows(empty, "SELECT trace FROM meta") == [(TRACES[1],)]
+
+
 def test_two_files_of_one_name_and_a_range_are_three_traces(tmp_path, monkeypatch):
     """Two folders' rank0 (one healthy, one case 1), each reported from its own folder: the
     second deleted the first's rows (same label). A --from/--to read replaced the whole
