@@ -190,7 +190,7 @@ def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
         pid = proc & 0xFFFFFF
         t = tracks.get(pid, ("kernels", device, stream),
                        f"GPU {device} stream {stream}: graph kernels",
-                       10_000 + device * 1000 + stream % 1000, k + 1)
+                       10_000 + device * 1000 + stream % 1000, k)
         w.write({"ph": "X", "cat": "gpu_graph", "name": name, "pid": pid, "tid": t,
                  "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
 

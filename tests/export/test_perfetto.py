@@ -158,6 +158,13 @@ def test_two_processes_and_all_kernels(tmp_path):
     events = read_events(out)
     graph_ops = sum(1 for e in events if e.get("cat") == "gpu_graph")
     assert graph_ops == int(a.launches["n_ops"].sum())
+    # the first lane of a stream's kernels has the track's own name, the overlapping ones
+    # (2), (3)...: the numbering started at (2), with no track of the plain name
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M"
+             and e.get("name") == "thread_name" and "graph kernels" in e["args"]["name"]}
+    assert any(n.endswith(": graph kernels") for n in names), names
+    lanes = sorted(int(n.rsplit("(", 1)[1][:-1]) for n in names if n.endswith(")"))
+    assert lanes == list(range(2, len(lanes) + 2))
 
 
 def test_all_kernels_of_a_graph_traced_export_says_it_has_none(tmp_path):
