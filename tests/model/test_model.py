@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,15 @@ def test_registry_refuses_what_is_not_a_renderer_and_names_the_known_ones():
         registry.register(object())  # type: ignore[arg-type]
     with pytest.raises(LookupError, match="known: text"):
         registry.get("report", "pdf")
+
+
+def test_the_docs_name_the_schema_the_tool_writes():
+    """README and docs/json.md name the summary's schema id and version as written (the
+    README said 1.3 after 1.4 was out)."""
+    from nsysscope.model.summary import SCHEMA
+
+    root = Path(__file__).resolve().parents[2]
+    version = SCHEMA.rsplit("/", 1)[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"`{SCHEMA}` object" in readme and f"Version {version} (this one)" in readme
+    assert f"# The summary JSON (`{SCHEMA}`)" in (root / "docs" / "json.md").read_text()
