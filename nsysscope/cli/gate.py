@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -21,6 +22,7 @@ from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note
 from .options import (
+    EXTENSION_FORMATS,
     analysis_options,
     check_distinct,
     check_writable,
@@ -87,6 +89,10 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 
     A trace with no steady launch (all warm-up) is refused with exit 8 and nothing is
     written."""
+    named = EXTENSION_FORMATS["report"].get(Path(output).suffix.lower()) if output else None
+    if named not in (None, "json"):  # the JSON in a .md file, say: it was written so
+        raise click.UsageError(f"-o {output}: summarize writes JSON, not {named}; name a .json "
+                               "file (report --format writes the other formats)")
     check_writable(output, inputs=[trace])
     use_cache(no_cache)
     s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events=False).summary

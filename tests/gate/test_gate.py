@@ -74,6 +74,17 @@ def test_summarize_command_writes_the_summary(sample_path, summary_file, tmp_pat
     assert r.exit_code == 2 and "no such file" in r.stderr
 
 
+@pytest.mark.parametrize("name, kind", [("s.md", "markdown"), ("s.txt", "text"),
+                                        ("s.html", "html")])
+def test_summarize_refuses_a_file_named_for_another_format(sample_path, tmp_path, name, kind):
+    """It wrote its JSON into ``s.md`` (report refuses a name its format contradicts)."""
+    out = tmp_path / name
+    r = CliRunner().invoke(cli, ["summarize", str(sample_path("case2")), "-o", str(out)])
+    assert r.exit_code == 2 and not out.exists()
+    assert r.stderr.startswith(f"nsysscope: error: -o {out}: summarize writes JSON, not {kind}; "
+                               "name a .json file")
+
+
 def by_name(result: GateResult):
     return {c.name: c for c in result.checks}
 
