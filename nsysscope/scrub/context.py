@@ -26,6 +26,7 @@ from ..trace.files import (
 )
 from ..trace.schema import truncation
 from ..trace.sources import resolve
+from ..util.text import clipped
 from .cells import as_text, decode_text
 from .policy import (
     ENV_VAR,
@@ -115,7 +116,7 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
     except UnicodeDecodeError as e:  # a damaged page of the schema
         conn.close()
         raise NotAnExport(f"{path}: corrupt export: text that is not UTF-8 "
-                          f"({str(e)[:120]})") from None
+                          f"({clipped(str(e))})") from None
     missing = {"META_DATA_EXPORT", "StringIds"} - tables
     if missing:
         conn.close()

@@ -20,6 +20,7 @@ import pandas as pd
 from ..errors import NotAnNsysExport, UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
+from ..util.text import clipped
 from . import tables
 from .apis import DEFAULT_ENUMS, LAUNCH_APIS
 from .formats import json_kind
@@ -124,11 +125,11 @@ def damage_reported(path: str | Path) -> Iterator[None]:
         raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
     except UnicodeDecodeError as e:  # a damaged page of the schema or of a table's text
         raise NotAnNsysExport(f"{path}: corrupt export: text that is not UTF-8 "
-                              f"({str(e)[:120]})") from None
+                              f"({clipped(str(e))})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
         # where nsys writes integers (tests/test_fuzz.py)
         raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
-                              f"({type(e).__name__}: {str(e)[:120]})") from None
+                              f"({type(e).__name__}: {clipped(str(e))})") from None
 
 
 def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..util.progress import note, progress
+from ..util.text import clipped
 from .apis import LAUNCH_APIS, process_of
 from .columnar import attach, interrupted, sql_text
 from .formats import json_kind
@@ -266,5 +267,5 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
         if interrupted(e):  # Ctrl-C while copying: stop, as everywhere else
             raise KeyboardInterrupt from None
         note(f"reading {Path(path).name} whole: its copy for reading in windows failed "
-             f"({str(e).splitlines()[0][:160]})")
+             f"({clipped(str(e), 160)})")
         return None

@@ -53,3 +53,13 @@ def displayable(text: str) -> str:
     lone surrogates) shows its bad bytes as U+FFFD, so it can be written to a UTF-8 file or an
     SQLite database."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def clipped(text: str, limit: int = 120) -> str:
+    """``text`` in at most about ``limit`` characters, for an error line: its first line, cut
+    at a word with ``...`` where longer (a library's message can run to paragraphs, and a cut
+    inside a word reads as a typo)."""
+    first = text.splitlines()[0] if text else ""
+    if len(first) <= limit:
+        return first
+    return first[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotAnNsysExport, UnreadableInput
+from ...util.text import clipped
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
 from ..gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
 from ..load import Trace, TraceMeta
@@ -51,7 +52,8 @@ def read_kineto(path: str | Path) -> Trace:
     except (OverflowError, TypeError, ValueError) as e:  # an event's field that no trace
         # holds: a pid past 64 bits, a list for a thread id, a number of 5000 digits
         raise NotAnNsysExport(f"{p}: corrupt torch.profiler trace: an event field of the "
-                              f"wrong type or size ({type(e).__name__}: {str(e)[:120]})") from None
+                              f"wrong type or size ({type(e).__name__}: {clipped(str(e))})"
+                              ) from None
     if not saw_events:
         raise _not_a_trace(p, top)
     return build_trace(c, top, p)
