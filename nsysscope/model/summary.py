@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
+from .classes import LaunchClass
 from .schema import Record, check_schema, extra_field, optional, shown, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
@@ -39,6 +41,7 @@ from .schema import Record, check_schema, extra_field, optional, shown, to_plain
 #: 1.3 added sites[].launches_per_s_if_fixed
 #: 1.4 added bursts and processes[].bursts
 SCHEMA = "nsysscope.summary/1.4"
+_CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
 #: where a stall is when the trace has no NVTX range around it (and no source line)
@@ -163,6 +166,9 @@ class Distributions(Record):
                         not math.isfinite(v)), None)
             if bad is not None:  # JSON has no NaN or infinity; Python's reader takes them
                 raise ValueError(f"'{name}' holds {bad}, not a time")
+        unknown = next((k for k in self.klass if k not in _CLASS_NAMES), None)
+        if unknown is not None:
+            raise ValueError(f"'klass' holds {shown(unknown)}, not a launch class")
 
 
 @dataclass(frozen=True)
@@ -374,6 +380,14 @@ def check_counts(r: Summary | ProcessSummary) -> None:
     if r.gpu_busy is not None and not 0 <= r.gpu_busy <= 1:  # NaN too
         raise ValueError(f"'gpu_busy' is {shown(r.gpu_busy)}, not a fraction from 0 to 1")
     check_rate("launches_per_s", r.launches_per_s)
+    d = r.distributions
+    if d is not None and len(d.klass) == d.sampled_from:  # every steady launch: the same counts
+        seen = Counter(d.klass)
+        wrong = next((k for k in sorted(set(seen) | set(r.classes))
+                      if seen.get(k, 0) != r.classes.get(k, 0)), None)
+        if wrong is not None:
+            raise ValueError(f"'classes.{wrong}' is {r.classes.get(wrong, 0)}, but "
+                             f"'distributions.klass' holds {seen.get(wrong, 0)} of it")
 
 
 def check_rate(name: str, value: float | None) -> None:

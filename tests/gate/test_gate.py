@@ -607,6 +607,11 @@ def test_json_python_cannot_read_is_one_line_exit_2(summary_file, tmp_path, text
      "('window_us' has 5 values for 293 launches (klass))"),
     (lambda d: d["distributions"]["gpu_idle_us"].__setitem__(3, float("inf")),
      "('gpu_idle_us' holds inf, not a time)"),
+    # read as is: a class no analysis has, and launches of a class the counts say are none
+    (lambda d: d["distributions"]["klass"].__setitem__(3, "bogus"),
+     "('klass' holds 'bogus', not a launch class)"),
+    (lambda d: d["distributions"].update(klass=["gpu_to_cpu"] * 293),
+     "('classes.gpu_to_cpu' is 0, but 'distributions.klass' holds 293 of it)"),
 ])
 def test_a_summary_with_a_wrong_value_is_exit_2(summary_file, tmp_path, edit, words):
     d = json.loads(summary_file("healthy").read_text())
