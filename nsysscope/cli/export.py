@@ -9,13 +9,20 @@ from ..analysis.windows import analyze_file
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
 from ..util.progress import note
-from .options import analysis_options, check_writable, config_from, use_cache
+from .options import (
+    INPUT_PATH,
+    OUTPUT_FILE,
+    analysis_options,
+    check_writable,
+    config_from,
+    use_cache,
+)
 
 
 @click.command("export")
-@click.argument("trace", type=click.Path(readable=False, path_type=str))
+@click.argument("trace", type=INPUT_PATH)
 @click.option("--perfetto", "perfetto", required=True, metavar="OUT.json.gz",
-              type=click.Path(dir_okay=False, path_type=str),
+              type=OUTPUT_FILE,
               help="Write a Chrome-trace/Perfetto timeline (gzip when named .gz, xz when "
                    ".xz): open it in https://ui.perfetto.dev.")
 @click.option("--all-kernels", is_flag=True,

@@ -23,6 +23,9 @@ from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, re
 from ..gate.thresholds import source_note
 from .options import (
     EXTENSION_FORMATS,
+    INPUT_PATH,
+    OUTPUT_FILE,
+    NonEmptyPath,
     analysis_options,
     check_distinct,
     check_writable,
@@ -77,8 +80,8 @@ def _threshold_options(f: F) -> F:
 
 
 @click.command("summarize")
-@click.argument("trace", type=click.Path(readable=False, path_type=str))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE.json",
+@click.argument("trace", type=INPUT_PATH)
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE.json",
               help="Write the summary here instead of stdout.")
 @analysis_options
 def summarize_command(trace: str, output: str | None, warmup: int | None,
@@ -106,22 +109,22 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 
 
 @click.command("gate")
-@click.argument("baseline", type=click.Path(readable=False, path_type=str))
-@click.argument("candidate", type=click.Path(readable=False, path_type=str))
+@click.argument("baseline", type=INPUT_PATH)
+@click.argument("candidate", type=INPUT_PATH)
 @click.option("--format", "fmt", type=click.Choice(render.GATE_FORMATS), default=None,
               help="Output format [default: from -o's extension (.txt, .json, .md, .xml for "
                    "junit, .html; text for none, .log or .out; another is refused), else text].")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OUTPUT_FILE,
               help="Write the report here; the verdict line still goes to stdout.")
-@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--markdown", "markdown_file", type=OUTPUT_FILE, metavar="FILE",
               help="Also write the Markdown report (a PR comment) to FILE.")
-@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--junit", "junit_file", type=OUTPUT_FILE, metavar="FILE",
               help="Also write JUnit XML (one test per check) to FILE.")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--html", "html_file", type=OUTPUT_FILE, metavar="FILE",
               help="Also write the self-contained HTML page to FILE.")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--json", "json_file", type=OUTPUT_FILE, metavar="FILE",
               help="Also write the gate result as JSON to FILE.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
+@click.option("--config", "config_file", type=NonEmptyPath(dir_okay=False),
               help="TOML file whose [tool.nsysscope.gate] table sets thresholds (default: the "
                    "first pyproject.toml from the current folder upwards).")
 @_threshold_options

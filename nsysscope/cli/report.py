@@ -17,6 +17,8 @@ from ..util.atomic import atomic_file
 from ..util.progress import note
 from .export import write_perfetto_file
 from .options import (
+    INPUT_PATH,
+    OUTPUT_FILE,
     analysis_options,
     check_distinct,
     check_per_launch,
@@ -32,20 +34,20 @@ from .options import (
 
 
 @click.command("report")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str),
+@click.argument("traces", nargs=-1, required=True, type=INPUT_PATH,
                 metavar="TRACE...")
 @click.option("--format", "fmt", type=click.Choice(render.REPORT_FORMATS), default=None,
               help="Output format [default: from -o's extension (.txt, .json, .md, .html; "
                    "text for none, .log or .out; another is refused), else text].")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OUTPUT_FILE,
               help="Write here instead of stdout; the extension picks the format.")
-@click.option("--per-launch", type=click.Path(dir_okay=False),
+@click.option("--per-launch", type=OUTPUT_FILE,
               metavar="FILE.csv|FILE.parquet|FILE.db",
               help="Also write the full per-launch table (columns: docs/per-launch.md; "
                    "parquet needs the [parquet] extra); FILE.db (or .sqlite) is an SQLite "
                    "database with the launches, blocks, sites, summary, processes and meta "
                    "tables, to which several traces (or runs) add theirs.")
-@click.option("--perfetto", type=click.Path(dir_okay=False, path_type=str), default=None,
+@click.option("--perfetto", type=OUTPUT_FILE, default=None,
               metavar="OUT.json.gz", help="Also write the trace as a Perfetto timeline (as "
                                            "'nsysscope export --perfetto'); the HTML report "
                                            "links to it.")

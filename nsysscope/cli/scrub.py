@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .. import scrub as scrubbing
+from .options import INPUT_PATH, NonEmptyPath
 
 _KEEP = (
     ("--keep-process-list", "keep_process_list",
@@ -20,8 +21,8 @@ _KEEP = (
 
 
 @click.command("scrub")
-@click.argument("src", type=click.Path(readable=False, path_type=str))
-@click.argument("dst", type=click.Path(path_type=str), required=False)
+@click.argument("src", type=INPUT_PATH)
+@click.argument("dst", type=NonEmptyPath(), required=False)
 @click.option("--check", is_flag=True, help="List what would leak; write nothing (exit 1 if "
                                             "anything would).")
 @click.option("--in-place", is_flag=True, help="Replace SRC (an uncompressed .sqlite, or a "

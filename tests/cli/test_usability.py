@@ -615,3 +615,24 @@ def test_cache_keeps_what_another_run_may_be_reading(tmp_path, monkeypatch):
     removed = cache.evict(limit=1)
     assert [c.path for c in removed] == [old]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, live.name])
+
+
+@pytest.mark.parametrize("args, names", [
+    # before: -o "" and --per-launch "" wrote to stdout and nowhere, exit 0; a trace named ""
+    # was read as the current folder ("no trace files in this folder")
+    (("report", "{t}", "-o", ""), "'-o' / '--output'"),
+    (("report", "{t}", "--per-launch", ""), "'--per-launch'"),
+    (("report", "{t}", "--perfetto", ""), "'--perfetto'"),
+    (("report", ""), "'TRACE...'"),
+    (("summarize", "{t}", "-o", ""), "'-o' / '--output'"),
+    (("gate", "{t}", "{t}", "--junit", ""), "'--junit'"),
+    (("gate", "{t}", ""), "'CANDIDATE'"),
+    (("export", "{t}", "--perfetto", ""), "'--perfetto'"),
+    (("scrub", "{t}", ""), "'[DST]'"),
+])
+def test_an_empty_file_name_is_a_usage_error(sample_path, args, names):
+    """``-o "$OUT"`` with OUT unset, say: one line, exit 2, nothing on stdout."""
+    r = run(*(a.format(t=sample_path("case1")) for a in args))
+    assert one_error_line(r, 2).startswith(f"nsysscope: error: Invalid value for {names}: an "
+                                           "empty file name (see '")
+    assert r.stdout == ""
