@@ -43,12 +43,15 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
     given = [str(spec) for spec in specs]
     out: list[Path] = []
     seen: set[str] = set()
+    again: list[Path] = []
 
     def add(p: Path) -> None:
         key = os.path.abspath(p)
         if key not in seen:
             seen.add(key)
             out.append(p)
+        elif p.is_file() and p not in again:
+            again.append(p)
 
     for spec in given:
         p = Path(spec)
@@ -70,6 +73,8 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
     if not out and given:
         raise UnreadableInput(f"no trace among {', '.join(given)}: each is nsysscope's own "
                               "output (see the notes above)")
+    for p in again:  # a trace named twice (a glob and its folder, say) is one trace
+        note(f"{p}: named more than once; analysed once")
     return out
 
 

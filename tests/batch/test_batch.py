@@ -23,10 +23,14 @@ def ranks(sample_path, tmp_path_factory):
     return d
 
 
-def test_expand_and_rank(ranks, tmp_path):
+def test_expand_and_rank(ranks, tmp_path, capsys):
     files = batch.expand([str(ranks)])
     assert [p.name for p in files] == ["rank0.sqlite.xz", "rank1.sqlite.xz", "rank2.sqlite.xz"]
+    assert capsys.readouterr().err == ""
     assert batch.expand([str(ranks / "rank*.sqlite.xz"), str(ranks / "rank1.sqlite.xz")]) == files
+    # said, once per trace (a trace named twice made a table of one row without a word)
+    assert capsys.readouterr().err == \
+        f"nsysscope: note: {ranks / 'rank1.sqlite.xz'}: named more than once; analysed once\n"
     assert [batch.rank_of(p) for p in files] == [0, 1, 2]
     assert batch.rank_of("trace_gpu-7.sqlite") == 7 and batch.rank_of("trace.sqlite") is None
     # an explicit rank wins over a device or node number (the last number won: rank1_gpu0
