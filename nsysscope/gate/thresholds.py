@@ -165,6 +165,9 @@ def load_thresholds(config: str | Path | None = None, overrides: dict[str, Any] 
         table = table_from(path)
         if table:
             t, used = t.updated(table, f"{path} [tool.nsysscope.gate]"), path
+        elif config:  # named to set thresholds, it sets none: a misspelled table, say
+            raise UnreadableInput(f"{path}: no threshold in a [tool.nsysscope.gate] table (see "
+                                  "the README's 'Regression gate')")
     if overrides:
         t = t.updated(overrides, "option", options)
     return t, used

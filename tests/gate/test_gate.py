@@ -488,6 +488,20 @@ def test_explicit_config_file_and_defaults(tmp_path):
     assert t == GateThresholds() and src is None
 
 
+@pytest.mark.parametrize("toml", ["[tool.nsysscope.gates]\nstall-pp = 200\n",
+                                  "[tool.nsysscope]\nstall-pp = 200\n", "stall-pp = 200\n", ""])
+def test_a_config_named_that_sets_no_threshold_is_exit_2(tmp_path, summary_file, toml):
+    """--config FILE whose thresholds are not in [tool.nsysscope.gate] (a misspelled table,
+    bare keys, an empty file): the gate ran on its defaults without a word. A pyproject.toml
+    found on the way up may have no table: that one is not named."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(toml)
+    r = gate(summary_file("healthy"), summary_file("case1"), "--config", str(cfg))
+    assert r.exit_code == 2
+    assert r.stderr == (f"nsysscope: error: {cfg}: no threshold in a [tool.nsysscope.gate] "
+                        "table (see the README's 'Regression gate')\n")
+
+
 @pytest.mark.parametrize("toml,words", [
     ("[tool.nsysscope.gate]\nstall-percent = 3\n", "unknown gate threshold 'stall-percent'"),
     ("[tool.nsysscope.gate]\nalpha = 2\n", "'alpha' must lie strictly between 0 and 1"),
