@@ -119,7 +119,7 @@ def require_steady(s: Summary, warmup: int | None) -> None:
         f"{s.trace.path}: nothing steady to judge: {how} leaves no steady launch "
         f"({s.launches} graph launch{'es' if s.launches != 1 else ''}, "
         f"{s.warmup_launches} of them warm-up; the last on each stream is never judged); "
-        "lower --warmup or capture more steps")
+        + ("capture more steps" if warmup == 0 else "lower --warmup or capture more steps"))
 
 
 def output_format(kind: str, fmt: str | None, output: str | None, option: str = "-o") -> str:

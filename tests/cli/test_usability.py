@@ -122,6 +122,11 @@ def test_warmup_past_the_launches_is_nothing_steady(sample_path, tmp_path):
     out = tmp_path / "s.json"
     one_error_line(run("summarize", trace, "--warmup", "400", "-o", out), 8)
     assert not out.exists()
+    # no warm-up left to lower: it said "lower --warmup" all the same
+    line = one_error_line(run("report", trace, "--warmup", "0", "--from", "6.038", "--to",
+                              "6.039"), 8)
+    assert line.endswith("(1 graph launch, 0 of them warm-up; the last on each stream is never "
+                         "judged); capture more steps")
     assert NothingSteady.exit_code == 8 and 8 in dict(EXIT_CODES)
 
 

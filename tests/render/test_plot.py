@@ -222,6 +222,10 @@ def test_timeline_steps_message_speaks_of_steps(analysed):
         p.timeline(steps=range(5000, 5003))
     with pytest.raises(ValueError, match=r"no launches 5000-5002 in this trace \(launches 0-299\)"):
         p.timeline(launches=range(5000, 5003))
+    for launch in (5000, -1):  # was a bare KeyError
+        with pytest.raises(ValueError, match=rf"^no launch {launch} in this trace \(launches "
+                                             r"0-299\)$"):
+            p.caption(launch)
 
 
 def test_timeline_by_steps_launches_and_into_a_given_axes(analysed):

@@ -281,7 +281,10 @@ class TraceViews:
 
     def caption(self, launch: int) -> str:
         """One sentence on what happened around ``launch``: what the timeline shows."""
-        r = self.analysis.launches.set_index("launch").loc[launch]
+        L = self.analysis.launches
+        if launch not in set(L["launch"].tolist()):
+            raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
+        r = L.set_index("launch").loc[launch]
         idle = fmt_us(r["gpu_idle_ns"] / 1e3) if pd.notna(r["gpu_idle_ns"]) else "n/a"
         phase = f" in '{r['phase']}'" if isinstance(r["phase"], str) and r["phase"] else ""
         if bool(r["stall"]):
@@ -336,7 +339,10 @@ class TraceViews:
         slow, cost = float(c["slow_host_ns"]), float(c["stall_cost_ns"])
         if not np.isfinite(slow) or slow < max(1e5, 0.2 * (slow + cost)):
             return ""
-        r = self.analysis.launches.set_index("launch").loc[launch]
+        L = self.analysis.launches
+        if launch not in set(L["launch"].tolist()):
+            raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
+        r = L.set_index("launch").loc[launch]
         where = self._busiest_phase(int(r["tid"]), float(r["block_end_ns"]),
                                     float(r["next_api_start_ns"]))
         return (f" Of that, {fmt_us(cost / 1e3)} is the stall (the host's usual "
