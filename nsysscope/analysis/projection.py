@@ -92,8 +92,10 @@ class Projection:
     the whole trace (its launch rates added, as the summary's are)."""
 
     launches_per_s: dict[int, float]  # proc -> projected launches/s
-    total_launches_per_s: float
-    speedup: float
+    #: None, both, where no launch rate was measured (a single steady launch): nothing to
+    #: project from (it read 0.0 launches/s, "1.00x": nothing to fix)
+    total_launches_per_s: float | None
+    speedup: float | None
 
 
 #: the launch table's columns a projection reads
@@ -244,7 +246,9 @@ def _projection(out: dict[int, float], rates: dict[int, float],
             out[p] = min(out[r] for r in ranks)
     total = sum(out.values())
     measured = sum(rates.get(p, 0.0) for p in out)
-    return Projection(out, round(total, 2), round(total / measured, 3) if measured else 1.0)
+    if not measured:
+        return Projection(out, None, None)
+    return Projection(out, round(total, 2), round(total / measured, 3))
 
 
 def coupled_groups(launches: pd.DataFrame | RowStore) -> list[set[int]]:

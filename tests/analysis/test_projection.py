@@ -132,3 +132,17 @@ def test_a_site_that_is_every_stall_projects_the_total(analysed, broken):
     assert len(stalls) == 1
     assert stalls[0].launches_per_s_if_fixed == s.if_fixed.launches_per_s
     assert stalls[0].speedup_if_fixed == s.if_fixed.speedup
+
+
+def test_no_measured_rate_projects_nothing(sample_path):
+    """One steady launch (a range of the case-1 trace): no launch rate was measured, so none
+    is projected. It read 0.0 launches/s and 1.0x ("nothing to fix") for a stall that idled
+    the GPU 2 ms."""
+    from nsysscope import AnalysisConfig, TimeRange
+
+    a = analyze(load(sample_path("case1"), time_range=TimeRange.parse("6.038", "6.045")),
+                AnalysisConfig(warmup_launches=0))
+    s = a.summary
+    assert s.steady_launches == 1 and sum(s.stalls.values()) == 1 and s.launches_per_s is None
+    assert (s.if_fixed.launches_per_s, s.if_fixed.speedup) == (None, None)
+    assert [(x.speedup_if_fixed, x.launches_per_s_if_fixed) for x in s.sites] == [(None, None)]
