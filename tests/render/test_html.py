@@ -91,6 +91,8 @@ def test_healthy_report_says_there_is_no_stall(analysed):
     assert "this trace has no stalls" in page
     assert "overlap healthy" in page
     assert len(decoded_images(page)) == 4
+    # the warm-up nsysscope chose (max(5, 2 % of 300)), not the setting's None
+    assert "Analysis settings: <code>warmup_launches=auto (6), launch_bound_gap_us=150.0" in page
 
 
 def test_summary_fragment_for_jupyter(analysed, sample_path):

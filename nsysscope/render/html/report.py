@@ -118,7 +118,9 @@ def report_page(result: Any, timestamp: datetime | str | None = None,
         parts.append(notes([latent_line(x) for x in s.latent]))
     parts.append("<h2>Notes</h2>")
     parts.append(notes(s.notes))
-    cfg = ", ".join(f"{k}={v}" for k, v in s.config.items())
+    # a warm-up left to nsysscope (None) is shown as the count it chose
+    cfg = ", ".join(f"{k}=auto ({s.warmup_launches})" if k == "warmup_launches" and v is None
+                    else f"{k}={v}" for k, v in s.config.items())
     parts.append(f'<p class="note">Analysis settings: <code>{escape(cfg)}</code></p>')
     return page(f"nsysscope: {file}", "\n".join(parts), header(s), timestamp)
 
