@@ -24,7 +24,7 @@ from ..trace.apis import LAUNCH_APIS
 from ..trace.arrays import workers
 from ..trace.load import Trace, load
 from ..trace.slices import trace_in
-from ..trace.time_range import TimeRange
+from ..trace.time_range import TimeRange, span_of
 from ..trace.windows import MARGIN_LAUNCHES, TraceWindows, Window, in_windows, plan_windows
 from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
@@ -48,8 +48,7 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
     windows, in bounded memory, unless ``events`` are asked for: the figures of an HTML page
     and a Perfetto timeline draw the trace's events from ``Analysis.trace``, which a windowed
     analysis does not keep."""
-    windows = None if events or (time_range and not time_range.whole) else \
-        in_windows(path, nsys=nsys)
+    windows = None if events or not span_of(time_range).whole else in_windows(path, nsys=nsys)
     if windows is not None:
         return analyze_windows(windows, cfg)
     cfg = cfg or AnalysisConfig()

@@ -52,8 +52,12 @@ def compare(baseline: Any, candidate: Any,
         t, source = load_thresholds()
     elif isinstance(thresholds, dict):
         t = GateThresholds.from_dict(thresholds)
-    else:
+    elif isinstance(thresholds, GateThresholds):
         t = thresholds
+    else:  # a TOML file's name, say: it failed later, on a str's missing attribute
+        raise TypeError(f"thresholds: a GateThresholds, a dict of them or None, not "
+                        f"{type(thresholds).__name__} (from a TOML file: "
+                        "nsysscope.gate.load_thresholds(path)[0])")
     if not isinstance(baseline, Summary):
         baseline_label = baseline_label or _label(baseline)
         baseline = summary_of(baseline, config=config, nsys=nsys)

@@ -36,6 +36,9 @@ def check_schema(d: Mapping[str, Any], current: str, what: str) -> str:
     Raises :class:`WrongKind` when ``d`` is not this kind of result, :class:`NewerSchema` when
     its major version is newer than ``current``'s."""
     kind = current.split("/", 1)[0] + "/"
+    if not isinstance(d, Mapping):
+        raise WrongKind(f"not an nsysscope {what} (a JSON object is expected, not "
+                        f"{type(d).__name__})")
     schema = d.get("schema")
     if isinstance(schema, str) and schema.startswith("nsysscope.") and \
             not schema.startswith(kind):
@@ -57,6 +60,12 @@ def split_known(cls: type, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
     known = {k: v for k, v in d.items() if k in names}
     extra = {k: v for k, v in d.items() if k not in names}
     return known, extra
+
+
+def _missing(cls: type, known: Mapping[str, Any]) -> list[str]:
+    """The fields of the dataclass ``cls`` without a default that ``known`` lacks."""
+    return [f.name for f in dataclasses.fields(cls) if f.name not in known and
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
 def to_plain(obj: Any) -> Any:
@@ -88,7 +97,13 @@ class Record:
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         """Raises ValueError when a field's value is not of its type (a file edited by hand
         or damaged: caught here, not as a crash deep in a comparison)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a JSON object is expected, not {type(d).__name__}")
         known, extra = split_known(cls, d)
+        missing = _missing(cls, known)
+        if missing:  # (the constructor's TypeError named its own arguments)
+            more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+            raise ValueError(f"no {', '.join(repr(m) for m in missing[:4])}{more}")
         hints = _hints(cls)
         for name, value in known.items():
             if not _conforms(value, hints[name]):  # a record's own fields: by its reader

@@ -28,7 +28,7 @@ from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
 from .sources import resolve
-from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
+from .time_range import EVERY_CALL, CallRows, TimeRange, span_of
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def load(path: str | Path, nsys: str | None = None,
     """Read the trace at ``path`` (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
     JSON trace, plain or compressed: told apart by content); of an nsys export, only
     ``time_range`` when given (:mod:`.time_range`)."""
-    span = time_range or WHOLE
+    span = span_of(time_range)
     kind = json_kind(path)
     if kind == "timeline":
         raise UnreadableInput(f"{path}: an nsysscope timeline (export or --perfetto output), "

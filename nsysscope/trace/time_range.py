@@ -135,6 +135,19 @@ EVERY_CALL = CallRows(None)
 WHOLE = TimeRange()
 
 
+def span_of(time_range: object) -> TimeRange:
+    """``time_range`` as read: None is the whole trace; anything but a :class:`TimeRange` is
+    a TypeError saying how to make one (a tuple of seconds failed deep in the reader)."""
+    if time_range is None:
+        return WHOLE
+    if not isinstance(time_range, TimeRange):
+        raise TypeError(f"time_range: a TimeRange, not {type(time_range).__name__} "
+                        "(TimeRange.parse('5.5', '6.0') for seconds, TimeRange(start_ns, "
+                        "end_ns) for nanoseconds)")
+    return time_range
+
+
+
 def _nanoseconds(text: str) -> int:
     m = _TIME.match(str(text))
     if not m:

@@ -848,3 +848,20 @@ def test_each_process_of_a_piecewise_server_is_gated_in_its_own_steps(sample_pat
     mine = next(c for n, c in checks.items()
                 if n.endswith("stalls.gpu_to_cpu") and n != "stalls.gpu_to_cpu")
     assert mine.status == FAIL and mine.detail == "0/98 -> 97/98 steady steps"
+
+
+def test_python_api_arguments_of_the_wrong_type_say_what_to_pass(sample_path):
+    """A tuple of seconds for a time range, a TOML file's name for thresholds: they failed
+    deep inside (AttributeError: 'tuple' object has no attribute 'whole', 'str' object has
+    no attribute 'stall_pp')."""
+    import nsysscope as ns
+
+    with pytest.raises(TypeError, match=r"^time_range: a TimeRange, not tuple \(TimeRange\."
+                                        r"parse\('5.5', '6.0'\) for seconds"):
+        ns.open(sample_path("case1"), time_range=(5.5, 6.0))
+    with pytest.raises(TypeError, match=r"^time_range: a TimeRange, not tuple"):
+        ns.load(sample_path("case1"), time_range=(5.5, 6.0))
+    with pytest.raises(TypeError, match=r"^thresholds: a GateThresholds, a dict of them or "
+                                        r"None, not str \(from a TOML file: nsysscope\.gate\."
+                                        r"load_thresholds\(path\)\[0\]\)$"):
+        ns.compare(sample_path("case1"), sample_path("case1"), thresholds="pyproject.toml")

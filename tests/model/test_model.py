@@ -133,3 +133,16 @@ def test_the_docs_name_the_schema_the_tool_writes():
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert f"`{SCHEMA}` object" in readme and f"Version {version} (this one)" in readme
     assert f"# The summary JSON (`{SCHEMA}`)" in (root / "docs" / "json.md").read_text()
+
+
+@pytest.mark.parametrize("value, words", [
+    # were AttributeError ('list' object has no attribute 'get') and TypeError (the
+    # constructor's "missing 17 required positional arguments")
+    ([], "not an nsysscope summary (a JSON object is expected, not list)"),
+    ({"schema": "nsysscope.summary/1"}, "no 'trace', 'verdict', 'overlap_ok', 'launches' and "
+                                        "13 more"),
+])
+def test_a_summary_from_what_is_not_one_says_so(value, words):
+    with pytest.raises(ValueError) as e:
+        Summary.from_dict(value)
+    assert str(e.value) == words
