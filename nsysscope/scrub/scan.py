@@ -14,7 +14,13 @@ from pathlib import Path
 
 from ..trace.formats import is_kineto
 from .cells import as_text
-from .context import ExportContext, connect_ro, export_context, quoted, table_columns
+from .context import (
+    ExportContext,
+    connect_ro,
+    export_context,
+    quoted,
+    table_columns,
+)
 from .kineto import find_kineto_leaks
 from .policy import (
     DELETE,
@@ -24,6 +30,7 @@ from .policy import (
     UUID_PATTERN,
     Finding,
     Leak,
+    NotAnExport,
     PathLike,
     env_names,
     field_rule,
@@ -217,5 +224,7 @@ def find_leaks(path: PathLike, *, keep_process_list: bool = False,
     try:
         ctx = export_context(conn)
         return leaks_of(list(scan_findings(conn, ctx, keep)))
+    except sqlite3.DatabaseError as e:  # a damaged page past the schema (was exit 70)
+        raise NotAnExport(f"{path}: truncated or corrupt export ({e})") from None
     finally:
         conn.close()

@@ -409,6 +409,21 @@ def test_bad_input_raises_and_leaves_no_dst(tmp_path, raw_like):
                                                          "notes.txt", "raw.sqlite"]
 
 
+def test_a_damaged_page_past_the_schema_is_a_corrupt_export_for_the_check(tmp_path):
+    """3 MB zeroed in the middle of a real export, its size unchanged: find_leaks (scrub
+    --check) met SQLite's error deep in its scan (exit 70); it is a corrupt export, exit 5,
+    as report says."""
+    raw = bytearray(lzma.decompress((SAMPLES / "h200_case1_300.sqlite.xz").read_bytes()))
+    mid = len(raw) // 3
+    raw[mid:mid + 3_000_000] = bytes(3_000_000)
+    bad = tmp_path / "zeroed.sqlite"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ScrubError, match=r"zeroed\.sqlite: truncated or corrupt export "
+                                         r"\(database disk image is malformed\)$") as e:
+        find_leaks(bad)
+    assert e.value.exit_code == 5
+
+
 def test_failure_midway_keeps_existing_dst(raw_like, tmp_path, monkeypatch):
     dst = tmp_path / "out.sqlite"
     dst.write_bytes(b"previous")
