@@ -12,8 +12,9 @@ text that *is* an environment variable; these find one anywhere in a text and re
     ``AKIA...``, ``xox?-...``, a JWT), the value of a secret-named variable or option
     (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*ACCESS_KEY*``,
     ``*PRIVATE_KEY*``, ``*CREDENTIAL*``: ``NAME=value``, ``--api-key=value``,
-    ``--api-key value``) and the password of a URL (``scheme://user:password@host``), each
-    becoming ``<secret>``;
+    ``--api-key value``, ``"api_key": "value"`` in JSON, ``HF_TOKEN: value`` for a name in
+    capitals), the password of a URL (``scheme://user:password@host``, the user possibly
+    empty) and an HTTP ``Basic`` credential, each becoming ``<secret>``;
 ``ip``
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
@@ -52,11 +53,17 @@ SECRET_NAME = r"(?:[A-Za-z0-9]+[_\-.])*" + _WORD + r"(?:[_\-.][A-Za-z0-9]+)*"
 _TOKENS = re.compile(
     r"(?<![\w\-])(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|"
     r"sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,}|"
-    r"eyJ[\w\-]{8,}\.eyJ[\w\-]{8,}\.[\w\-]{8,})(?![\w\-])|(?<=Bearer )[\w\-.~+/=]{8,}")
+    r"eyJ[\w\-]{8,}\.eyJ[\w\-]{8,}\.[\w\-]{8,})(?![\w\-])|(?<=Bearer )[\w\-.~+/=]{8,}|"
+    r"(?<=Basic )[A-Za-z0-9+/]{8,}={0,2}")
 #: NAME=value or --name=value, and --name value (an option: the value follows a space)
 _NAMED = re.compile(r"(?i)(?<![\w\-.])((?:--?)?" + SECRET_NAME + r")(?![\w])(=)([^\s\"',;&]+)|"
                     r"(?<![\w\-.])(--?" + SECRET_NAME + r")(?![\w])(\s+)(?!-)([^\s\"',;&]+)")
-_URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]+):([^/\s@]+)@")
+#: ``"api_key": "value"`` (JSON, the name quoted) and ``HF_TOKEN: value`` (a variable's
+#: name in capitals: not ``token: 42`` in a range name)
+_COLON_NAMED = re.compile(r"(?i)(?<=\")(" + SECRET_NAME + r")(\"\s*:\s*\")([^\"]+)(?=\")|"
+                          r"(?-i:(?<![\w\-.])((?:[A-Z0-9]+_)*" + _WORD + r"(?:_[A-Z0-9]+)*)"
+                          r"(?![\w\-])(:[ \t]*)(?![<\s])([^\s\"',;&]+))")
+_URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):([^/\s@]+)@")  # the user may be empty
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 #: an address, not a version number: before a port, after '=', '@' or '/', or anywhere in a
 #: text that names an address (``--master-addr 10.0.0.7``, ``host 10.1.2.3``)
@@ -92,7 +99,7 @@ _IPV6 = re.compile(rf"(?:(?<![\w:.])|(?<=\w:))"
                    rf"(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
-_MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer ")
+_MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer |Basic ")
 _MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
 _MAYBE_HW = re.compile(rf"[:\-](?:{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:)|{_HEX}{{12}}")
 _MAYBE_IPV6 = re.compile(rf":(?::?{_HEX}{{1,4}}:|{_HEX}{{1,4}}::)")
@@ -159,7 +166,7 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     if _MAYBE_TOKEN.search(out):
         out = _TOKENS.sub(token, out)
     if _MAYBE_NAMED.search(out):
-        out = _NAMED.sub(named, out)
+        out = _COLON_NAMED.sub(named, _NAMED.sub(named, out))
     if "://" in out:
         out = _URL_PASSWORD.sub(password, out)
     return out, tuple(found)

@@ -666,6 +666,20 @@ def test_network_addresses_anywhere(text, scrubbed):
     assert redact_secrets(text)[0] == scrubbed
 
 
+@pytest.mark.parametrize(("text", "scrubbed"), [
+    # each was kept whole: a URL with no user, JSON, a variable's name and a colon, Basic
+    ("redis://:hunter2pass@cache.internal:6379", "redis://:<secret>@cache.internal:6379"),
+    ('{"api_key": "jsonsecret777"}', '{"api_key": "<secret>"}'),
+    ("HF_TOKEN: hfsecret999", "HF_TOKEN: <secret>"),
+    ("Authorization: Basic YWxpY2U6aHVudGVyMg==", "Authorization: Basic <secret>"),
+    # and what is no secret stays
+    ("decode token: 42", "decode token: 42"), ("max_tokens: 128", "max_tokens: 128"),
+    ("AUTHOR: bob", "AUTHOR: bob"), ('{"max_tokens": "12"}', '{"max_tokens": "12"}')])
+def test_secrets_in_urls_json_and_headers(text, scrubbed):
+    from nsysscope.scrub.secrets import redact_secrets
+    assert redact_secrets(text)[0] == scrubbed
+
+
 def test_metadata_stored_as_blobs_is_read_as_text(sample, tmp_path):
     """A META_DATA_* row whose name or value is a blob: the user name in it is searched for
     elsewhere (a blob ``EXPORT_USER`` named nobody), a secret option's value after it is a
