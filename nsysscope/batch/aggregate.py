@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import Aggregate, LaunchClass, TraceResult
+from ..model import Aggregate, LaunchClass, TraceResult, counted_steps
 from ..util.units import ms, pct
 
 
@@ -66,5 +66,8 @@ def worst_line(agg: Aggregate, names: dict[str, str] | None = None) -> str:
     kind = max(s.stalls, key=lambda k: s.stalls[k]) if w.stalled else LaunchClass.LAUNCH_BOUND
     top = next((x for x in s.sites if x.klass == kind), None)
     where = f" at {top.where}" if top else ""
-    return (f"{who} stalls most: {w.stalled}/{s.steady_launches} steady launches "
-            f"({pct(w.stall_share)}, {kind}{where}), {ms(w.lost_us)} GPU idle after stalls.")
+    steps = counted_steps(s)  # as the share counts them: a piecewise trace's steps
+    count = f"{steps.stalled}/{steps.steady} steady steps" if steps else \
+        f"{w.stalled}/{s.steady_launches} steady launches"
+    return (f"{who} stalls most: {count} ({pct(w.stall_share)}, {kind}{where}), "
+            f"{ms(w.lost_us)} GPU idle after stalls.")

@@ -248,3 +248,16 @@ def test_two_traces_of_one_file_name_are_told_apart(sample_path, tmp_path):
     # one trace per name: the file name alone, as before
     r = CliRunner().invoke(cli, ["report", a, str(sample_path("case1")), "-j", "1"])
     assert f"rank 0 ({a})" not in r.stdout and "h200_case1_300.sqlite.xz stalls most" in r.stdout
+
+
+def test_the_worst_line_of_piecewise_traces_counts_steps(sample_path, tmp_path):
+    """A piecewise trace's share is per step, as its own report says (97/98 steady steps);
+    the line put it beside the launch count: '97/2351 steady launches (99.0%)'."""
+    d = tmp_path / "pieces"
+    d.mkdir()
+    for name in ("pieces_case1", "pieces_healthy"):
+        (d / f"{name}.sqlite.xz").symlink_to(sample_path(name))
+    results = batch.run_local(batch.expand([str(d)]), jobs=1)
+    line = batch.worst_line(batch.aggregate(results))
+    assert line.startswith("pieces_case1.sqlite.xz stalls most: 97/98 steady steps (99.0%, "
+                           "gpu_to_cpu at phase 'sample')"), line
