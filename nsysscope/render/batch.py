@@ -73,10 +73,14 @@ def render_text(b: BatchResult) -> str:
     rule = fmt(["-" * w for w in widths] + ["-" * 7])
     lines = [f"nsysscope report: {plural(agg.traces, 'trace')}{how(b)}", "", fmt(_HEAD), rule]
     lines += [fmt(r) for r in rows[:-1]]
-    lines += [rule, fmt(rows[-1]), "", agg.worst_line]
-    if agg.failed:
-        lines.append(f"{agg.failed} trace(s) could not be analysed (see their rows).")
+    lines += [rule, fmt(rows[-1]), "", agg.worst_line, *_failed(b)]
     return "\n".join(lines) + "\n"
+
+
+def _failed(b: BatchResult) -> list[str]:
+    """The line saying how many traces failed (none where none did)."""
+    n = b.aggregate.failed
+    return [f"{n} trace(s) could not be analysed (see their rows)."] if n else []
 
 
 def render_markdown(b: BatchResult) -> str:
@@ -85,7 +89,7 @@ def render_markdown(b: BatchResult) -> str:
              "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows[:-1]]
     lines += ["| " + " | ".join(f"**{cell(c)}**" for c in rows[-1]) + " |", "",
-              b.aggregate.worst_line, ""]
+              b.aggregate.worst_line, *_failed(b), ""]
     return "\n".join(lines)
 
 

@@ -72,6 +72,12 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
                           f"rows); the first: {bad}: not an SQLite file (nsysscope reads "
                           ".sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler JSON "
                           "traces)\n")
+    assert res.stdout.endswith("\n1 trace(s) could not be analysed (see their rows).\n")
+    # Markdown ends so too (it ended at the worst line)
+    res = CliRunner().invoke(cli, ["report", str(ranks), str(bad), "-j", "1", "--format",
+                                   "markdown"])
+    assert res.exit_code == 2
+    assert res.stdout.endswith("\n1 trace(s) could not be analysed (see their rows).\n")
     res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
