@@ -18,7 +18,7 @@ BATCH_SCHEMA = "nsysscope.many/1"
 
 
 def _empty() -> np.ndarray:
-    return np.empty(0, np.float32)
+    return np.empty(0, np.float64)
 
 
 @dataclass
