@@ -160,13 +160,14 @@ class ScrubResult:
 
 # an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', '>'), so
 # 'kworker/3:1', 'steps/s', a URL's host and path and our own '<path>/x' placeholders are not
-# matched; after ':' it is (``file:/home/bob/x.pt``, ``ckpt:/data/x``); its parts may hold any
+# matched; after ':' it is (``file:/home/bob/x.pt``, ``ckpt:/data/x``), and after ``file://``
+# (``file:///home/bob/x.pt``, whose third '/' follows a '/'); its parts may hold any
 # letter (``/home/josé/model.pt``: an ASCII-only pattern stopped at the 'é' and left the rest)
 #: bytes of a text that are not UTF-8, as the scrub reads them (lone surrogates,
 #: :func:`.cells.decode_text`): part of a name, so a path or user name does not stop at them
 NOT_UTF8 = r"\udc80-\udcff"
-PATH_PATTERN = re.compile(rf"(?<![\w.\-/~>\\{NOT_UTF8}])/[\w.+@%~\-{NOT_UTF8}]+"
-                          rf"(?:/[\w.+@%~\-{NOT_UTF8}]*)*")
+PATH_PATTERN = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))"
+                          rf"/[\w.+@%~\-{NOT_UTF8}]+(?:/[\w.+@%~\-{NOT_UTF8}]*)*")
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 SITE_PATH = re.compile(r"/(?:site|dist)-packages/(.*)$")
 STDLIB_PATH = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
@@ -181,7 +182,8 @@ _SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
 UUID_PATTERN = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
-HOME_NAME = re.compile(rf"(?<![\w.\-/~>\\{NOT_UTF8}])/(?:home|Users)/([\w.\-{NOT_UTF8}]+)")
+HOME_NAME = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))/(?:home|Users)/"
+                       rf"([\w.\-{NOT_UTF8}]+)")
 GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
 GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 

@@ -491,7 +491,8 @@ def test_secrets_addresses_and_odd_paths_anywhere_are_scrubbed(sample, tmp_path)
     shutil.copy(sample, raw)
     raw.chmod(0o644)
     secrets = ["mysecretvalue123", "Sup3rS3cret", "sk-abcdefghijklmnopqrstuvwx",
-               "hf_AbCdEfGhIjKlMnOpQrStUv12", "10.1.2.3", "/home/bob/x.pt", "josé"]
+               "hf_AbCdEfGhIjKlMnOpQrStUv12", "10.1.2.3", "/home/bob/x.pt", "josé", "erin",
+               "secret_project"]
     with sqlite3.connect(raw) as c:
         n = c.execute("SELECT COUNT(*) FROM META_DATA_CAPTURE "
                       "WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchone()[0]
@@ -506,9 +507,11 @@ def test_secrets_addresses_and_odd_paths_anywhere_are_scrubbed(sample, tmp_path)
                   ("sample OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx via 10.1.2.3:29500", row))
         top = c.execute("SELECT MAX(id) FROM StringIds").fetchone()[0]
         c.executemany("INSERT INTO StringIds VALUES (?, ?)", [
-            (top + 1, "load ckpt:/home/bob/x.pt"), (top + 2, "/home/josé/model.pt")])
+            (top + 1, "load ckpt:/home/bob/x.pt"), (top + 2, "/home/josé/model.pt"),
+            (top + 3, "open file:///home/erin/secret_project/x.pt")])  # its path was kept
         c.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", (top + 1, row + 1))
         c.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", (top + 2, row + 2))
+        c.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", (top + 3, row + 3))
     c.close()
     found = {(x.kind, x.table) for x in find_leaks(raw)}
     assert {("secret", "META_DATA_CAPTURE"), ("secret", "NVTX_EVENTS"),
