@@ -62,4 +62,10 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
                              drop_nvtx_text=drop_nvtx_text, in_place=in_place, force=force,
                              nsys=nsys, slim=slim, **keep)
     click.echo(f"scrubbed copy written to {dst or src} ({result.counts()})", err=True)
+    if result.remaining:  # the copy scanned again still leaks: say so, exit 1 (as --check)
+        for leak in result.remaining:
+            click.echo(f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}", err=True)
+        click.echo(f"nsysscope: error: {dst or src}: {len(result.remaining)} potential leaks "
+                   "remain after the scrub (listed above): do not share it as it is", err=True)
+        return 1
     return 0

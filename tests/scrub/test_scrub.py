@@ -7,6 +7,7 @@ a local time zone), so the scrubber is tested on real data without shipping the 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import lzma
@@ -729,3 +730,32 @@ def test_time_zone_and_private_rows_stored_as_blobs(sample, tmp_path):
     out = tmp_path / "clean.sqlite"
     scrub(raw, out)
     assert b"+0200" not in out.read_bytes() and b"acme-cloud" not in out.read_bytes()
+
+
+def test_the_command_says_what_its_copy_still_leaks_and_exits_1(raw_like, tmp_path,
+                                                                  monkeypatch):
+    """scrub scans its own copy again (``ScrubResult.remaining``); the command printed
+    'scrubbed copy written' and exit 0 whatever that scan found, so a copy that still leaked
+    (two rules on one cell) looked safe to share."""
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+    from nsysscope.scrub import policy
+
+    real = scrub_write.scrub
+
+    def leaky(*a, **k):
+        r = real(*a, **k)
+        leak = policy.Leak("TARGET_INFO_SESSION_START_TIME", "localTime", 1, "user", "a…")
+        return dataclasses.replace(r, remaining=(leak,))
+    monkeypatch.setattr("nsysscope.scrub.scrub", leaky)
+    out = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(cli, ["scrub", str(raw_like), str(out)])
+    assert r.exit_code == 1 and out.exists()
+    assert r.stderr.splitlines()[1:] == [
+        "TARGET_INFO_SESSION_START_TIME.localTime [user] a…",
+        f"nsysscope: error: {out}: 1 potential leaks remain after the scrub (listed above): "
+        "do not share it as it is"]
+    monkeypatch.setattr("nsysscope.scrub.scrub", real)
+    assert CliRunner().invoke(cli, ["scrub", str(raw_like), str(tmp_path / "b.sqlite")]
+                              ).exit_code == 0
