@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...util.atomic import replace, target, temp_beside
-from ..policy import PathLike, ScrubError
+from ..policy import Leak, PathLike, ScrubError
 from .leaks import find_kineto_leaks
 from .survey import Cleaner, keep_mask, stream_events, survey_trace
 
@@ -79,6 +79,8 @@ class KinetoScrubResult:
     kinds: dict[str, int] = field(default_factory=dict)
     #: python_function events dropped by ``slim``
     dropped: int = 0
+    #: what the written file, scanned again, still holds (empty: clean), as for an export
+    remaining: tuple[Leak, ...] = ()
 
     def counts(self) -> str:
         """What was done, for the command's one line (the export's counts said 0 leaks for a
@@ -161,7 +163,7 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
     return KinetoScrubResult(src=src, dst=dst, working_dir=ctx.working_dir, hosts=ctx.hosts,
                              users=ctx.users, events_in=counts["in"], events_out=counts["out"],
                              strings_rewritten=clean.rewritten, kinds=dict(clean.kinds),
-                             dropped=counts["dropped"])
+                             dropped=counts["dropped"], remaining=tuple(find_kineto_leaks(dst)))
 
 
 class _writer:
