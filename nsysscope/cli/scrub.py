@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .. import scrub as scrubbing
+from .app import error_line
 from .options import INPUT_PATH, NonEmptyPath
 
 _KEEP = (
@@ -53,7 +54,7 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     if check:
         leaks = scrubbing.find_leaks(src, nsys=nsys, **keep)
         for leak in leaks:
-            click.echo(f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}")
+            click.echo(_line(leak))
         click.echo(f"{len(leaks)} potential leaks in {src}", err=True)
         return 1 if leaks else 0
     if not dst and not in_place:
@@ -64,8 +65,14 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     click.echo(f"scrubbed copy written to {dst or src} ({result.counts()})", err=True)
     if result.remaining:  # the copy scanned again still leaks: say so, exit 1 (as --check)
         for leak in result.remaining:
-            click.echo(f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}", err=True)
-        click.echo(f"nsysscope: error: {dst or src}: {len(result.remaining)} potential leaks "
-                   "remain after the scrub (listed above): do not share it as it is", err=True)
+            click.echo(_line(leak), err=True)
+        click.echo(error_line(f"{dst or src}: {len(result.remaining)} potential leaks remain "
+                              "after the scrub (listed above): do not share it as it is"),
+                   err=True)
         return 1
     return 0
+
+
+def _line(leak: scrubbing.Leak) -> str:
+    """One leak as ``--check`` lists it: where, what kind, and a redacted excerpt."""
+    return f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}"

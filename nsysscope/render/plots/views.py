@@ -282,7 +282,7 @@ class TraceViews:
     def caption(self, launch: int) -> str:
         """One sentence on what happened around ``launch``: what the timeline shows."""
         L = self.analysis.launches
-        if launch not in set(L["launch"].tolist()):
+        if not (L["launch"].to_numpy() == launch).any():
             raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
         r = L.set_index("launch").loc[launch]
         idle = fmt_us(r["gpu_idle_ns"] / 1e3) if pd.notna(r["gpu_idle_ns"]) else "n/a"
@@ -340,7 +340,7 @@ class TraceViews:
         if not np.isfinite(slow) or slow < max(1e5, 0.2 * (slow + cost)):
             return ""
         L = self.analysis.launches
-        if launch not in set(L["launch"].tolist()):
+        if not (L["launch"].to_numpy() == launch).any():
             raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
         r = L.set_index("launch").loc[launch]
         where = self._busiest_phase(int(r["tid"]), float(r["block_end_ns"]),
