@@ -32,11 +32,9 @@ from .policy import (
     ENV_VAR,
     GENERIC_HOSTS,
     GENERIC_USERS,
-    HOME_NAME,
     HOST_PLACEHOLDER,
     JSON_IDS,
     KEEP_PATH_PREFIXES,
-    PATH_PATTERN,
     SITE_PATH,
     STDLIB_PATH,
     USER_PLACEHOLDER,
@@ -44,6 +42,8 @@ from .policy import (
     ZERO_UUID,
     NotAnExport,
     ScrubError,
+    find_paths,
+    home_names,
     word_pattern,
 )
 
@@ -200,7 +200,7 @@ def _meta(conn: sqlite3.Connection, table: str, tables: list[str]) -> list[tuple
 
 def _project_sources(paths: set[str]) -> set[str]:
     """Absolute ``.py`` paths of the program itself (not libraries, not nsys)."""
-    return {p for p in paths if p.endswith(".py") and not SITE_PATH.search(p)
+    return {p for p in paths if p.startswith("/") and p.endswith(".py") and not SITE_PATH.search(p)
             and not STDLIB_PATH.search(p) and not p.startswith(KEEP_PATH_PREFIXES)}
 
 
@@ -236,7 +236,7 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     export = _meta(conn, "META_DATA_EXPORT", tables)
     sysenv = _sysenv(conn, tables)
     env = _recorded_env(capture, sysenv)
-    paths = _absolute_paths(conn, capture)
+    paths = _absolute_paths(conn, capture + export)
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
     users, hosts = _users_and_hosts(capture + export, sysenv, env, paths)
@@ -291,14 +291,16 @@ def _recorded_env(capture: Meta, sysenv: Meta) -> dict[str, str]:
     return env
 
 
-def _absolute_paths(conn: sqlite3.Connection, capture: Meta) -> set[str]:
-    """Every absolute path in the strings, to find the program's sources."""
+def _absolute_paths(conn: sqlite3.Connection, meta: Meta) -> set[str]:
+    """Every absolute path in the strings and the ``META_DATA_*`` values: the program's sources
+    and the home folders of user names."""
     paths: set[str] = set()
-    for (v,) in conn.execute("SELECT value FROM StringIds WHERE value LIKE '%/%'"):
+    for (v,) in conn.execute("SELECT value FROM StringIds "
+                             "WHERE value LIKE '%/%' OR value LIKE '%\\%'"):
         if "\x00" not in v:
-            paths.update(PATH_PATTERN.findall(v))
-    for _, v in capture:
-        paths.update(PATH_PATTERN.findall(v))
+            paths.update(find_paths(v))
+    for _, v in meta:
+        paths.update(find_paths(v))
     return paths
 
 
@@ -355,13 +357,15 @@ def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
     if "HOSTNAME" in env:
         hosts.add(env["HOSTNAME"])
     for p in list(paths) + [env.get("HOME", "")]:
-        if m := HOME_NAME.match(p):
-            users.add(m.group(1))
+        users.update(home_names(p))
     users -= {USER_PLACEHOLDER, ""}
     hosts -= GENERIC_HOSTS
     for h in list(hosts):
         if "." in h and not re.fullmatch(r"[\d.]+", h):
-            hosts.add(h.split(".")[0])
+            name, domain = h.split(".", 1)
+            hosts.add(name)
+            if "." in domain:  # the site's domain (not a bare top-level one)
+                hosts.add(domain)
     return users, hosts
 
 

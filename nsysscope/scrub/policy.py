@@ -34,6 +34,10 @@ Policy (what counts as a leak, and what it becomes):
     directory becomes ``<site-packages>/torch/cuda/graphs.py``; a path inside a Python standard
     library directory (``.../lib/python3.12/...``) becomes ``<stdlib>/threading.py``; any other
     absolute path becomes ``<path>/<basename>``. Relative paths are kept as they are.
+    Windows paths (``C:\\Users\\bob\\report.nsys-rep``, ``\\\\server\\share\\x``: an export
+    made on Windows names its report so) follow the same rules. A text that is one absolute
+    path with spaces (``/home/bob/My Models/x.pt``: an argument, a working directory, a
+    source file) is one path; inside a longer text a space ends a POSIX path.
     The working directory is read from the data: ``PROCESS_n:WORKING_DIR`` in
     ``META_DATA_CAPTURE`` (or ``PWD`` in the recorded environment) when it is absolute and holds
     the program's own sources; otherwise it is derived from the source paths: the prefix in
@@ -41,19 +45,22 @@ Policy (what counts as a leak, and what it becomes):
     common directory of the program's ``.py`` files, walked up while it has an ``__init__.py``.
 ``user`` / ``host``
     The values of the user and host fields become ``user`` / ``host``. User names also come
-    from ``USER``/``LOGNAME``/``HOME`` and ``/home/NAME/`` paths. Wherever a user or host name
-    recurs in any other string as a whole word it is replaced too (``root`` and names shorter
+    from ``USER``/``LOGNAME``/``HOME`` and ``/home/NAME/`` (``C:\\Users\\NAME``) paths; a host's
+    domain (``corp.example.com`` of ``node7.corp.example.com``) counts as a host name. Wherever
+    a user or host name recurs in any other string as a whole word it is replaced too, and a
+    name of four characters or more also inside words joined by ``_`` or ``-``
+    (``alice_runs``). Generic names (``root``, ``ubuntu``, ``admin``...) and names shorter
     than 2 characters are only replaced in their own fields: they are not identifying, or too
-    ambiguous to search for).
+    ambiguous to search for.
 ``machine_id``
     GPU UUIDs (``TARGET_INFO_GPU.uuid`` and the ``Uuid`` in ``GpuInfo``) become
     ``00000000-0000-0000-0000-00000000000N``, N the GPU's rank in the file, so GPUs stay distinct.
     Network cards' MAC addresses and InfiniBand GUIDs anywhere (``NicInfo``) become ``<mac>`` and
     ``<guid>`` (:mod:`.secrets`).
-``secret`` / ``ip``
+``secret`` / ``email`` / ``ip``
     Tokens, secret-named values (``--api-key VALUE`` on two argument rows included), URL
-    passwords, IP addresses (IPv4 where a text uses it as an address, IPv6 anywhere) and
-    network cards' addresses in any text: :mod:`.secrets`.
+    passwords, e-mail addresses, IP addresses (IPv4 where a text uses it as an address, IPv6
+    anywhere) and network cards' addresses in any text: :mod:`.secrets`.
 ``binary``
     A binary payload (``NVTX_EVENTS.binaryData``, any column declared ``BLOB``) cannot be
     searched for any of the above: it is cleared (NULL, or an empty blob where the column may
@@ -88,6 +95,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -168,6 +176,15 @@ class ScrubResult:
 NOT_UTF8 = r"\udc80-\udcff"
 PATH_PATTERN = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))"
                           rf"/[\w.+@%~\-{NOT_UTF8}]+(?:/[\w.+@%~\-{NOT_UTF8}]*)*")
+#: a Windows path (nsys's GUI runs on Windows too, and an export made there names its
+#: report so): a drive (``C:\``) or a share (``\\server\share``), then parts that may
+#: hold spaces (``Program Files``); only the last stops at a space
+WINDOWS_PATH = re.compile(r'(?<![\w\\])(?:[A-Za-z]:|\\\\[\w.$\-]+)\\'
+                          r'(?:[^\\/:*?"<>|\x00-\x1f]+\\)*[^\\/:*?"<>|\s\x00-\x1f]*')
+#: a text that is one absolute path holding spaces, whole (``/home/bob/My Models/x.pt``: an
+#: argument, a working directory, a source file), which :data:`PATH_PATTERN` would end at the
+#: first space; not a command line (``/usr/bin/python3 -m x``, ``cp /a /b``)
+SPACED_PATH = re.compile(r"(?:file://)?(/[^\x00-\x1f/\"']+(?:/[^\x00-\x1f/\"']*)+)")
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 SITE_PATH = re.compile(r"/(?:site|dist)-packages/(.*)$")
 STDLIB_PATH = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
@@ -184,7 +201,12 @@ UUID_PATTERN = re.compile(
 JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
 HOME_NAME = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))/(?:home|Users)/"
                        rf"([\w.\-{NOT_UTF8}]+)")
-GENERIC_USERS = frozenset({"", "root", "user", "nobody"})
+WINDOWS_HOME = re.compile(r'(?<![\w\\])(?:[A-Za-z]:)?\\Users\\'
+                          r'([^\\/:*?"<>|\x00-\x1f]+(?=\\)|[^\\/:*?"<>|\s\x00-\x1f]+)')
+#: not identifying (a cloud image's or a container's default user), or Windows' own folders
+#: under ``C:\Users``: replaced in their own fields only, not searched for in every text
+GENERIC_USERS = frozenset({"", "root", "user", "nobody", "ubuntu", "ec2-user", "admin",
+                           "jovyan", "Public", "Default", "All Users", "Default User"})
 GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
 
 DELETE = object()  # sentinel: the row goes
@@ -230,8 +252,52 @@ def env_names(value: str, semicolons: bool = False) -> list[str]:
     return []
 
 
+def sub_paths(text: str, replace: Callable[[str], str]) -> str:
+    """``text`` with each absolute path in it replaced by ``replace(path)``: a text that is one
+    path with spaces whole (:data:`SPACED_PATH`), else each Windows path, then each POSIX path
+    (a space ends those: ``/data/My Models/x.pt`` inside a longer text loses ``/data/My``
+    only)."""
+    if " " in text and (m := SPACED_PATH.fullmatch(text)) and " -" not in text and \
+            " /" not in text:
+        return text[:m.start(1)] + replace(m.group(1))
+    if "\\" in text:
+        text = WINDOWS_PATH.sub(lambda m: replace(m.group(0)), text)
+    if "/" in text:
+        text = PATH_PATTERN.sub(lambda m: replace(m.group(0)), text)
+    return text
+
+
+def find_paths(text: str) -> list[str]:
+    """The absolute paths in ``text``, as :func:`sub_paths` finds them."""
+    found: list[str] = []
+
+    def note(path: str) -> str:
+        found.append(path)
+        return path
+
+    sub_paths(text, note)
+    return found
+
+
+def home_names(text: str) -> list[str]:
+    """The user names of the home folders in ``text`` (``/home/NAME``, ``/Users/NAME``,
+    ``C:\\Users\\NAME``)."""
+    posix = HOME_NAME.findall(text) if "/" in text else []
+    windows = WINDOWS_HOME.findall(text) if "\\" in text else []
+    return posix + windows
+
+
+def _posix(path: str) -> str:
+    """A Windows path in POSIX form, for the rules below (``C:\\a\\b`` -> ``/a/b``)."""
+    if path.startswith("/"):
+        return path
+    rest = re.sub(r"^(?:[A-Za-z]:|\\\\)", "", path).replace("\\", "/")
+    return rest if rest.startswith("/") else "/" + rest
+
+
 def rewrite_path(path: str, working_dir: str | None) -> str:
     """The scrubbed form of one absolute ``path`` (see the module docstring)."""
+    path = _posix(path)
     if path.startswith(KEEP_PATH_PREFIXES):
         return path
     if working_dir:
@@ -252,6 +318,7 @@ def rewrite_path(path: str, working_dir: str | None) -> str:
 def is_leaky_path(path: str) -> bool:
     """Two components or more (``/opt/x``), or ``/root``; not ``/dev``, ``/proc``, ``/sys``,
     ``/dvs/p4``."""
+    path = _posix(path)
     if path.startswith(KEEP_PATH_PREFIXES):
         return False
     parts = [p for p in path.split("/") if p]
@@ -259,7 +326,7 @@ def is_leaky_path(path: str) -> bool:
 
 
 def redact_path(path: str) -> str:
-    parts = [p for p in path.split("/") if p]
+    parts = [p for p in _posix(path).split("/") if p]
     if len(parts) <= 1:
         return "/" + (parts[0] if parts else "")
     if len(parts) == 2 and parts[0] not in ("home", "Users"):
@@ -272,7 +339,18 @@ def redact_name(name: str) -> str:
 
 
 def word_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(name) + r"(?![A-Za-z0-9_\-])")
+    """Where the user or host ``name`` recurs in a text. A name of four characters or more
+    also inside words joined by ``_`` or ``-`` (``alice_runs``, ``exp-alice``); a shorter one
+    only as a word of its own, or before ``_<digits>`` (``{host}_{pid}``, the worker names
+    of torch's tensorboard_trace_handler), since it is more often part of another name. A
+    dotted name (a host's domain) also after a dot (``nfs.corp.example.com``)."""
+    dotted = "." in name
+    if len(name) >= 4:
+        return re.compile(r"(?<![A-Za-z0-9" + ("" if dotted else ".") + "])" + re.escape(name) +
+                          r"(?![A-Za-z0-9]" + (r"|\.[A-Za-z0-9])" if dotted else ")"))
+    before = "" if dotted else "."
+    return re.compile(rf"(?<![A-Za-z0-9_\-{before}])" + re.escape(name) +
+                      r"(?![A-Za-z0-9\-]|_(?!\d))")
 
 
 def field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:

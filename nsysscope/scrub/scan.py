@@ -26,7 +26,6 @@ from .policy import (
     DELETE,
     ENV_PLACEHOLDER,
     ENV_VAR,
-    PATH_PATTERN,
     UUID_PATTERN,
     Finding,
     Leak,
@@ -38,6 +37,7 @@ from .policy import (
     redact_name,
     redact_path,
     rewrite_path,
+    sub_paths,
 )
 from .private import Keep, scan_private
 from .secrets import SECRET, redact_secrets, secret_option
@@ -60,16 +60,15 @@ def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]]) 
             kinds.append(("machine_id", m.group(0)[:4] + "…"))
             return rep
         new = UUID_PATTERN.sub(uuid_sub, new)
-    if "/" in new:
-        def path_sub(m: re.Match[str]) -> str:
-            p = m.group(0)
-            if not is_leaky_path(p):
-                return p
-            rep = rewrite_path(p, ctx.working_dir)
-            if rep != p:
-                kinds.append(("abs_path", redact_path(p)))
-            return rep
-        new = PATH_PATTERN.sub(path_sub, new)
+    def path_sub(p: str) -> str:
+        if not is_leaky_path(p):
+            return p
+        rep = rewrite_path(p, ctx.working_dir)
+        if rep != p:
+            kinds.append(("abs_path", redact_path(p)))
+        return rep
+
+    new = sub_paths(new, path_sub)
     for pat, rep, kind, name in ctx.word_patterns:
         new, n = pat.subn(rep, new)
         if n:

@@ -15,6 +15,8 @@ text that *is* an environment variable; these find one anywhere in a text and re
     ``--api-key value``, ``"api_key": "value"`` in JSON, ``HF_TOKEN: value`` for a name in
     capitals), the password of a URL (``scheme://user:password@host``, the user possibly
     empty) and an HTTP ``Basic`` credential, each becoming ``<secret>``;
+``email``
+    an e-mail address (its domain ending in letters), becoming ``<email>``;
 ``ip``
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
@@ -64,6 +66,11 @@ _COLON_NAMED = re.compile(r"(?i)(?<=\")(" + SECRET_NAME + r")(\"\s*:\s*\")([^\"]
                           r"(?-i:(?<![\w\-.])((?:[A-Z0-9]+_)*" + _WORD + r"(?:_[A-Z0-9]+)*)"
                           r"(?![\w\-])(:[ \t]*)(?![<\s])([^\s\"',;&]+))")
 _URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):([^/\s@]+)@")  # the user may be empty
+EMAIL = "<email>"
+#: an e-mail address: a person's name (``bob.smith@corp.example.com``, a commit's author, a
+#: ``--user`` option); its domain ends in letters (not ``fn@v1.2``)
+_EMAIL = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*"
+                    r"\.[A-Za-z]{2,}(?![\w\-])")
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 #: an address, not a version number: before a port, after '=', '@' or '/', or anywhere in a
 #: text that names an address (``--master-addr 10.0.0.7``, ``host 10.1.2.3``)
@@ -146,6 +153,10 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         found.append(("machine_id", a[:5] + "…"))
         return GUID if m.re is _GUID else MAC
 
+    def email(m: re.Match[str]) -> str:
+        found.append(("email", m.group(0)[:1] + "…@…"))
+        return EMAIL
+
     def ipv6(m: re.Match[str]) -> str:
         a = m.group(0)
         groups = [g for g in a.split(":") if g]
@@ -169,6 +180,8 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         out = _COLON_NAMED.sub(named, _NAMED.sub(named, out))
     if "://" in out:
         out = _URL_PASSWORD.sub(password, out)
+    if "@" in out:  # after the URL's password: not ``pw@host`` for an address
+        out = _EMAIL.sub(email, out)
     return out, tuple(found)
 
 

@@ -22,6 +22,7 @@ import pytest
 from nsysscope import analyze, load
 from nsysscope.scrub import Leak, ScrubError, find_leaks, rewrite_path, scrub
 from nsysscope.scrub import write as scrub_write
+from nsysscope.scrub.policy import find_paths, word_pattern
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_traces"
@@ -527,6 +528,67 @@ def test_secrets_addresses_and_odd_paths_anywhere_are_scrubbed(sample, tmp_path)
     assert m[f"PROCESS_0:ARGUMENT_{n}"] == "--api-key"  # the option stays, its value goes
     assert m[f"PROCESS_0:ARGUMENT_{n + 1}"] == "<secret>"
     assert m[f"PROCESS_0:ARGUMENT_{n + 2}"] == "--db=postgres://admin:<secret>@db/x"
+
+
+def test_windows_paths_spaced_paths_joined_names_domains_and_emails(sample, tmp_path):
+    """Each of these was kept by the scrub and passed its own ``--check``: an export made on
+    Windows (the report's path names the user), a source path with a space (the pattern
+    ended at it), the user's name joined to other words by ``_`` or ``-``, the site's domain
+    of a fully qualified host name, and an e-mail address."""
+    raw = tmp_path / "windows.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        c.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = ?",
+                  (r"C:\Users\dana\Documents\H200 runs\run.nsys-rep",
+                   "EXPORT_PARAM_INPUT_PATH_ABS"))
+        c.execute("UPDATE META_DATA_EXPORT SET value = 'gpu7.corp.example.com' "
+                  "WHERE name = 'EXPORT_HOST'")
+        top = c.execute("SELECT MAX(id) FROM StringIds").fetchone()[0]
+        texts = ["/data/My Models/qwen3/config.json", r"\\fs01\traces\dana\x.sqlite",
+                 "dana_experiments step", "ckpt of exp-dana", "mount nfs.corp.example.com:/x",
+                 "by dana.smith@othermail.org"]
+        c.executemany("INSERT INTO StringIds VALUES (?, ?)",
+                      [(top + 1 + i, t) for i, t in enumerate(texts)])
+        rows = [r[0] for r in c.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'sample' "
+                                        "LIMIT ?", (len(texts),))]
+        c.executemany("UPDATE NVTX_EVENTS SET textId = ?, text = NULL WHERE rowid = ?",
+                      [(top + 1 + i, r) for i, r in enumerate(rows)])
+    c.close()
+    found = {x.kind for x in find_leaks(raw)}
+    assert {"abs_path", "user", "host", "email"} <= found
+    out = tmp_path / "clean.sqlite"
+    assert scrub(raw, out).remaining == ()
+    data = out.read_bytes()
+    for leak in ("dana", "Models", "H200 runs", "fs01", "corp.example", "othermail"):
+        assert leak.encode() not in data, leak
+    assert find_leaks(out) == []
+    with connect(out) as c:
+        kept = {r[0] for r in c.execute("SELECT value FROM StringIds WHERE id > ?", (top,))}
+    assert kept == {"<path>/config.json", "<path>/x.sqlite", "user_experiments step",
+                    "ckpt of exp-user", "mount nfs.host:/x", "by <email>"}
+
+
+@pytest.mark.parametrize(("text", "paths"), [
+    (r"C:\Program Files\NVIDIA Corporation\Nsight Systems 2025.3.1\nsys.exe -x",
+     [r"C:\Program Files\NVIDIA Corporation\Nsight Systems 2025.3.1\nsys.exe"]),
+    ("/home/bob/My Models/x.pt", ["/home/bob/My Models/x.pt"]),
+    ("file:///home/bob/My Models/x.pt", ["/home/bob/My Models/x.pt"]),
+    # a command line is not one path: each path ends at a space
+    ("/usr/bin/python3 -m x --out /a/b", ["/usr/bin/python3", "/a/b"]),
+    ("load /home/bob/My Models/x.pt", ["/home/bob/My"]),
+    ("a:\\nb", ["a:\\nb"]), ("steps/s 3", [])])
+def test_paths_found_in_text(text, paths):
+    assert find_paths(text) == paths
+
+
+@pytest.mark.parametrize(("name", "text", "scrubbed"), [
+    ("alice", "alice_runs exp-alice alice.smith x.alice alicex",
+     "X_runs exp-X X.smith x.alice alicex"),
+    ("bob", "bob_1 bob_x bob-x bob", "X_1 bob_x bob-x X"),  # a short name: whole words only
+    ("corp.example.com", "nfs.corp.example.com corp.example.com.au", "nfs.X corp.example.com.au")])
+def test_where_a_user_or_host_name_recurs(name, text, scrubbed):
+    assert word_pattern(name).sub("X", text) == scrubbed
 
 
 NIC_INFO = ('{"Nics":[{"Name":"mlx5_0","Mac":"0c:42:a1:65:b0:d0","NodeGuid":"0c42:a103:0065:b0d0",'

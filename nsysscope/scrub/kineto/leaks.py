@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..policy import PATH_PATTERN, Leak, PathLike, is_leaky_path
+from ..policy import Leak, PathLike, find_paths, is_leaky_path, redact_path, word_pattern
 from ..secrets import redact_secrets
-from .survey import stream_events, strings_in, survey_trace, worker_word_pattern
+from .survey import stream_events, strings_in, survey_trace
 
 
 def find_kineto_leaks(src: PathLike) -> list[Leak]:
@@ -24,17 +24,15 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
             if text in seen_text:
                 continue
             seen_text.add(text)
-            for m in PATH_PATTERN.finditer(text):
-                path = m.group(0)
+            for path in find_paths(text):
                 if is_leaky_path(path) and (where, path) not in seen:
                     seen.add((where, path))
-                    parts = [p for p in path.split("/") if p]
-                    shown = f"/{parts[0]}/…/{parts[-1]}" if len(parts) > 2 else f"/{parts[0]}/…"
+                    shown = redact_path(path)
                     for word, _ in words:
-                        shown = worker_word_pattern(word).sub(word[:1] + "…", shown)
+                        shown = word_pattern(word).sub(word[:1] + "…", shown)
                     leaks.append(Leak(where, "string", key, "abs_path", shown))
             for word, kind in words:
-                if worker_word_pattern(word).search(text):
+                if word_pattern(word).search(text):
                     leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
             for kind, excerpt in redact_secrets(text)[1]:
                 leaks.append(Leak(where, "string", key, kind, excerpt))

@@ -17,15 +17,18 @@ from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
 from ...trace.schema import api_base_name
 from ..policy import (
-    HOME_NAME,
+    GENERIC_HOSTS,
+    GENERIC_USERS,
     HOST_PLACEHOLDER,
     KEEP_PATH_PREFIXES,
-    PATH_PATTERN,
     USER_PLACEHOLDER,
     NotAnExport,
     ScrubError,
+    home_names,
     is_leaky_path,
     rewrite_path,
+    sub_paths,
+    word_pattern,
 )
 from ..secrets import redact_secrets
 
@@ -33,7 +36,7 @@ _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
 #: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
 _WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 _PY_FILE = re.compile(r"^(/.*\.py)\(\d+\): ")
-_GENERIC = frozenset({"", "host", "localhost", "user", "root", "nobody"})
+_GENERIC = GENERIC_USERS | GENERIC_HOSTS
 
 
 @dataclass
@@ -106,7 +109,7 @@ def survey_trace(src: Path, slim: bool) -> Survey:
                 value.strip() not in _GENERIC:
             named_hosts.add(value.strip())
         for text in strings_in(value):
-            homes.update(HOME_NAME.findall(text))
+            homes.update(home_names(text))
 
     def on_event(e: Any) -> None:
         ctx.events += 1
@@ -135,11 +138,11 @@ def survey_trace(src: Path, slim: bool) -> Survey:
                 ctx.calls[1].append(ts + dur)
                 ctx.calls[2].append(_gtid(e))
         if isinstance(name, str) and "/" in name:
-            homes.update(HOME_NAME.findall(name))
+            homes.update(home_names(name))
         args = e.get("args")
         if type(args) is dict and cat == "Trace":
             for text in strings_in(args):
-                homes.update(HOME_NAME.findall(text))
+                homes.update(home_names(text))
 
     stream_events(src, on_field, on_event)
     ctx.working_dir = _working_dir(ctx.py_files)
@@ -151,12 +154,6 @@ def survey_trace(src: Path, slim: bool) -> Survey:
     ctx.hosts = tuple(sorted(hosts))
     ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC))
     return ctx
-
-
-def worker_word_pattern(word: str) -> re.Pattern[str]:
-    """``word`` where it stands alone; also before ``_<digits>`` (``{host}_{pid}``, the
-    worker names of tensorboard_trace_handler)."""
-    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(word) + r"(?![A-Za-z0-9\-]|_(?!\d))")
 
 
 def _working_dir(files: set[str]) -> str | None:
@@ -214,13 +211,12 @@ class Cleaner:
         self.wd = ctx.working_dir
         words = [(h, HOST_PLACEHOLDER) for h in ctx.hosts] + \
             [(u, USER_PLACEHOLDER) for u in ctx.users]
-        self.words = [(w, worker_word_pattern(w), new) for w, new in words]
+        self.words = [(w, word_pattern(w), new) for w, new in words]
         self.kinds: Counter[str] = Counter()
         self.rewritten = 0
         self._cache: dict[str, str] = {}
 
-    def _path(self, m: re.Match[str]) -> str:
-        path = m.group(0)
+    def _path(self, path: str) -> str:
         if not is_leaky_path(path):
             return path
         self.kinds["abs_path"] += 1
@@ -233,7 +229,7 @@ class Cleaner:
         out, found = redact_secrets(s)
         for kind, _ in found:
             self.kinds[kind] += 1
-        out = PATH_PATTERN.sub(self._path, out) if "/" in out else out
+        out = sub_paths(out, self._path)
         for word, rx, new in self.words:
             if word in out:
                 out, n = rx.subn(new, out)
