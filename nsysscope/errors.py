@@ -57,6 +57,11 @@ class NotAnNsysExport(NsysscopeError):
     exit_code = 5
 
 
+class DamagedExport(NotAnNsysExport):
+    """An nsys export damaged past its header: a page that is not SQLite, text that is not
+    UTF-8, a value of the wrong type where nsys writes integers."""
+
+
 class NsysUnavailable(NsysscopeError):
     """Exporting a ``.nsys-rep`` needs nsys, and none that can read the report was found."""
 

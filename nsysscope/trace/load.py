@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import NotAnNsysExport, UnreadableInput
+from ..errors import DamagedExport, UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
 from ..util.text import clipped
@@ -27,7 +27,7 @@ from .formats import json_kind
 from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
 from .schema import Schema, connect_readonly
-from .sources import resolve
+from .sources import read_resolved
 from .time_range import EVERY_CALL, CallRows, TimeRange, span_of
 
 
@@ -101,7 +101,11 @@ def load(path: str | Path, nsys: str | None = None,
                                   "from torch.profiler traces")
         from .kineto import read_kineto  # imports this module
         return read_kineto(path)
-    db = resolve(path, nsys=nsys)
+    return read_resolved(path, nsys, lambda db: _read_export(path, db, span))
+
+
+def _read_export(path: str | Path, db: Path, span: TimeRange) -> Trace:
+    """The :class:`Trace` of ``span`` of the export ``db`` of ``path``."""
     conn = connect_readonly(db)
     s: Schema | None = None
     try:
@@ -118,18 +122,18 @@ def load(path: str | Path, nsys: str | None = None,
 @contextmanager
 def damage_reported(path: str | Path) -> Iterator[None]:
     """Damage found while reading the export ``path``, said in one line
-    (:class:`NotAnNsysExport`)."""
+    (:class:`DamagedExport`)."""
     try:
         yield
     except sqlite3.DatabaseError as e:
-        raise NotAnNsysExport(f"{path}: truncated or corrupt export ({e})") from None
+        raise DamagedExport(f"{path}: truncated or corrupt export ({e})") from None
     except UnicodeDecodeError as e:  # a damaged page of the schema or of a table's text
-        raise NotAnNsysExport(f"{path}: corrupt export: text that is not UTF-8 "
-                              f"({clipped(str(e))})") from None
+        raise DamagedExport(f"{path}: corrupt export: text that is not UTF-8 "
+                            f"({clipped(str(e))})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
         # where nsys writes integers (tests/test_fuzz.py)
-        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
-                              f"({type(e).__name__}: {clipped(str(e))})") from None
+        raise DamagedExport(f"{path}: corrupt export: a value of the wrong type in a table "
+                            f"({type(e).__name__}: {clipped(str(e))})") from None
 
 
 def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import NotAnNsysExport, UnreadableInput
+from ..errors import DamagedExport, NotAnNsysExport, UnreadableInput
 from .columnar import ColumnReader
 from .files import SQLITE_MAGIC, sqlite_uri
 from .stepped import ReadStopped
@@ -122,7 +122,7 @@ class Schema:
         try:
             rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.DatabaseError as e:
-            raise NotAnNsysExport(f"{path}: not a readable nsys export ({e})") from None
+            raise DamagedExport(f"{path}: not a readable nsys export ({e})") from None
         self.tables = frozenset(r[0] for r in rows)
         if "META_DATA_EXPORT" not in self.tables:
             if {"launches", "meta"} <= self.tables:  # formats.is_results_db

@@ -25,11 +25,11 @@ import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
-from ..errors import UnreadableInput
+from ..errors import DamagedExport, UnreadableInput
 from ..util.progress import note
-from .cache import cache_dir, cache_disabled, evict, touch
+from .cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
 from .files import (
     ACCEPTS,
     GZIP_MAGIC,
@@ -65,6 +65,29 @@ def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
 
 #: what :func:`resolve` found for a file, by path, size, modification time, nsys and cache
 _RESOLVED: dict[tuple[str, int, int, str | None, str, bool], Path] = {}
+
+T = TypeVar("T")
+
+
+def read_resolved(path: str | os.PathLike[str], nsys: str | None,
+                  read: Callable[[Path], T]) -> T:
+    """``read(db)`` of the export :func:`resolve` finds for ``path``. When ``read`` finds it
+    damaged (:class:`~nsysscope.errors.DamagedExport`) and it is a copy nsysscope made (a
+    decompressed trace, a report's export), the copy is made again, once, and read again: a
+    copy is reused while its source is unchanged, so one damaged on disk after it was
+    written (zeroed pages, a bad sector) would be blamed on the trace by every run until
+    ``nsysscope cache clear``. A fresh copy that is damaged too is the trace's."""
+    db = resolve(path, nsys=nsys)
+    try:
+        return read(db)
+    except DamagedExport:
+        if not db.name.endswith(CACHE_SUFFIX) or db.resolve() == Path(path).resolve():
+            raise
+    note(f"the cached copy of {Path(path).name} ({db}) was damaged: making it again")
+    for key in [k for k, v in _RESOLVED.items() if v == db]:
+        del _RESOLVED[key]
+    db.unlink(missing_ok=True)
+    return read(resolve(path, nsys=nsys))
 
 
 def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:

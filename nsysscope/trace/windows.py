@@ -38,7 +38,7 @@ from .columnar import attach, interrupted, sql_text
 from .formats import json_kind
 from .load import Trace, damage_reported, read_trace
 from .schema import Schema, connect_readonly
-from .sources import resolve
+from .sources import read_resolved, resolve
 from .tables import collectives_table, wanted_api_ids
 from .time_range import TimeRange
 
@@ -256,6 +256,11 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
         return None
     if not rows or rows <= calls:
         return None
+    return read_resolved(path, nsys, lambda db: _windows_of(path, db, per_window))
+
+
+def _windows_of(path: str | Path, db: Path, per_window: int | None) -> TraceWindows | None:
+    """The export ``db`` of ``path`` copied for reading in windows, or None: read it whole."""
     duck = attach(db)
     if duck is None:
         return None

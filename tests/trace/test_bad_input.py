@@ -472,6 +472,16 @@ def test_a_damaged_cache_entry_is_made_again_not_blamed_on_the_trace(sample_path
         assert r.stderr == (f"nsysscope: note: the cached copy of {src.name} ({entry}) was "
                             "damaged: decompressing it again\n")
         assert entry.read_bytes() == whole
+    # damaged inside, whole to the header (zeroed pages, a bad sector): found only when read,
+    # it was blamed on the trace (exit 5) by every run until `nsysscope cache clear`
+    middle = len(whole) // 4
+    entry.write_bytes(whole[:middle] + bytes(len(whole) // 2) + whole[middle + len(whole) // 2:])
+    r = report(src, "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["classes"]["gpu_to_cpu"] == CASE1_STEADY
+    assert r.stderr == (f"nsysscope: note: the cached copy of {src.name} ({entry}) was "
+                        "damaged: making it again\n")
+    assert entry.read_bytes() == whole
 
 
 def test_a_trace_is_opened_read_only(case1_sqlite, tmp_path):
