@@ -18,6 +18,8 @@ from ..trace.apis import COPY_KINDS, MEMORY_KINDS
 
 #: columns that hold whole numbers besides the ``*_ns`` times
 _WHOLE = ("cause_bytes", "cause_tid", "src_line")
+#: text columns the analysis leaves "" where they do not apply
+_BLANK_IS_EMPTY = ("api_chain", "nvtx_path")
 
 
 def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -28,12 +30,13 @@ def os_ids(global_tid: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _names(values: pd.Series, names: dict[int, str]) -> pd.Series:
-    """nsys enum codes as names (``kind N`` for a code nsys added since), blank for none."""
+    """nsys enum codes as names (``kind N`` for a code nsys added since), empty (None) for
+    none."""
     codes = pd.to_numeric(values, errors="coerce")
     known = codes[codes >= 0].astype(np.int64)
     named = known.map(names)
     named = named.where(named.notna(), "kind " + known.astype(str))
-    return named.reindex(values.index, fill_value="").astype(object)
+    return named.reindex(values.index).astype(object).where(lambda v: v.notna(), None)
 
 
 def kinds_named(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
@@ -75,6 +78,11 @@ def _readable(df: pd.DataFrame) -> pd.DataFrame:
     for col in [c for c in out.columns if c.endswith("_ns") or c in _WHOLE]:
         if out[col].dtype.kind == "f":
             out[col] = out[col].astype("Int64")
+    # no API chain (no block waited) and no enclosing range: empty as every other column that
+    # does not apply (the analysis keys sites by these texts, so it keeps them as "")
+    for col in _BLANK_IS_EMPTY:
+        if col in out.columns:
+            out[col] = out[col].where(out[col] != "")
     return kinds_named(out, "cause_")
 
 

@@ -238,4 +238,4 @@ def test_every_column_of_every_table_is_documented(db):
                for t in ("launches", "blocks", "sites", "summary", "processes", "meta")}
     assert not any(missing.values()), missing
     kinds = {k for (k,) in rows(db, "SELECT DISTINCT copy_kind FROM blocks")}
-    assert kinds <= {"", "HtoD", "DtoH", "DtoD", "PtoP"} and kinds, kinds
+    assert kinds <= {None, "HtoD", "DtoH", "DtoD", "PtoP"} and kinds, kinds  # None: no copy
