@@ -120,19 +120,29 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     line names the process that stalls most and the ranks that wait for it."""
     if len(s.processes) > 1:
         return _several(s, cfg)
-    n = s.steady_launches
-    stalled = sum(s.stalls.values())
-    if not n:
+    if not s.steady_launches:
         return False, "no steady-state launches to judge"
     if _stalled_share(s) > cfg.stall_fraction_broken:
         return False, _broken(s)
-    lb = s.classes.get("launch_bound", 0)
     if _launch_bound_share(s) > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, f"overlap works, but the host is launch-bound on {_launch_bound(s)}"
-    queued = n - stalled - lb  # a launch-bound gap: the next launch came after the GPU idled
-    return True, (f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU; "
-                  f"GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else
-                  f"overlap healthy: {queued}/{n} steady launches queued ahead of the GPU")
+    return True, f"overlap healthy: {_healthy(s, cfg)}"
+
+
+def _healthy(s: Summary | ProcessSummary, cfg: AnalysisConfig) -> str:
+    """``291/293 steady launches queued ahead of the GPU; GPU busy 98.9%``. Where most
+    launches came after the GPU idled past a threshold below the gaps every replay leaves
+    (``--launch-bound-us 5``), the GPU still busy: that, not "0/293 queued" beside
+    "launch-bound gaps 293", which read as a fault."""
+    lb = s.classes.get("launch_bound", 0)
+    queued = s.steady_launches - sum(s.stalls.values()) - lb  # launch-bound: the next launch
+    # came after the GPU idled
+    busy = f"GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else ""
+    if lb > queued:
+        return ((f"{busy}; " if busy else "") + f"{_launch_bound(s)} came after the GPU idled "
+                f"over {cfg.launch_bound_gap_us:g} us")
+    return (f"{queued}/{s.steady_launches} steady launches queued ahead of the GPU"
+            + (f"; {busy}" if busy else ""))
 
 
 def _stalled_share(s: Summary | ProcessSummary) -> float:
@@ -190,9 +200,7 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
     ``idle`` without steady launches) and its one-line verdict. A rank whose own launches are
     on time but whose GPU spins in collectives for a slower peer waits for that peer: it is
     neither stalled nor healthy."""
-    n = p.steady_launches
-    stalled = sum(p.stalls.values())
-    if not n:
+    if not p.steady_launches:
         return "idle", "no steady-state launches"
     if _stalled_share(p) > cfg.stall_fraction_broken:
         return "stalls", _broken(p).replace("OVERLAP BROKEN: ", "")
@@ -203,12 +211,9 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
         return "waits_for_peer", (f"waits {us(wait)} per step in "
                                   f"{p.waits_in or 'collectives'} for pid {p.waits_for_pid}; "
                                   "its own launches are on time")
-    lb = p.classes.get("launch_bound", 0)
     if _launch_bound_share(p) > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
         return "launch_bound", f"launch-bound on {_launch_bound(p, idle=False)}"
-    busy = f"; GPU busy {pct(p.gpu_busy)}" if p.gpu_busy is not None else ""
-    return "healthy", (f"healthy: {n - stalled - lb}/{n} steady launches queued ahead of the "
-                       f"GPU{busy}")
+    return "healthy", f"healthy: {_healthy(p, cfg)}"
 
 
 def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
@@ -229,7 +234,4 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     if lb:
         return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
                       f"(pid {', '.join(str(p.pid) for p in lb)})")
-    busy = f"; GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else ""
-    queued = s.steady_launches - sum(s.stalls.values()) - s.classes.get("launch_bound", 0)
-    return True, (f"overlap healthy in all {n} processes: {queued}/{s.steady_launches} steady "
-                  f"launches queued ahead of the GPU{busy}")
+    return True, f"overlap healthy in all {n} processes: {_healthy(s, cfg)}"

@@ -27,6 +27,19 @@ def test_healthy_has_no_stalls_and_a_busy_gpu(analysed):
     assert 2500 < s.window_us.p50 < 4500
 
 
+def test_a_launch_bound_threshold_below_every_gap_says_so_in_the_verdict(sample_path):
+    """``--launch-bound-us 5`` on the healthy sample: every steady launch follows a GPU idle
+    gap over 5 us (p50 30.6 us), and the GPU is 98.9 % busy. The verdict said "0/293 steady
+    launches queued ahead of the GPU" beside "launch-bound gaps 293", which read as a fault."""
+    from nsysscope import AnalysisConfig, analyze, load
+
+    s = analyze(load(sample_path("healthy")), AnalysisConfig(launch_bound_gap_us=5)).summary
+    assert s.overlap_ok and s.classes["launch_bound"] == s.steady_launches == 293
+    assert s.verdict == ("overlap healthy: GPU busy 98.9%; 293/293 launches (GPU idle p50 "
+                         "30.6 us between replays) came after the GPU idled over 5 us")
+    assert s.processes[0].verdict == s.verdict.replace("overlap ", "")
+
+
 def test_case1_every_launch_stalls_on_a_readback_in_sample(analysed):
     a = analysed("case1")
     s = a.summary
