@@ -183,8 +183,9 @@ WINDOWS_PATH = re.compile(r'(?<![\w\\])(?:[A-Za-z]:|\\\\[\w.$\-]+)\\'
                           r'(?:[^\\/:*?"<>|\x00-\x1f]+\\)*[^\\/:*?"<>|\s\x00-\x1f]*')
 #: a text that is one absolute path holding spaces, whole (``/home/bob/My Models/x.pt``: an
 #: argument, a working directory, a source file), which :data:`PATH_PATTERN` would end at the
-#: first space; not a command line (``/usr/bin/python3 -m x``, ``cp /a /b``)
-SPACED_PATH = re.compile(r"(?:file://)?(/[^\x00-\x1f/\"']+(?:/[^\x00-\x1f/\"']*)+)")
+#: first space: three parts or more, the first without a space; not a command line
+#: (``/usr/bin/python3 -m x``, ``cp /a /b``) nor a range name (``/step 5/10``)
+SPACED_PATH = re.compile(r"(?:file://)?(/[^\x00-\x1f/\"' ]+(?:/[^\x00-\x1f/\"']*){2,})")
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 SITE_PATH = re.compile(r"/(?:site|dist)-packages/(.*)$")
 STDLIB_PATH = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")

@@ -577,7 +577,9 @@ def test_windows_paths_spaced_paths_joined_names_domains_and_emails(sample, tmp_
     # a command line is not one path: each path ends at a space
     ("/usr/bin/python3 -m x --out /a/b", ["/usr/bin/python3", "/a/b"]),
     ("load /home/bob/My Models/x.pt", ["/home/bob/My"]),
-    ("a:\\nb", ["a:\\nb"]), ("steps/s 3", [])])
+    ("a:\\nb", ["a:\\nb"]), ("steps/s 3", []),
+    # a range name is not one path (the scrub rewrote it to '<path>/10')
+    ("/step 5/10", ["/step"]), ("/v1/completions handler", ["/v1/completions"])])
 def test_paths_found_in_text(text, paths):
     assert find_paths(text) == paths
 
