@@ -38,15 +38,18 @@ class OpenTrace:
         self.analysis: Analysis = analyze_file(path, config, nsys=nsys, time_range=time_range,
                                                events=True)
 
+    # the tables are copies (or selections, new frames too): a notebook that drops or
+    # overwrites a column of one must not change what the summary, the plots and the other
+    # tables are made of
     @property
     def launches(self) -> pd.DataFrame:
         """One row per graph launch: timing, paired block, window, gap, class, attribution."""
-        return self.analysis.launches
+        return self.analysis.launches.copy()
 
     @property
     def blocks(self) -> pd.DataFrame:
         """Every host block (sync or blocking copy) and what it waited on."""
-        return self.analysis.blocks
+        return self.analysis.blocks.copy()
 
     @property
     def stalls(self) -> pd.DataFrame:
@@ -59,7 +62,7 @@ class OpenTrace:
     @property
     def all_stalls(self) -> pd.DataFrame:
         """Every stalled launch, warm-up included (``t.launches[t.launches.stall]``)."""
-        return self.analysis.stalls
+        return self.analysis.stalls  # a selection: a new frame
 
     @property
     def processes(self) -> pd.DataFrame:
@@ -67,7 +70,7 @@ class OpenTrace:
         pid, name, device, launch counts, a column per class, GPU busy, launches/s and time
         in collectives. ``proc`` is the process key the other tables use (``waited_for``
         names a peer by it)."""
-        return self.analysis.processes
+        return self.analysis.processes.copy()
 
     def summary(self) -> Summary:
         return self.analysis.summary

@@ -20,7 +20,7 @@ from .blocks import block_table, copy_calls
 from .bursts import bursts_by_part
 from .calls import ThreadCalls
 from .collectives import attach_waits, collective_waits, communicators
-from .config import AnalysisConfig
+from .config import AnalysisConfig, config_of
 from .latent import latent_copies, latent_sites
 from .launches import busy_from_first_replay, launch_table
 from .nvtx import NvtxIndex
@@ -93,7 +93,11 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
             python_samples: PythonSamples | None = None) -> Analysis:
     """Analyse ``trace``. Stalls are attributed to Python lines with ``python_samples``, read
     from the trace's export when not given (only the samples inside the stalls' blocks)."""
-    cfg = cfg or AnalysisConfig()
+    if not isinstance(trace, Trace):
+        raise TypeError(f"analyze() takes a Trace from nsysscope.load(path), not "
+                        f"{type(trace).__name__}; nsysscope.open(path) loads and analyses "
+                        "in one call")
+    cfg = config_of(cfg)
     return finish(trace, TraceRows.of(launch_rows(trace, cfg)), cfg, python_samples)
 
 

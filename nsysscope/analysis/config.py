@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -79,6 +80,19 @@ class AnalysisConfig:
                 where = f"in [{low:g}, {high:g}]" if high < math.inf else \
                     f"{'>=' if closed else '>'} {low:g}"
                 raise ValueError(f"{name} must be a finite number {where}, not {v!r}")
+        paths = self.library_paths
+        if isinstance(paths, str | bytes) or not isinstance(paths, tuple | list) or \
+                not all(isinstance(p, str) for p in paths):  # a string was one glob per letter,
+            # and its '*' matched every frame: no stall had a source line
+            raise TypeError(f"library_paths must be a tuple of glob strings, not {paths!r}")
+        object.__setattr__(self, "library_paths", tuple(paths))  # hashable, as frozen needs
+        root = self.source_root
+        if root is not None:
+            if not isinstance(root, str | os.PathLike):
+                raise TypeError(f"source_root must be a folder's path or None, not {root!r}")
+            if not os.path.isdir(root):  # as --source-root: the lines would go missing silently
+                raise ValueError(f"source_root: {os.fspath(root)!r} is not a folder")
+            object.__setattr__(self, "source_root", os.fspath(root))
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON has them (a tuple as a list, so that a summary read back from
@@ -91,3 +105,15 @@ class AnalysisConfig:
         if self.warmup_launches is not None:
             return min(self.warmup_launches, n_launches)
         return min(n_launches, max(5, int(0.02 * n_launches)))
+
+
+def config_of(config: object) -> AnalysisConfig:
+    """``config`` as the analysis takes it: None is the defaults; anything but an
+    :class:`AnalysisConfig` is a TypeError saying how to make one (a dict failed deep in the
+    analysis with an AttributeError)."""
+    if config is None:
+        return AnalysisConfig()
+    if not isinstance(config, AnalysisConfig):
+        raise TypeError(f"config: an AnalysisConfig, not {type(config).__name__} (for "
+                        "example AnalysisConfig(warmup_launches=3))")
+    return config

@@ -30,7 +30,7 @@ from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
 from . import Analysis, LaunchRows, TraceRows, analyze, finish, launch_rows
 from .collectives import communicators
-from .config import AnalysisConfig
+from .config import AnalysisConfig, config_of
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import names_step
 from .pairs import PairIndex
@@ -48,10 +48,10 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
     windows, in bounded memory, unless ``events`` are asked for: the figures of an HTML page
     and a Perfetto timeline draw the trace's events from ``Analysis.trace``, which a windowed
     analysis does not keep."""
+    cfg = config_of(cfg)
     windows = None if events or not span_of(time_range).whole else in_windows(path, nsys=nsys)
     if windows is not None:
         return analyze_windows(windows, cfg)
-    cfg = cfg or AnalysisConfig()
     trace = load(path, nsys=nsys, time_range=time_range)
     rows = parallel_rows(trace, cfg)
     return analyze(trace, cfg) if rows is None else finish(trace, rows, cfg)
@@ -87,7 +87,7 @@ def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) ->
     copy of the export is gone before the summary is made). Its ``trace`` holds what the
     summary reads (the first window's identity and processes), not the events; its rows
     are on disk (:mod:`.stored`), their text as categoricals."""
-    cfg = cfg or AnalysisConfig()
+    cfg = config_of(cfg)
     with windows:
         groups = communicators(windows.collectives())
         outline, rows = windowed_rows(windows.traces(), cfg, groups)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import Analysis, AnalysisConfig, summarize
+from ..analysis.config import config_of
 from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import (
@@ -58,6 +59,7 @@ def compare(baseline: Any, candidate: Any,
         raise TypeError(f"thresholds: a GateThresholds, a dict of them or None, not "
                         f"{type(thresholds).__name__} (from a TOML file: "
                         "nsysscope.gate.load_thresholds(path)[0])")
+    config = config_of(config)
     if not isinstance(baseline, Summary):
         baseline_label = baseline_label or _label(baseline)
         baseline = summary_of(baseline, config=config, nsys=nsys)

@@ -87,11 +87,18 @@ def to_plain(obj: Any) -> Any:
 
 
 class Record:
-    """Base of the result dataclasses: ``from_dict`` reads the fields this version knows (the
-    ``nested`` readers turn the ones that hold records or tuples back into them) and keeps the
-    others in ``extra``."""
+    """Base of the result dataclasses: ``to_dict`` writes each as JSON-ready values,
+    ``from_dict`` reads the fields this version knows (the ``nested`` readers turn the ones
+    that hold records or tuples back into them) and keeps the others in ``extra``."""
 
     nested: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready values (:func:`to_plain`), as :meth:`from_dict` reads
+        them back (the README promised this of every result type; only the top-level ones
+        had it)."""
+        d: dict[str, Any] = to_plain(self)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:

@@ -32,6 +32,15 @@ class TimeRange:
     end_ns: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("start_ns", "end_ns"):
+            t = getattr(self, name)
+            if t is None:
+                continue
+            if isinstance(t, bool) or not isinstance(t, int | np.integer):
+                raise TypeError(f"TimeRange.{name} takes whole nanoseconds (an int) or None, "
+                                f"not {type(t).__name__} {t!r}; for times such as '5.5s' use "
+                                "TimeRange.parse(start, end)")
+            object.__setattr__(self, name, int(t))  # a numpy integer as Python's, for the SQL
         if self.start_ns is not None and self.end_ns is not None and \
                 self.end_ns <= self.start_ns:
             raise ValueError(f"the range must end after it starts ({self.start_ns / 1e9:g} s "

@@ -51,6 +51,14 @@ def _fold_polls(api: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
     return api
 
 
+def _whole(value: object, what: str) -> int:
+    """``value`` as an int; for anything else a TypeError naming ``what`` (a string "7" was
+    looked up as is: "no launch 7 in this trace (launches 0-299)")."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{what}: a whole number, not {type(value).__name__} {value!r}")
+    return int(value)
+
+
 def _slice(starts: np.ndarray, end_cummax: np.ndarray, t0: float, t1: float) -> slice:
     """Rows (sorted by start) that may overlap [t0, t1]: started before t1, and not all
     ended before t0 (``end_cummax`` is the running maximum of the end times)."""
@@ -164,6 +172,7 @@ class TraceViews:
 
     def proc_of(self, pid: int) -> int:
         """The process key of ``pid``; ValueError naming the pids that launched graphs."""
+        pid = _whole(pid, "pid")
         procs = self.analysis.trace.processes
         launching = procs[procs["proc"].isin(self.analysis.launches["proc"].unique())]
         own = launching.loc[launching["pid"] == pid, "proc"]
@@ -237,7 +246,7 @@ class TraceViews:
         L = self.analysis.launches
         chosen = launches if launches is not None else steps
         if chosen is not None:
-            ids = list(chosen)
+            ids = [_whole(i, "launches" if launches is not None else "steps") for i in chosen]
             tid = self.launching_tid(pid)
             if launches is None and not self.steps_of(tid).empty:
                 span = self._span_of_steps(ids, tid)
@@ -281,6 +290,7 @@ class TraceViews:
 
     def caption(self, launch: int) -> str:
         """One sentence on what happened around ``launch``: what the timeline shows."""
+        launch = _whole(launch, "launch")
         L = self.analysis.launches
         if not (L["launch"].to_numpy() == launch).any():
             raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
