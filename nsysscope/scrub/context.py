@@ -44,6 +44,8 @@ from .policy import (
     ScrubError,
     find_paths,
     home_names,
+    host_names,
+    program_word_pattern,
     word_pattern,
 )
 
@@ -138,12 +140,17 @@ class ExportContext:
     text_columns: dict[str, list[str]]
     string_refs: list[tuple[str, str]]  # (table, column) that REFERENCES StringIds(id)
     referenced_ids: set[int]
+    #: the ``StringIds`` ids of the texts the analysis reads (:data:`PROGRAM_TEXT_REFS`)
+    program_ids: set[int]
     working_dir: str | None
     working_dir_from: str
     users: set[str]
     hosts: set[str]
     gpu_uuids: dict[str, str]
     word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(default_factory=list)
+    #: the same, for the names the analysis reads (:func:`_word_patterns`)
+    program_word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(
+        default_factory=list)
     #: (table, column) of binary payloads, and what a value there becomes
     payloads: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
 
@@ -168,13 +175,26 @@ def _string_ref_columns(conn: sqlite3.Connection, tables: list[str]) -> list[tup
     return refs
 
 
+#: the columns whose ``StringIds`` texts the analysis reads: NVTX range names, kernel names,
+#: CUDA API names (and the Python samples' files and functions, :func:`json_ids`)
+PROGRAM_TEXT_REFS = frozenset({
+    ("NVTX_EVENTS", "textId"), ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "mangledName"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId")})
+
+
 def _referenced_ids(conn: sqlite3.Connection, refs: list[tuple[str, str]],
-                    tables: list[str]) -> set[int]:
+                    tables: list[str]) -> tuple[set[int], set[int]]:
+    """The ``StringIds`` ids something references, and those of them the analysis reads."""
     ids: set[int] = set()
+    program = json_ids(conn, tables)
     for t, c in refs:
-        ids.update(r[0] for r in conn.execute(
-            f"SELECT DISTINCT {quoted(c)} FROM {quoted(t)} WHERE {quoted(c)} IS NOT NULL"))
-    return ids | json_ids(conn, tables)
+        found = {r[0] for r in conn.execute(
+            f"SELECT DISTINCT {quoted(c)} FROM {quoted(t)} WHERE {quoted(c)} IS NOT NULL")}
+        ids |= found
+        if (t, c) in PROGRAM_TEXT_REFS:
+            program |= found
+    return ids | program, program
 
 
 def json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
@@ -182,7 +202,7 @@ def json_ids(conn: sqlite3.Connection, tables: list[str]) -> set[int]:
     ids: set[int] = set()
     if "NVTX_EVENTS" in tables and "jsonText" in {c for c, _ in table_columns(conn, "NVTX_EVENTS")}:
         for (j,) in conn.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL"):
-            ids.update(int(x) for x in JSON_IDS.findall(j))
+            ids.update(int(x) for x in JSON_IDS.findall(as_text(j) or ""))  # text, or a blob
     return ids
 
 
@@ -240,10 +260,11 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
     users, hosts = _users_and_hosts(capture + export, sysenv, env, paths)
-    ctx = ExportContext(tables, _text_columns(conn, tables), refs,
-                   _referenced_ids(conn, refs, tables), working_dir, source, users, hosts,
-                   _gpu_uuids(conn, tables, sysenv))
-    ctx.word_patterns = _word_patterns(users, hosts)
+    referenced, program = _referenced_ids(conn, refs, tables)
+    ctx = ExportContext(tables, _text_columns(conn, tables), refs, referenced, program,
+                        working_dir, source, users, hosts, _gpu_uuids(conn, tables, sysenv))
+    ctx.word_patterns, ctx.program_word_patterns = _word_patterns(
+        users, hosts, _program_words(conn, tables, program))
     ctx.payloads = _payload_columns(conn, ctx.text_columns)
     return ctx
 
@@ -359,13 +380,7 @@ def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
     for p in list(paths) + [env.get("HOME", "")]:
         users.update(home_names(p))
     users -= {USER_PLACEHOLDER, ""}
-    hosts -= GENERIC_HOSTS
-    for h in list(hosts):
-        if "." in h and not re.fullmatch(r"[\d.]+", h):
-            name, domain = h.split(".", 1)
-            hosts.add(name)
-            if "." in domain:  # the site's domain (not a bare top-level one)
-                hosts.add(domain)
+    hosts = {n for h in hosts - GENERIC_HOSTS for n in host_names(h)} - GENERIC_HOSTS
     return users, hosts
 
 
@@ -386,14 +401,38 @@ def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dic
             for i, u in enumerate(u for u in found if not u.startswith(zero))}
 
 
-def _word_patterns(users: set[str],
-                   hosts: set[str]) -> list[tuple[re.Pattern[str], str, str, str]]:
-    """User and host names to replace wherever they recur as a whole word."""
-    out = []
-    for name in sorted(users, key=len, reverse=True):
-        if name not in GENERIC_USERS and len(name) >= 2:
-            out.append((word_pattern(name), USER_PLACEHOLDER, "user", name))
-    for name in sorted(hosts, key=len, reverse=True):
-        if len(name) >= 2:
-            out.append((word_pattern(name), HOST_PLACEHOLDER, "host", name))
-    return out
+WordPatterns = list[tuple[re.Pattern[str], str, str, str]]
+
+
+def _word_patterns(users: set[str], hosts: set[str],
+                   program_words: set[str]) -> tuple[WordPatterns, WordPatterns]:
+    """User and host names to replace where they recur: in any text (:func:`word_pattern`),
+    and in the names the analysis reads (:func:`program_word_pattern`), where a name that is
+    itself one of the program's words (a whole range name, or its first word: a user named
+    ``sample``, ``step``) is not searched for: it would rename the program's phases."""
+    out: WordPatterns = []
+    program: WordPatterns = []
+    named = [(n, USER_PLACEHOLDER, "user") for n in users if n not in GENERIC_USERS] + \
+        [(n, HOST_PLACEHOLDER, "host") for n in hosts]
+    for name, rep, kind in sorted(named, key=lambda x: (x[2] != "user", -len(x[0]), x[0])):
+        if len(name) < 2:
+            continue
+        out.append((word_pattern(name), rep, kind, name))
+        if name.lower() not in program_words:
+            program.append((program_word_pattern(name), rep, kind, name))
+    return out, program
+
+
+def _program_words(conn: sqlite3.Connection, tables: list[str], ids: set[int]) -> set[str]:
+    """The names the analysis reads, whole and their first words, in lower case."""
+    texts: set[str] = set()
+    if ids:
+        for sid, value in conn.execute("SELECT id, value FROM StringIds"):
+            if sid in ids and (text := as_text(value)):
+                texts.add(text)
+    if "NVTX_EVENTS" in tables and "text" in {c for c, _ in table_columns(conn, "NVTX_EVENTS")}:
+        texts.update(t for (v,) in conn.execute(
+            "SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL")
+            if (t := as_text(v)))
+    words = {t.lower() for t in texts}
+    return words | {t.split(None, 1)[0].lower() for t in texts if t.strip()}

@@ -47,11 +47,15 @@ Policy (what counts as a leak, and what it becomes):
     The values of the user and host fields become ``user`` / ``host``. User names also come
     from ``USER``/``LOGNAME``/``HOME`` and ``/home/NAME/`` (``C:\\Users\\NAME``) paths; a host's
     domain (``corp.example.com`` of ``node7.corp.example.com``) counts as a host name. Wherever
-    a user or host name recurs in any other string as a whole word it is replaced too, and a
-    name of four characters or more also inside words joined by ``_`` or ``-``
-    (``alice_runs``). Generic names (``root``, ``ubuntu``, ``admin``...) and names shorter
-    than 2 characters are only replaced in their own fields: they are not identifying, or too
-    ambiguous to search for.
+    a user or host name recurs in any other string as a whole word, in any case, it is
+    replaced too, and a name of four characters or more also inside words joined by ``_`` or
+    ``-`` (``alice_runs``). In the names the analysis reads (NVTX ranges, kernel and CUDA API
+    names, the Python samples' files and functions) only a whole word as written is, and not
+    a name that is itself one of those names or their first word (a user named ``sample``
+    would rename the 'sample' phase; ``--drop-nvtx-text`` hides range names entirely).
+    Generic names (``root``, ``ubuntu``, ``test``, ``runner``, ``localhost``, ``worker``...)
+    and names shorter than 2 characters are only replaced in their own fields: they are not
+    identifying, or too ambiguous to search for.
 ``machine_id``
     GPU UUIDs (``TARGET_INFO_GPU.uuid`` and the ``Uuid`` in ``GpuInfo``) become
     ``00000000-0000-0000-0000-00000000000N``, N the GPU's rank in the file, so GPUs stay distinct.
@@ -174,8 +178,15 @@ class ScrubResult:
 #: bytes of a text that are not UTF-8, as the scrub reads them (lone surrogates,
 #: :func:`.cells.decode_text`): part of a name, so a path or user name does not stop at them
 NOT_UTF8 = r"\udc80-\udcff"
-PATH_PATTERN = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))"
-                          rf"/[\w.+@%~\-{NOT_UTF8}]+(?:/[\w.+@%~\-{NOT_UTF8}]*)*")
+#: where an absolute path may start: a word's start, or after ``file://``, a one-letter
+#: option (``-I/opt/x``, ``-L/opt/lib``) or a redirection (``2>/tmp/err.log``; not after a
+#: placeholder's ``>``: ``<path>/x``)
+_PATH_START = (rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}])|(?<=\s-[A-Za-z])|(?<=^-[A-Za-z])|"
+               r"(?<=[^A-Za-z\-]>)|(?<=^>))")
+_PATH_PART = rf"[\w.+@%~\-{NOT_UTF8}]"
+PATH_PATTERN = re.compile(rf"{_PATH_START}/{_PATH_PART}+(?:/{_PATH_PART}*)*|"
+                          # a network share, //server/share/x (not a URL's //host)
+                          rf"(?<![\w.\-/~>\\:{NOT_UTF8}])//{_PATH_PART}+(?:/{_PATH_PART}*)+")
 #: a Windows path (nsys's GUI runs on Windows too, and an export made there names its
 #: report so): a drive (``C:\``) or a share (``\\server\share``), then parts that may
 #: hold spaces (``Program Files``); only the last stops at a space
@@ -200,15 +211,30 @@ _SECRETISH = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AUTH", re.I)
 UUID_PATTERN = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 JSON_IDS = re.compile(r'"(?:Function|File|Module)"\s*:\s*(\d+)')
-HOME_NAME = re.compile(rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}]))/(?:home|Users)/"
-                       rf"([\w.\-{NOT_UTF8}]+)")
+HOME_NAME = re.compile(rf"{_PATH_START}/(?:home|Users)/([\w.\-{NOT_UTF8}]+)|"
+                       rf"(?<![\w~/])~([A-Za-z_][\w.\-]*)/")  # ~NAME/: NAME's home
 WINDOWS_HOME = re.compile(r'(?<![\w\\])(?:[A-Za-z]:)?\\Users\\'
                           r'([^\\/:*?"<>|\x00-\x1f]+(?=\\)|[^\\/:*?"<>|\s\x00-\x1f]+)')
 #: not identifying (a cloud image's or a container's default user), or Windows' own folders
 #: under ``C:\Users``: replaced in their own fields only, not searched for in every text
 GENERIC_USERS = frozenset({"", "root", "user", "nobody", "ubuntu", "ec2-user", "admin",
-                           "jovyan", "Public", "Default", "All Users", "Default User"})
-GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)"})
+                           "jovyan", "runner", "test", "ci", "build", "jenkins", "docker",
+                           "Public", "Default", "All Users", "Default User"})
+GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)", "main", "master", "worker",
+                           "node", "server", "gpu", "dev"})
+
+
+def host_names(host: str) -> set[str]:
+    """A host's names to search for: itself and, for a fully qualified one
+    (``node7.corp.example.com``), its short name and its site's domain (not a bare top-level
+    one)."""
+    names = {host}
+    if "." in host and not re.fullmatch(r"[\d.]+", host):
+        name, domain = host.split(".", 1)
+        names.add(name)
+        if "." in domain:
+            names.add(domain)
+    return names
 
 DELETE = object()  # sentinel: the row goes
 
@@ -283,7 +309,7 @@ def find_paths(text: str) -> list[str]:
 def home_names(text: str) -> list[str]:
     """The user names of the home folders in ``text`` (``/home/NAME``, ``/Users/NAME``,
     ``C:\\Users\\NAME``)."""
-    posix = HOME_NAME.findall(text) if "/" in text else []
+    posix = [a or b for a, b in HOME_NAME.findall(text)] if "/" in text else []
     windows = WINDOWS_HOME.findall(text) if "\\" in text else []
     return posix + windows
 
@@ -339,19 +365,30 @@ def redact_name(name: str) -> str:
     return (name[:1] + "…") if name else "''"
 
 
+def program_word_pattern(name: str) -> re.Pattern[str]:
+    """Where the user or host ``name`` recurs in a name the analysis reads (an NVTX range, a
+    kernel, a CUDA call, a Python sample's file or function): as a word of its own and as
+    written only, so that identifiers stay whole (``launch_clamp_scalar``, ``cuda-EvtHandlr``,
+    ``engine_under_test``)."""
+    before = "" if "." in name else "."
+    return re.compile(rf"(?<![A-Za-z0-9_\-{before}])" + re.escape(name) +
+                      r"(?![A-Za-z0-9_\-])")
+
+
 def word_pattern(name: str) -> re.Pattern[str]:
     """Where the user or host ``name`` recurs in a text. A name of four characters or more
     also inside words joined by ``_`` or ``-`` (``alice_runs``, ``exp-alice``); a shorter one
     only as a word of its own, or before ``_<digits>`` (``{host}_{pid}``, the worker names
     of torch's tensorboard_trace_handler), since it is more often part of another name. A
-    dotted name (a host's domain) also after a dot (``nfs.corp.example.com``)."""
+    dotted name (a host's domain) also after a dot (``nfs.corp.example.com``). In any case:
+    host names are DNS names and user names are written in capitals too (``MRIVERA``)."""
     dotted = "." in name
     if len(name) >= 4:
         return re.compile(r"(?<![A-Za-z0-9" + ("" if dotted else ".") + "])" + re.escape(name) +
-                          r"(?![A-Za-z0-9]" + (r"|\.[A-Za-z0-9])" if dotted else ")"))
+                          r"(?![A-Za-z0-9]" + (r"|\.[A-Za-z0-9])" if dotted else ")"), re.I)
     before = "" if dotted else "."
     return re.compile(rf"(?<![A-Za-z0-9_\-{before}])" + re.escape(name) +
-                      r"(?![A-Za-z0-9\-]|_(?!\d))")
+                      r"(?![A-Za-z0-9\-]|_(?!\d))", re.I)
 
 
 def field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:

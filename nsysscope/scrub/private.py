@@ -96,7 +96,8 @@ def _process_list(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Find
             if gpid is None or gpid >> 24 not in traced:
                 pid = (gpid >> 24) & 0xFFFFFF if gpid is not None else "?"
                 yield Finding("PROCESSES", "name", rowid, rowid,
-                               [("process_list", f"pid {pid} {redact_name(pname or '')}")],
+                               [("process_list",
+                                 f"pid {pid} {redact_name(as_text(pname) or '')}")],
                                DELETE)
     if "ThreadNames" in ctx.tables and \
             "globalTid" in {c for c, _ in table_columns(conn, "ThreadNames")}:

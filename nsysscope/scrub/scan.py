@@ -47,9 +47,11 @@ _META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_
 _ARGUMENT = re.compile(r"PROCESS_\d+:ARGUMENT_\d+")
 
 
-def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]]) -> str:
-    """``value`` with secrets and addresses, paths, user/host names and GPU UUIDs scrubbed;
-    appends what it found."""
+def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]],
+                  program: bool = False) -> str:
+    """``value`` with secrets and addresses, paths, user/host names and GPU UUIDs scrubbed
+    (``program``: a name the analysis reads, :func:`.context._word_patterns`); appends what
+    it found."""
     new, found = redact_secrets(value)
     kinds += found
     if ctx.gpu_uuids and "-" in new:
@@ -69,7 +71,7 @@ def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]]) 
         return rep
 
     new = sub_paths(new, path_sub)
-    for pat, rep, kind, name in ctx.word_patterns:
+    for pat, rep, kind, name in ctx.program_word_patterns if program else ctx.word_patterns:
         new, n = pat.subn(rep, new)
         if n:
             kinds.append((kind, redact_name(name)))
@@ -163,7 +165,11 @@ def _scan_cell(ctx: ExportContext, table: str, col: str, rowid: int, key: int | 
             kinds.append((rule[0], redact_name(value)))
             new_value = rule[1]
     if new_value is value:
-        new_value = _rewrite_text(value, ctx, kinds)
+        # a name the analysis reads: a user named "sample" renamed the 'sample' phase, one
+        # named "launch" the kernel launch_clamp_scalar
+        program = (table == "StringIds" and rowid in ctx.program_ids) or \
+            (table == "NVTX_EVENTS" and col == "text")
+        new_value = _rewrite_text(value, ctx, kinds, program)
     if kinds and new_value != value:
         return Finding(table, col, rowid, key, kinds, new_value, value)
     return None

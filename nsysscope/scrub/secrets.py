@@ -20,12 +20,13 @@ text that *is* an environment variable; these find one anywhere in a text and re
 ``ip``
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
-    port, after ``=``, ``@`` or ``/``, after an interface in NCCL's ``eth0:10.1.2.3<0>``, or
-    in a text that names an address, ``inet`` and ``brd`` included), not a four-part version
-    number (``cudnn 9.1.0.70``). Also an IPv6 address anywhere (three groups or more,
-    shortened with ``::`` or all eight, one of three hex digits or more, and a decimal digit:
-    not a time or C++ scopes such as ``at::native``), whose link-local form holds the card's
-    MAC address.
+    port, after ``=``, ``@`` or ``/``, after an interface in NCCL's ``eth0:10.1.2.3<0>``, a
+    text that is an address alone (an argument after ``--master-addr``), or in a text that
+    names an address or a network (``inet``, ``brd``, ``rendezvous``, ``connect``, ``port``,
+    ``eth0``...)), not a four-part version number (``cudnn 9.1.0.70``). Also an IPv6 address
+    anywhere (three groups or more, shortened with ``::`` or all eight, one of three hex
+    digits or more, and a decimal digit: not a time or C++ scopes such as ``at::native``),
+    whose link-local form holds the card's MAC address.
 ``machine_id``
     a network card's hardware address: a MAC address (six hex pairs, ``:`` or ``-``
     separated) or an InfiniBand one (up to 20 pairs), becoming ``<mac>``, or an InfiniBand
@@ -78,7 +79,8 @@ _IP_HERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?=:\d)|(?<=[=@/])" + _IPV4 + r"
                       r"(?<=\w:)" + _IPV4 + r"(?=<\d+>)")  # NCCL's interface:address<n>
 _IP_ANYWHERE = re.compile(r"(?<![\d.])" + _IPV4 + r"(?![\d.]*\d)")
 _NAMES_AN_ADDRESS = re.compile(r"(?i)addr|host|\bip\b|endpoint|master|server|url|peer|\binet\b|"
-                               r"\bbrd\b")
+                               r"\bbrd\b|rendezvous|connect|\bport\b|\bbind|listen|socket|"
+                               r"\b(?:tcp|udp|nccl|gloo)\b|\b(?:eth|ib|bond|en[ops])\d")
 _HARMLESS_IP = re.compile(r"0\.0\.0\.0|127\.|255\.")
 MAC = "<mac>"
 GUID = "<guid>"
@@ -173,7 +175,10 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     if _MAYBE_IPV6.search(out):
         out = _IPV6.sub(ipv6, out)
     if "." in out and _DIGIT_DOT.search(out):
-        out = (_IP_ANYWHERE if _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
+        # a text that is an address alone is one: the value of --master-addr, which nsys
+        # keeps on an argument row of its own
+        whole = _IP_ANYWHERE.fullmatch(out.strip()) is not None
+        out = (_IP_ANYWHERE if whole or _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
     if _MAYBE_TOKEN.search(out):
         out = _TOKENS.sub(token, out)
     if _MAYBE_NAMED.search(out):

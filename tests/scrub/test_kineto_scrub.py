@@ -85,6 +85,30 @@ def test_scrub_removes_paths_and_names_and_keeps_the_analysis(raw_like, tmp_path
     assert _summary(out)["sites"][0]["source"]["file"] == "engine_under_test/sampler.py"
 
 
+def test_a_fully_qualified_host_name_goes_with_its_short_name_and_domain(tmp_path):
+    """``host_name`` 'gpu-h200-07.cluster.acme-ai.net' went, but 'rank0 on gpu-h200-07' and
+    the domain elsewhere stayed (the check said clean); with the worker's file name as
+    ``traceName`` the short name was replaced inside the full one first, and the domain was
+    left."""
+    d = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    fqdn = "gpu-h200-07.cluster.acme-ai.net"
+    d["host_name"] = fqdn
+    d["traceName"] = "/tmp/gpu-h200-07_12345.1790857026123.pt.trace.json"
+    d["distributedInfo"] = {"note": "rank0 on GPU-H200-07, nfs cluster.acme-ai.net"}
+    raw = tmp_path / "raw.pt.trace.json.gz"
+    raw.write_bytes(gzip.compress(json.dumps(d).encode()))
+    assert {"host"} <= {lk.kind for lk in find_leaks(raw)}
+    out = tmp_path / "clean.pt.trace.json.gz"
+    assert scrub(raw, out).remaining == ()
+    data = gzip.decompress(out.read_bytes())
+    for leak in (b"gpu-h200-07", b"GPU-H200-07", b"acme-ai"):
+        assert leak not in data, leak
+    clean = json.loads(data)
+    assert clean["host_name"] == "host"
+    assert clean["distributedInfo"]["note"] == "rank0 on host, nfs host"
+    assert find_leaks(out) == []
+
+
 def test_slim_keeps_every_stack_the_analysis_uses(tmp_path):
     plain = tmp_path / "plain.json"
     raw = gzip.decompress(SAMPLE.read_bytes())

@@ -545,8 +545,15 @@ def test_windows_paths_spaced_paths_joined_names_domains_and_emails(sample, tmp_
         c.execute("UPDATE META_DATA_EXPORT SET value = 'gpu7.corp.example.com' "
                   "WHERE name = 'EXPORT_HOST'")
         top = c.execute("SELECT MAX(id) FROM StringIds").fetchone()[0]
+        n = c.execute("SELECT COUNT(*) FROM META_DATA_CAPTURE "
+                      "WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchone()[0]
+        c.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
+            (f"PROCESS_0:ARGUMENT_{n}", "--run-name=dana_experiments"),
+            (f"PROCESS_0:ARGUMENT_{n + 1}", "--tag=exp-DANA")])
+        # NVTX range names (which the analysis reads): paths, domains and e-mails go, and a
+        # user name standing as a word; an identifier it is joined into stays whole
         texts = ["/data/My Models/qwen3/config.json", r"\\fs01\traces\dana\x.sqlite",
-                 "dana_experiments step", "ckpt of exp-dana", "mount nfs.corp.example.com:/x",
+                 "sample by dana", "mount nfs.corp.example.com:/x",
                  "by dana.smith@othermail.org"]
         c.executemany("INSERT INTO StringIds VALUES (?, ?)",
                       [(top + 1 + i, t) for i, t in enumerate(texts)])
@@ -560,13 +567,89 @@ def test_windows_paths_spaced_paths_joined_names_domains_and_emails(sample, tmp_
     out = tmp_path / "clean.sqlite"
     assert scrub(raw, out).remaining == ()
     data = out.read_bytes()
-    for leak in ("dana", "Models", "H200 runs", "fs01", "corp.example", "othermail"):
+    for leak in ("dana", "DANA", "Models", "H200 runs", "fs01", "corp.example", "othermail"):
         assert leak.encode() not in data, leak
     assert find_leaks(out) == []
     with connect(out) as c:
         kept = {r[0] for r in c.execute("SELECT value FROM StringIds WHERE id > ?", (top,))}
-    assert kept == {"<path>/config.json", "<path>/x.sqlite", "user_experiments step",
-                    "ckpt of exp-user", "mount nfs.host:/x", "by <email>"}
+        args = dict(c.execute("SELECT name, value FROM META_DATA_CAPTURE"))
+    assert kept == {"<path>/config.json", "<path>/x.sqlite", "sample by user",
+                    "mount nfs.host:/x", "by <email>"}
+    assert (args[f"PROCESS_0:ARGUMENT_{n}"], args[f"PROCESS_0:ARGUMENT_{n + 1}"]) == \
+        ("--run-name=user_experiments", "--tag=exp-user")
+
+
+def test_addresses_options_shares_and_names_in_capitals(sample, tmp_path):
+    """Each was kept, and the copy passed --check: an address on an argument row of its own
+    (after --master-addr) or in a text that says 'rendezvous'; a path after a one-letter
+    option, a redirection or as a network share; the host name in capitals."""
+    raw = tmp_path / "server.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        n = c.execute("SELECT COUNT(*) FROM META_DATA_CAPTURE "
+                      "WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchone()[0]
+        args = ["--master-addr", "10.42.17.5", "-I/scratch/kzhang/cutlass/include",
+                "2>/scratch/kzhang/err.log", "//fs01/share/kzhang/x.bin"]
+        c.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)",
+                      [(f"PROCESS_0:ARGUMENT_{n + i}", a) for i, a in enumerate(args)])
+        c.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = 'dgx-a100-031' "
+                  "WHERE name = 'Hostname'")
+        c.execute("UPDATE DIAGNOSTIC_EVENT SET text = 'worker on DGX-A100-031: rendezvous "
+                  "10.42.17.6 port 29500' WHERE rowid = (SELECT MIN(rowid) FROM DIAGNOSTIC_EVENT)")
+    c.close()
+    out = tmp_path / "clean.sqlite"
+    assert scrub(raw, out).remaining == ()
+    data = out.read_bytes()
+    for leak in ("10.42.17", "kzhang", "scratch", "fs01", "dgx-a100", "DGX-A100"):
+        assert leak.encode() not in data, leak
+    with connect(out) as c:
+        m = dict(c.execute("SELECT name, value FROM META_DATA_CAPTURE"))
+        diag = c.execute("SELECT text FROM DIAGNOSTIC_EVENT ORDER BY rowid").fetchone()[0]
+    assert [m[f"PROCESS_0:ARGUMENT_{n + i}"] for i in range(len(args))] == \
+        ["--master-addr", "<ip>", "-I<path>/include", "2><path>/err.log", "<path>/x.bin"]
+    assert diag == "worker on host: rendezvous <ip> port 29500"
+
+
+@pytest.mark.parametrize("user", ["sample", "step", "launch"])
+def test_a_user_named_like_the_programs_names_leaves_them_as_they_are(user, tmp_path):
+    """A user named ``sample`` renamed the 'sample' phase in the copy's report (the verdict
+    said "at phase 'user'"), one named ``step`` every 'step N' range, one named ``launch`` the
+    kernel launch_clamp_scalar; the user's own fields still go."""
+    raw = tmp_path / "raw.sqlite"
+    with lzma.open(SAMPLES / "h200_case1_pysample_150.sqlite.xz") as f, open(raw, "wb") as g:
+        shutil.copyfileobj(f, g)
+    with sqlite3.connect(raw) as c:
+        c.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = 'EXPORT_USER'", (user,))
+    c.close()
+    out = tmp_path / "clean.sqlite"
+    scrub(raw, out)
+    before, after = analyze(load(raw)).summary, analyze(load(out)).summary
+    assert after.verdict == before.verdict and "phase 'sample'" in after.verdict
+    assert [x.to_dict() for x in after.sites] == [x.to_dict() for x in before.sites]
+    with connect(out) as c:
+        assert c.execute("SELECT value FROM META_DATA_EXPORT "
+                         "WHERE name = 'EXPORT_USER'").fetchone()[0] == "user"
+        assert c.execute("SELECT COUNT(*) FROM StringIds "  # a kernel's demangled name
+                         "WHERE value LIKE '%::launch_clamp_scalar(%'").fetchone()[0] == 1
+    assert find_leaks(out) == []
+
+
+def test_blobs_where_nsys_writes_text_are_scrubbed_not_a_crash(sample, tmp_path):
+    """A process name and an NVTX JSON payload stored as blobs stopped scrub and --check with
+    a TypeError (exit 70); report read the same file."""
+    raw = tmp_path / "blobs.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        c.execute("INSERT INTO PROCESSES (globalPid, pid, name) "
+                  "VALUES (4242 << 24, 4242, CAST('sshd' AS BLOB))")
+        c.execute("UPDATE NVTX_EVENTS SET jsonText = CAST('{\"File\": 5}' AS BLOB) "
+                  "WHERE rowid = (SELECT MIN(rowid) FROM NVTX_EVENTS WHERE text = 'sample')")
+    c.close()
+    assert ("process_list", "PROCESSES") in {(x.kind, x.table) for x in find_leaks(raw)}
+    out = tmp_path / "clean.sqlite"
+    assert scrub(raw, out).remaining == ()
 
 
 @pytest.mark.parametrize(("text", "paths"), [

@@ -25,6 +25,7 @@ from ..policy import (
     NotAnExport,
     ScrubError,
     home_names,
+    host_names,
     is_leaky_path,
     rewrite_path,
     sub_paths,
@@ -151,7 +152,10 @@ def survey_trace(src: Path, slim: bool) -> Survey:
         m = _WORKER.match(os.path.basename(name))
         if m and m.group("host") not in _GENERIC:
             hosts.add(m.group("host"))
-    ctx.hosts = tuple(sorted(hosts))
+    # a fully qualified name's short name and domain too; the longest first, so that each
+    # is replaced whole before a part of it
+    ctx.hosts = tuple(sorted({n for h in hosts for n in host_names(h)} - _GENERIC,
+                             key=lambda n: (-len(n), n)))
     ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC))
     return ctx
 
@@ -209,8 +213,8 @@ class Cleaner:
 
     def __init__(self, ctx: Survey) -> None:
         self.wd = ctx.working_dir
-        words = [(h, HOST_PLACEHOLDER) for h in ctx.hosts] + \
-            [(u, USER_PLACEHOLDER) for u in ctx.users]
+        words = sorted([(h, HOST_PLACEHOLDER) for h in ctx.hosts] +
+                       [(u, USER_PLACEHOLDER) for u in ctx.users], key=lambda w: -len(w[0]))
         self.words = [(w, word_pattern(w), new) for w, new in words]
         self.kinds: Counter[str] = Counter()
         self.rewritten = 0
@@ -230,11 +234,13 @@ class Cleaner:
         for kind, _ in found:
             self.kinds[kind] += 1
         out = sub_paths(out, self._path)
+        low = out.lower()  # names are matched in any case: a cheap look first
         for word, rx, new in self.words:
-            if word in out:
+            if word.lower() in low:
                 out, n = rx.subn(new, out)
                 if n:
                     self.kinds["host" if new == HOST_PLACEHOLDER else "user"] += n
+                    low = out.lower()
         if out != s:
             self.rewritten += 1
         if len(self._cache) < 1 << 16:
