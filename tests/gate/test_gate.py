@@ -297,6 +297,55 @@ def test_piecewise_stalls_are_gated_per_step(analysed):
     assert c.threshold == "+2 pp & +5 steps"
 
 
+def test_a_piecewise_slowdown_fails_on_its_effect(analysed):
+    """The launch rate fell 9.7 % (1938.2/s -> 1749.5/s) and the GPU idle fraction rose
+    9.6 pp, yet both passed, even under --fail-on-slowdown 3, each beside a p < 1e-16: the
+    rank test ran on per-launch periods, where the stall lengthens one launch in 24, and the
+    p shown was the other direction's."""
+    r = compare(analysed("pieces_healthy").summary, analysed("pieces_case1").summary,
+                GateThresholds(fail_on_slowdown_pct=3))
+    c = by_name(r)
+    for name in ("launch_rate", "gpu_idle_fraction"):
+        assert c[name].status == FAIL and c[name].p_value is None, name
+        assert c[name].detail.endswith("the effect alone decides"), name
+    assert round(c["launch_rate"].change_pct, 1) == -9.7
+    assert round(c["gpu_idle_fraction"].change, 1) == 9.6
+    # without the option the rate is reported as changed, not passed
+    assert by_name(compare(analysed("pieces_healthy").summary,
+                           analysed("pieces_case1").summary))["launch_rate"].status == CHANGED
+
+
+def test_too_few_values_let_the_effect_decide(analysed):
+    """With fewer per-launch values than min_samples, the window and gap checks were n/a
+    (the window fell from 3.56 ms to 1.92 ms, the idle gap rose from 30.6 to 172.8 us, and
+    the gate said 2 of 7 checks fail); the README says the effect alone decides, as it did
+    for the idle fraction and the rate."""
+    r = compare(analysed("healthy").summary, analysed("case2").summary,
+                GateThresholds(min_samples=300))
+    c = by_name(r)
+    for name in ("window_p50", "gpu_idle_p50"):
+        assert c[name].status == FAIL and c[name].p_value is None, name
+        assert "too few values to test (need 300): the effect alone decides" in c[name].detail
+    assert (c["window_p50"].baseline, c["window_p50"].candidate) == (3555.14, 1918.05)
+
+
+def test_a_passed_change_shows_the_p_of_its_own_direction(analysed):
+    """A change under its threshold showed the smaller p of the two directions, which beside
+    a change read as if the test confirmed it: two healthy runs, launch rates 0.4/s apart,
+    showed p 0.097; the test of the change's own direction gives 0.90."""
+    for a, b in (("healthy", "run1"), ("run1", "healthy")):
+        c = by_name(compare(analysed(a).summary, analysed(b).summary))["launch_rate"]
+        assert c.status == "pass" and abs(c.change) < 1 and 0.85 < c.p_value < 0.95, (a, b)
+
+
+def test_a_whole_graph_engine_against_a_piecewise_one_decides_on_the_effect(analysed):
+    """+10.3 pp of GPU idle time passed with p = 1: the piecewise side's per-launch gaps are
+    24 to a step."""
+    c = by_name(compare(analysed("healthy").summary,
+                        analysed("pieces_case1").summary))["gpu_idle_fraction"]
+    assert c.status == FAIL and c.p_value is None and round(c.change, 2) == 10.27
+
+
 def test_a_host_bound_piecewise_engine_fails_on_launch_bound_steps(analysed):
     """25 ms of host work a step (the engine measured 42.7 % GPU busy): the GPU idles after
     58 of 59 steps' last launches, 4.1 % of launches (under the +10 pp a launch count needs)."""
