@@ -24,7 +24,7 @@ from ..model import Summary
 from ..trace.cache import disable_cache, max_bytes
 from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
-from ..util.atomic import atomic_file
+from ..util.atomic import atomic_file, writes_in_place
 from ..util.text import DEFAULT_WIDTH, displayable, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -186,8 +186,10 @@ def check_writable(path: str | None, option: str = "-o", inputs: Iterable[str | 
     p = Path(path)
     if p.is_dir():
         raise UnreadableInput(f"{option} {path}: is a directory; name a file")
-    if p.exists() and not p.is_file():  # written through a temporary file, a device would be
-        # replaced by a regular file; a FIFO would keep the run waiting for a reader
+    if writes_in_place(p):  # /dev/stdout (a pipe to jq, a terminal), /dev/null
+        return
+    if p.exists() and not p.is_file():  # a FIFO would keep the run waiting for a reader; a
+        # disk is no output
         stdout = ", or leave -o out to write to stdout" if option == "-o" else ""
         raise UnreadableInput(f"{option} {path}: not a regular file (a device, a FIFO or a "
                               f"socket); name a file{stdout}")

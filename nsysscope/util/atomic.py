@@ -54,6 +54,18 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
     return _own_fd(path) is not None or _is_special(path)
 
 
+def writes_in_place(path: str | os.PathLike[str]) -> bool:
+    """Whether writing ``path`` goes to an open stream of this process (``/dev/stdout``,
+    ``/dev/fd/3``) or a character device (``/dev/null``, a terminal): what an output option
+    may name besides a file (not a pipe, which would wait for a reader, nor a disk)."""
+    if _own_fd(path) is not None:
+        return True
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _is_special(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` exists and is not a regular file (a device, a pipe, a socket)."""
     try:

@@ -79,6 +79,25 @@ def test_a_name_for_stdout_is_written_in_place(tmp_path):
     assert link.is_symlink() and out.stat().st_ino == inode
 
 
+def test_dev_stdout_into_a_pipe_and_dev_null_are_outputs(tmp_path):
+    """``-o /dev/stdout | jq`` exited 2 ("not a regular file ... name a file") whenever the
+    stream was a pipe or a terminal, though the README names it; so did ``-o /dev/null``.
+    A named pipe is still refused: the run would wait for a reader."""
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "nsysscope", "summarize", str(CASE1), "-o",
+                        "/dev/stdout"], capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["classes"]["gpu_to_cpu"] == 293  # the case-1 sample's stalls
+    for out in ("/dev/null", "/dev/stderr"):
+        r = subprocess.run([sys.executable, "-m", "nsysscope", "report", str(CASE1), "-o", out,
+                            "--format", "json"], capture_output=True, text=True, timeout=180,
+                           cwd=REPO)
+        assert r.returncode == 0 and r.stdout == "", r.stderr
+        assert (r.stderr == "") == (out == "/dev/null")
+    assert json.loads(r.stderr)["classes"]["gpu_to_cpu"] == 293
+
+
 def test_closed_or_full_streams_keep_the_exit_code():
     """The gate passes (exit 0) with stdout closed; a failed run keeps its own code when stderr
     is full; a full stdout is one line and exit 2 (each was a traceback and exit 1, which a
