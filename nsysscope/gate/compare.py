@@ -89,7 +89,7 @@ def compare(baseline: Any, candidate: Any,
                                                       len(latent)),
                       baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
                       checks=tuple(checks), regressions=regressions, improvements=improvements,
-                      notes=tuple(notes), thresholds=t.to_dict())
+                      notes=tuple(notes), thresholds=t.to_dict(), new_patterns=len(latent))
 
 
 def process_pairs(base: Summary,

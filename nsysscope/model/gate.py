@@ -115,6 +115,8 @@ class GateResult(Record):
     improvements: tuple[Finding, ...]
     notes: tuple[str, ...]
     thresholds: dict[str, Any] = field(default_factory=dict)
+    #: patterns not yet costing overlap that the candidate added (each in the notes)
+    new_patterns: int = 0
     schema: str = GATE_SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"baseline": Side.from_dict, "candidate": Side.from_dict,

@@ -22,16 +22,20 @@ MARKER = "<!-- nsysscope-gate -->"
 
 
 def headline(r: GateResult) -> str:
-    """``❌ REGRESSION: 4 of 8 checks fail, 1 root cause``: the comment's short title."""
+    """``❌ REGRESSION: 4 of 8 checks fail, 1 root cause``: the comment's short title, with
+    the new patterns not yet costing overlap counted, as the verdict line counts them."""
     tested = sum(c.status != NA for c in r.checks)
+    n = r.new_patterns
+    latent = (f"; {n} new pattern{'s' if n > 1 else ''} not yet costing overlap"
+              if n else "")
     if r.passed:
         better = sum(c.status == IMPROVED for c in r.checks)
         return (f"\u2705 PASS: no overlap regression ({tested} checks"
-                + (f", {better} improved" if better else "") + ")")
+                + (f", {better} improved" if better else "") + ")" + latent)
     failed = sum(c.status == FAIL for c in r.checks)
     causes = len(_groups(r.regressions))
     return (f"\u274c REGRESSION: {failed} of {tested} checks fail, {causes} root "
-            f"cause{'s' if causes != 1 else ''}")
+            f"cause{'s' if causes != 1 else ''}" + latent)
 
 
 def _groups(findings: tuple[Finding, ...]) -> list[tuple[SiteChange | None, list[Finding]]]:

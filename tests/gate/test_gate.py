@@ -914,3 +914,16 @@ def test_python_api_arguments_of_the_wrong_type_say_what_to_pass(sample_path):
                                         r"None, not str \(from a TOML file: nsysscope\.gate\."
                                         r"load_thresholds\(path\)\[0\]\)$"):
         ns.compare(sample_path("case1"), sample_path("case1"), thresholds="pyproject.toml")
+
+
+def test_the_markdown_headline_counts_new_patterns_as_the_verdict_does(analysed):
+    """Case 1 against 'both' (the readback, plus a pageable upload that does not cost overlap
+    yet): every output's verdict ended "2 new patterns not yet costing overlap (notes)"; the
+    pull-request comment's headline said only "PASS: no overlap regression"."""
+    from nsysscope.render.gate_markdown import headline
+
+    r = compare(analysed("case1").summary, analysed("both").summary)
+    assert r.passed and r.new_patterns == 2
+    assert r.verdict.endswith("; 2 new patterns not yet costing overlap (notes)")
+    assert headline(r).endswith("; 2 new patterns not yet costing overlap")
+    assert GateResult.from_dict(json.loads(r.to_json())).new_patterns == 2
