@@ -102,6 +102,11 @@ def process_pairs(base: Summary,
     if len(b) < 2 and len(c) < 2:
         return [], []
     notes = []
+    if not b or not c:  # a summary written before processes were listed (schema 1.0)
+        older = "baseline" if not b else "candidate"
+        notes.append(f"the {older}'s summary does not list its processes (written before "
+                     "nsysscope.summary/1.1): only the totals are compared; summarize it again")
+        return [], notes
     if len(b) != len(c):
         notes.append(f"the baseline has {len(b)} processes and the candidate {len(c)}: only "
                      "the totals are compared")

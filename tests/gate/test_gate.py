@@ -133,6 +133,9 @@ def test_a_summary_without_per_process_rates_is_compared_by_totals(analysed):
     assert c.baseline == pytest.approx(tp2.launches_per_s, rel=0.01)  # ~508/s, both ranks
     assert "launch rates compared as totals over the processes: the baseline summary has " \
            "no per-process rates (an older nsysscope wrote it)" in r.notes
+    # not "the baseline has 0 processes and the candidate 2"
+    assert "the baseline's summary does not list its processes (written before nsysscope." \
+           "summary/1.1): only the totals are compared; summarize it again" in r.notes
 
 
 def test_a_site_is_counted_over_every_rank(analysed):
