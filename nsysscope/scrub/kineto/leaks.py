@@ -41,7 +41,9 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
     index = {"n": 0}
 
     def on_field(key: str, value: Any) -> None:
-        if value is not None:
+        if key == "trace_id" and isinstance(value, str) and value.strip("0-"):
+            leaks.append(Leak("metadata", "string", key, "session_id", value[:2] + "…"))
+        elif value is not None:
             check("metadata", key, value)
 
     def on_event(e: Any) -> None:
