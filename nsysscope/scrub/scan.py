@@ -27,6 +27,7 @@ from .policy import (
     ENV_PLACEHOLDER,
     ENV_VAR,
     UUID_PATTERN,
+    ZERO_UUID,
     Finding,
     Leak,
     NotAnExport,
@@ -54,9 +55,14 @@ def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]],
     it found."""
     new, found = redact_secrets(value)
     kinds += found
-    if ctx.gpu_uuids and "-" in new:
+    if "-" in new and (ctx.gpu_uuids or "GPU-" in new or "MIG-" in new):
         def uuid_sub(m: re.Match[str]) -> str:
-            rep = ctx.gpu_uuids.get(m.group(0).lower())
+            u = m.group(0).lower()
+            rep = ctx.gpu_uuids.get(u)
+            if rep is None and m.string[max(0, m.start() - 4):m.start()] in ("GPU-", "MIG-") \
+                    and not u.startswith(ZERO_UUID[:24]):  # not one of ours
+                # a GPU the file's GPU tables do not list (another node's, in a log line)
+                rep = ctx.gpu_uuids[u] = ZERO_UUID.format(len(ctx.gpu_uuids))
             if rep is None:
                 return m.group(0)
             kinds.append(("machine_id", m.group(0)[:4] + "…"))

@@ -582,7 +582,8 @@ def test_windows_paths_spaced_paths_joined_names_domains_and_emails(sample, tmp_
 def test_addresses_options_shares_and_names_in_capitals(sample, tmp_path):
     """Each was kept, and the copy passed --check: an address on an argument row of its own
     (after --master-addr) or in a text that says 'rendezvous'; a path after a one-letter
-    option, a redirection or as a network share; the host name in capitals."""
+    option, a redirection or as a network share; the host name in capitals; the UUID of a
+    GPU the export's GPU tables do not list."""
     raw = tmp_path / "server.sqlite"
     shutil.copy(sample, raw)
     raw.chmod(0o644)
@@ -596,19 +597,22 @@ def test_addresses_options_shares_and_names_in_capitals(sample, tmp_path):
         c.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = 'dgx-a100-031' "
                   "WHERE name = 'Hostname'")
         c.execute("UPDATE DIAGNOSTIC_EVENT SET text = 'worker on DGX-A100-031: rendezvous "
-                  "10.42.17.6 port 29500' WHERE rowid = (SELECT MIN(rowid) FROM DIAGNOSTIC_EVENT)")
+                  "10.42.17.6 port 29500, peer GPU-4f3c2a1b-8d7e-6f5a-4b3c-2d1e0f9a8b7c' "
+                  "WHERE rowid = (SELECT MIN(rowid) FROM DIAGNOSTIC_EVENT)")
     c.close()
     out = tmp_path / "clean.sqlite"
     assert scrub(raw, out).remaining == ()
     data = out.read_bytes()
-    for leak in ("10.42.17", "kzhang", "scratch", "fs01", "dgx-a100", "DGX-A100"):
+    for leak in ("10.42.17", "kzhang", "scratch", "fs01", "dgx-a100", "DGX-A100", "4f3c2a1b"):
         assert leak.encode() not in data, leak
     with connect(out) as c:
         m = dict(c.execute("SELECT name, value FROM META_DATA_CAPTURE"))
         diag = c.execute("SELECT text FROM DIAGNOSTIC_EVENT ORDER BY rowid").fetchone()[0]
     assert [m[f"PROCESS_0:ARGUMENT_{n + i}"] for i in range(len(args))] == \
         ["--master-addr", "<ip>", "-I<path>/include", "2><path>/err.log", "<path>/x.bin"]
-    assert diag == "worker on host: rendezvous <ip> port 29500"
+    # a GPU the file's GPU tables do not list (the sample's own UUID is zeros already)
+    assert diag == ("worker on host: rendezvous <ip> port 29500, peer "
+                    "GPU-00000000-0000-0000-0000-000000000000")
 
 
 @pytest.mark.parametrize("user", ["sample", "step", "launch"])
