@@ -134,6 +134,10 @@ def quoted(name: str) -> str:
 # what the file says about itself
 
 
+#: (pattern, placeholder, kind, name) of each user and host name to replace
+WordPatterns = list[tuple[re.Pattern[str], str, str, str]]
+
+
 @dataclass
 class ExportContext:
     tables: list[str]
@@ -147,10 +151,9 @@ class ExportContext:
     users: set[str]
     hosts: set[str]
     gpu_uuids: dict[str, str]
-    word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(default_factory=list)
+    word_patterns: WordPatterns = field(default_factory=list)
     #: the same, for the names the analysis reads (:func:`_word_patterns`)
-    program_word_patterns: list[tuple[re.Pattern[str], str, str, str]] = field(
-        default_factory=list)
+    program_word_patterns: WordPatterns = field(default_factory=list)
     #: (table, column) of binary payloads, and what a value there becomes
     payloads: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
 
@@ -399,9 +402,6 @@ def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dic
     zero = ZERO_UUID.format(0)[:-12]
     return {u: ZERO_UUID.format(i)
             for i, u in enumerate(u for u in found if not u.startswith(zero))}
-
-
-WordPatterns = list[tuple[re.Pattern[str], str, str, str]]
 
 
 def _word_patterns(users: set[str], hosts: set[str],

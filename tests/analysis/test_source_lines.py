@@ -299,12 +299,13 @@ def _synthetic(lines_per_stall: list[list[tuple[str, int, str]]]):
     return launches, PythonSamples("ok", s, f, marks=len(s))
 
 
-def test_a_site_splits_by_line_only_where_the_samples_show_two_lines():
+def test_a_site_splits_by_line_only_where_the_samples_show_two_lines(tmp_path):
     from nsysscope.analysis.sites import stall_sites
     a, b, c = ("eng.py", 10, "step"), ("eng.py", 20, "post"), ("eng.py", 30, "rare")
     plan = [[a] * 4] * 6 + [[b] * 4] * 4 + [[c]] + [[]]
     launches, ps = _synthetic(plan)
-    out = attach_source_lines(launches, ps, AnalysisConfig(source_root="/nonexistent"))
+    # an empty folder: no source text is read
+    out = attach_source_lines(launches, ps, AnalysisConfig(source_root=str(tmp_path)))
     got = list(zip(out["src_file"], out["src_line"].astype("float64").fillna(-1), strict=True))
     # the one-sample stall on a rare line, and the stall with no sample, join the main line
     assert got == [("eng.py", 10)] * 6 + [("eng.py", 20)] * 4 + [("eng.py", 10)] * 2
