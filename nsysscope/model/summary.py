@@ -19,7 +19,6 @@ that rule say less than they should and stay, because the JSON is a public contr
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -30,7 +29,7 @@ import numpy as np
 
 from . import registry
 from .classes import LaunchClass
-from .schema import Record, check_schema, extra_field, optional, shown, to_plain
+from .schema import Record, check_schema, extra_field, json_text, optional, shown, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -346,20 +345,9 @@ class Summary(Record):
 
     def to_json(self, with_distributions: bool = True, indent: int | None = 2) -> str:
         """:meth:`to_dict` as JSON text: by default what ``nsysscope summarize`` and ``report
-        --format json`` write, byte for byte (text as UTF-8, not ``\\u`` escapes; indented,
-        each per-launch list of the ``distributions`` on one line: a 300-launch trace gives
-        ~15 KB, the 4000-launch cap ~150 KB). ``indent=None``: one line."""
-        d = self.to_dict(with_distributions)
-        if indent is None:
-            return json.dumps(d, ensure_ascii=False)
-        dist = d.pop("distributions", None)
-        text = json.dumps(d, indent=indent, ensure_ascii=False)
-        if dist is None:
-            return text + "\n"
-        pad = " " * indent
-        inner = ",\n".join(f"{pad * 2}{json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
-                           for k, v in dist.items())
-        return f'{text[:-2]},\n{pad}"distributions": {{\n{inner}\n{pad}}}\n}}\n'
+        --format json`` write, byte for byte (:func:`.schema.json_text`: each per-launch list
+        of the ``distributions`` on one line). ``indent=None``: one line."""
+        return json_text(self.to_dict(with_distributions), indent, "distributions")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Summary:

@@ -28,25 +28,15 @@ from ..trace.schema import truncation
 from ..trace.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
+from .names import Meta, WordPatterns, users_and_hosts, word_patterns
+from .paths import KEEP_PATH_PREFIXES, SITE_PATH, STDLIB_PATH, find_paths
 from .policy import (
     ENV_VAR,
-    GENERIC_HOSTS,
-    GENERIC_USERS,
-    HOST_PLACEHOLDER,
     JSON_IDS,
-    KEEP_PATH_PREFIXES,
-    SITE_PATH,
-    STDLIB_PATH,
-    USER_PLACEHOLDER,
     UUID_PATTERN,
     ZERO_UUID,
     NotAnExport,
     ScrubError,
-    find_paths,
-    home_names,
-    host_names,
-    program_word_pattern,
-    word_pattern,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -134,10 +124,6 @@ def quoted(name: str) -> str:
 # what the file says about itself
 
 
-#: (pattern, placeholder, kind, name) of each user and host name to replace
-WordPatterns = list[tuple[re.Pattern[str], str, str, str]]
-
-
 @dataclass
 class ExportContext:
     tables: list[str]
@@ -152,7 +138,7 @@ class ExportContext:
     hosts: set[str]
     gpu_uuids: dict[str, str]
     word_patterns: WordPatterns = field(default_factory=list)
-    #: the same, for the names the analysis reads (:func:`_word_patterns`)
+    #: the same, for the names the analysis reads (:func:`.names.word_patterns`)
     program_word_patterns: WordPatterns = field(default_factory=list)
     #: (table, column) of binary payloads, and what a value there becomes
     payloads: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
@@ -248,7 +234,6 @@ def _derive_root(sources: set[str], hints: list[str]) -> str | None:
     return d if d not in ("/", "") else None
 
 
-Meta = list[tuple[str, str]]
 
 
 def export_context(conn: sqlite3.Connection) -> ExportContext:
@@ -262,11 +247,11 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     paths = _absolute_paths(conn, capture + export)
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
-    users, hosts = _users_and_hosts(capture + export, sysenv, env, paths)
+    users, hosts = users_and_hosts(capture + export, sysenv, env, paths)
     referenced, program = _referenced_ids(conn, refs, tables)
     ctx = ExportContext(tables, _text_columns(conn, tables), refs, referenced, program,
                         working_dir, source, users, hosts, _gpu_uuids(conn, tables, sysenv))
-    ctx.word_patterns, ctx.program_word_patterns = _word_patterns(
+    ctx.word_patterns, ctx.program_word_patterns = word_patterns(
         users, hosts, _program_words(conn, tables, program))
     ctx.payloads = _payload_columns(conn, ctx.text_columns)
     return ctx
@@ -363,30 +348,6 @@ def _working_dir(capture: Meta, env: dict[str, str], sources: set[str],
     return None, "none: no absolute working directory or program sources found"
 
 
-def _users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
-                     paths: set[str]) -> tuple[set[str], set[str]]:
-    users: set[str] = set()
-    hosts: set[str] = set()
-    for n, v in meta:
-        if n.endswith("USER_NAME") or n == "EXPORT_USER":
-            users.add(v)
-        elif n in ("EXPORT_HOST", "DEVICE_DISPLAY_NAME"):
-            hosts.add(v)
-    for n, v in sysenv:
-        if n in ("Hostname", "HostName"):
-            hosts.add(v)
-    for k in ("USER", "LOGNAME", "USERNAME"):
-        if k in env:
-            users.add(env[k])
-    if "HOSTNAME" in env:
-        hosts.add(env["HOSTNAME"])
-    for p in list(paths) + [env.get("HOME", "")]:
-        users.update(home_names(p))
-    users -= {USER_PLACEHOLDER, ""}
-    hosts = {n for h in hosts - GENERIC_HOSTS for n in host_names(h)} - GENERIC_HOSTS
-    return users, hosts
-
-
 def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dict[str, str]:
     """Each GPU UUID and its replacement, ``...-00000000000N`` by rank in the file."""
     found: dict[str, str] = {}
@@ -402,25 +363,6 @@ def _gpu_uuids(conn: sqlite3.Connection, tables: list[str], sysenv: Meta) -> dic
     zero = ZERO_UUID.format(0)[:-12]
     return {u: ZERO_UUID.format(i)
             for i, u in enumerate(u for u in found if not u.startswith(zero))}
-
-
-def _word_patterns(users: set[str], hosts: set[str],
-                   program_words: set[str]) -> tuple[WordPatterns, WordPatterns]:
-    """User and host names to replace where they recur: in any text (:func:`word_pattern`),
-    and in the names the analysis reads (:func:`program_word_pattern`), where a name that is
-    itself one of the program's words (a whole range name, or its first word: a user named
-    ``sample``, ``step``) is not searched for: it would rename the program's phases."""
-    out: WordPatterns = []
-    program: WordPatterns = []
-    named = [(n, USER_PLACEHOLDER, "user") for n in users if n not in GENERIC_USERS] + \
-        [(n, HOST_PLACEHOLDER, "host") for n in hosts]
-    for name, rep, kind in sorted(named, key=lambda x: (x[2] != "user", -len(x[0]), x[0])):
-        if len(name) < 2:
-            continue
-        out.append((word_pattern(name), rep, kind, name))
-        if name.lower() not in program_words:
-            program.append((program_word_pattern(name), rep, kind, name))
-    return out, program
 
 
 def _program_words(conn: sqlite3.Connection, tables: list[str], ids: set[int]) -> set[str]:

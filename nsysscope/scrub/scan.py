@@ -22,6 +22,7 @@ from .context import (
     table_columns,
 )
 from .kineto import find_kineto_leaks
+from .paths import is_leaky_path, redact_path, rewrite_path, sub_paths
 from .policy import (
     DELETE,
     ENV_PLACEHOLDER,
@@ -34,11 +35,7 @@ from .policy import (
     PathLike,
     env_names,
     field_rule,
-    is_leaky_path,
     redact_name,
-    redact_path,
-    rewrite_path,
-    sub_paths,
 )
 from .private import Keep, scan_private
 from .secrets import SECRET, redact_secrets, secret_option

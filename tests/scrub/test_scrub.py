@@ -22,7 +22,8 @@ import pytest
 from nsysscope import analyze, load
 from nsysscope.scrub import Leak, ScrubError, find_leaks, rewrite_path, scrub
 from nsysscope.scrub import write as scrub_write
-from nsysscope.scrub.policy import find_paths, word_pattern
+from nsysscope.scrub.names import word_pattern
+from nsysscope.scrub.paths import find_paths
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_traces"

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..policy import Leak, PathLike, find_paths, is_leaky_path, redact_path, word_pattern
+from ..names import word_pattern
+from ..paths import find_paths, is_leaky_path, redact_path
+from ..policy import Leak, PathLike
 from ..secrets import redact_secrets
 from .survey import stream_events, strings_in, survey_trace
 

@@ -16,21 +16,16 @@ import numpy as np
 from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
 from ...trace.schema import api_base_name
-from ..policy import (
+from ..names import (
     GENERIC_HOSTS,
     GENERIC_USERS,
     HOST_PLACEHOLDER,
-    KEEP_PATH_PREFIXES,
     USER_PLACEHOLDER,
-    NotAnExport,
-    ScrubError,
-    home_names,
     host_names,
-    is_leaky_path,
-    rewrite_path,
-    sub_paths,
     word_pattern,
 )
+from ..paths import KEEP_PATH_PREFIXES, home_names, is_leaky_path, rewrite_path, sub_paths
+from ..policy import NotAnExport, ScrubError
 from ..secrets import redact_secrets
 
 _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
