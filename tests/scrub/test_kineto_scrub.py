@@ -117,6 +117,28 @@ def test_a_fully_qualified_host_name_goes_with_its_short_name_and_domain(tmp_pat
     assert find_leaks(out) == []
 
 
+def test_an_event_name_keeps_a_user_name_joined_into_it(tmp_path):
+    """With a user ``adam`` (from ``/home/adam/``) the op ``aten::_fused_adam_`` became
+    ``aten::_fused_user_`` and ``Optimizer.step#Adam.step`` ``Optimizer.step#user.step``: a
+    name joined into an identifier, or in capitals, is replaced in other strings, not in the
+    names the analysis reads."""
+    d = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    d["traceName"] = "/home/adam/runs/x.pt.trace.json"
+    ops = [e for e in d["traceEvents"] if e.get("cat") == "user_annotation"][:3]
+    ops[0]["name"], ops[1]["name"] = "aten::_fused_adam_", "Optimizer.step#Adam.step"
+    ops[2]["name"] = "debug by adam"
+    ops[0].setdefault("args", {})["note"] = "from adam_runs"
+    raw = tmp_path / "raw.pt.trace.json"
+    raw.write_text(json.dumps(d))
+    out = tmp_path / "clean.pt.trace.json"
+    assert scrub(raw, out).remaining == ()
+    clean = json.loads(out.read_text())
+    names = {e["name"] for e in clean["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert {"aten::_fused_adam_", "Optimizer.step#Adam.step", "debug by user"} <= names
+    note = next(e["args"]["note"] for e in clean["traceEvents"] if "note" in e.get("args", {}))
+    assert note == "from user_runs" and clean["traceName"] == "<path>/x.pt.trace.json"
+
+
 def test_slim_keeps_every_stack_the_analysis_uses(tmp_path):
     plain = tmp_path / "plain.json"
     raw = gzip.decompress(SAMPLE.read_bytes())

@@ -6,7 +6,7 @@ What a Kineto trace gives away, and what it becomes:
     Absolute paths in any string: ``traceName`` (the path the trace was written to), and
     ``python_function`` names when the profiled code ran from absolute paths
     (``/opt/venv/lib/python3.12/site-packages/torch/cuda/graphs.py(137): replay``). They
-    are rewritten exactly as the nsys scrub rewrites them (:func:`~.policy.rewrite_path`):
+    are rewritten exactly as the nsys scrub rewrites them (:func:`..paths.rewrite_path`):
     ``<site-packages>/torch/cuda/graphs.py``, ``<stdlib>/json/encoder.py``, a path of the
     program's own relative to its working directory (``engine_under_test/sampler.py``), any
     other ``<path>/<basename>``. The working directory is derived from the data: the common
@@ -16,14 +16,17 @@ What a Kineto trace gives away, and what it becomes:
 ``host``
     The host name: torch >= 2.10 writes it as ``host_name`` at the top of the file, and
     ``tensorboard_trace_handler`` (which sglang and vLLM use) names each file
-    ``{hostname}_{pid}.{time}.pt.trace.json``, and that name is in ``traceName``. Wherever it
-    recurs as a whole word in any string it becomes ``host``.
+    ``{hostname}_{pid}.{time}.pt.trace.json``, and that name is in ``traceName``; a fully
+    qualified one's short name and domain too. Wherever it recurs in a string it becomes
+    ``host``, as in the nsys scrub (:func:`..names.word_pattern`: in any case, a name of four
+    letters or more also joined by ``_`` or ``-``); in an event's name (a kernel, an op, a
+    range) only as a word of its own, as written.
 ``user``
-    A ``/home/NAME/`` or ``/Users/NAME/`` in any path: NAME becomes ``user`` wherever it recurs
-    as a whole word (paths are rewritten anyway).
-``secret`` / ``ip``
-    Tokens, secret-named values and URL passwords, and IP addresses, in any string: as the
-    nsys scrub does (:mod:`..secrets`).
+    A ``/home/NAME/``, ``/Users/NAME/`` or ``~NAME/`` in any path: NAME becomes ``user``
+    wherever it recurs, as a host name does (paths are rewritten anyway).
+``secret`` / ``email`` / ``ip``
+    Tokens, secret-named values and URL passwords, e-mail addresses and IP addresses, in any
+    string: as the nsys scrub does (:mod:`..secrets`).
 ``trace_id``
     The trace's random id, like nsys's session UUID: it becomes all zeros.
 
@@ -143,7 +146,7 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
                         return
                 out.write("\n" if state["first_event"] else ",\n")
                 state["first_event"] = False
-                out.write(json.dumps(clean.value(e), ensure_ascii=False, separators=(",", ":")))
+                out.write(json.dumps(clean.event(e), ensure_ascii=False, separators=(",", ":")))
                 counts["out"] += 1
 
             stream_events(src, on_field, on_event)

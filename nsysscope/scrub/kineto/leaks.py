@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..names import word_pattern
+from ..names import program_word_pattern, word_pattern
 from ..paths import find_paths, is_leaky_path, redact_path
 from ..policy import Leak, PathLike
 from ..secrets import redact_secrets
@@ -18,28 +18,31 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
     src = Path(src)
     ctx = survey_trace(src, slim=False)
     words = [(h, "host") for h in ctx.hosts] + [(u, "user") for u in ctx.users]
+    # an event's name (a kernel, an op, a range) as the scrub matches it there: whole words
+    patterns = {False: [(word_pattern(w), w, kind) for w, kind in words],
+                True: [(program_word_pattern(w), w, kind) for w, kind in words]}
     leaks: list[Leak] = []
     seen: set[tuple[str, str]] = set()
 
-    def check(where: str, key: int | str, value: Any) -> None:
+    def check(where: str, key: int | str, value: Any, name: bool = False) -> None:
         for text in strings_in(value):
-            if text in seen_text:
+            if (text, name) in seen_text:
                 continue
-            seen_text.add(text)
+            seen_text.add((text, name))
             for path in find_paths(text):
                 if is_leaky_path(path) and (where, path) not in seen:
                     seen.add((where, path))
                     shown = redact_path(path)
-                    for word, _ in words:
-                        shown = word_pattern(word).sub(word[:1] + "…", shown)
+                    for rx, word, _ in patterns[False]:
+                        shown = rx.sub(word[:1] + "…", shown)
                     leaks.append(Leak(where, "string", key, "abs_path", shown))
-            for word, kind in words:
-                if word_pattern(word).search(text):
+            for rx, word, kind in patterns[name]:
+                if rx.search(text):
                     leaks.append(Leak(where, "string", key, kind, word[:1] + "…"))
             for kind, excerpt in redact_secrets(text)[1]:
                 leaks.append(Leak(where, "string", key, kind, excerpt))
 
-    seen_text: set[str] = set()
+    seen_text: set[tuple[str, bool]] = set()
     index = {"n": 0}
 
     def on_field(key: str, value: Any) -> None:
@@ -49,6 +52,9 @@ def find_kineto_leaks(src: PathLike) -> list[Leak]:
             check("metadata", key, value)
 
     def on_event(e: Any) -> None:
+        if type(e) is dict and isinstance(e.get("name"), str):
+            check("traceEvents", index["n"], e["name"], name=True)
+            e = {k: v for k, v in e.items() if k != "name"}
         check("traceEvents", index["n"], e)
         index["n"] += 1
 

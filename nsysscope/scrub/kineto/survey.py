@@ -22,6 +22,7 @@ from ..names import (
     HOST_PLACEHOLDER,
     USER_PLACEHOLDER,
     host_names,
+    program_word_pattern,
     word_pattern,
 )
 from ..paths import KEEP_PATH_PREFIXES, home_names, is_leaky_path, rewrite_path, sub_paths
@@ -149,9 +150,9 @@ def survey_trace(src: Path, slim: bool) -> Survey:
             hosts.add(m.group("host"))
     # a fully qualified name's short name and domain too; the longest first, so that each
     # is replaced whole before a part of it
-    ctx.hosts = tuple(sorted({n for h in hosts for n in host_names(h)} - _GENERIC,
-                             key=lambda n: (-len(n), n)))
-    ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC))
+    ctx.hosts = tuple(sorted({n for h in hosts for n in host_names(h)
+                              if n not in _GENERIC and len(n) >= 2}, key=lambda n: (-len(n), n)))
+    ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC and len(u) >= 2))
     return ctx
 
 
@@ -204,16 +205,20 @@ def keep_mask(ctx: Survey) -> np.ndarray:
 
 
 class Cleaner:
-    """Rewrites the strings of values (paths, host and user names)."""
+    """Rewrites the strings of values (paths, host and user names). An event's name (a kernel,
+    an op, a range: what the analysis reads) has a user or host name replaced only where it
+    stands as a word, as written (:func:`..names.program_word_pattern`): a user named ``adam``
+    must not turn ``aten::_fused_adam_`` into ``aten::_fused_user_``."""
 
     def __init__(self, ctx: Survey) -> None:
         self.wd = ctx.working_dir
         words = sorted([(h, HOST_PLACEHOLDER) for h in ctx.hosts] +
                        [(u, USER_PLACEHOLDER) for u in ctx.users], key=lambda w: -len(w[0]))
-        self.words = [(w, word_pattern(w), new) for w, new in words]
+        self.words = {False: [(w, word_pattern(w), new) for w, new in words],
+                      True: [(w, program_word_pattern(w), new) for w, new in words]}
         self.kinds: Counter[str] = Counter()
         self.rewritten = 0
-        self._cache: dict[str, str] = {}
+        self._cache: dict[tuple[str, bool], str] = {}
 
     def _path(self, path: str) -> str:
         if not is_leaky_path(path):
@@ -221,8 +226,9 @@ class Cleaner:
         self.kinds["abs_path"] += 1
         return rewrite_path(path, self.wd)
 
-    def text(self, s: str) -> str:
-        hit = self._cache.get(s)
+    def text(self, s: str, name: bool = False) -> str:
+        """``s`` scrubbed (``name``: an event's name)."""
+        hit = self._cache.get((s, name))
         if hit is not None:
             return hit
         out, found = redact_secrets(s)
@@ -230,7 +236,7 @@ class Cleaner:
             self.kinds[kind] += 1
         out = sub_paths(out, self._path)
         low = out.lower()  # names are matched in any case: a cheap look first
-        for word, rx, new in self.words:
+        for word, rx, new in self.words[name]:
             if word.lower() in low:
                 out, n = rx.subn(new, out)
                 if n:
@@ -239,8 +245,15 @@ class Cleaner:
         if out != s:
             self.rewritten += 1
         if len(self._cache) < 1 << 16:
-            self._cache[s] = out
+            self._cache[s, name] = out
         return out
+
+    def event(self, e: Any) -> Any:
+        """An event scrubbed: its name as a name (:meth:`text`), the rest as any value."""
+        if type(e) is not dict:
+            return self.value(e)
+        return {k: self.text(x, name=True) if k == "name" and isinstance(x, str)
+                else self.value(x) for k, x in e.items()}
 
     def value(self, v: Any) -> Any:
         if isinstance(v, str):
