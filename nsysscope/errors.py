@@ -58,8 +58,8 @@ class NotAnNsysExport(NsysscopeError):
 
 
 class DamagedExport(NotAnNsysExport):
-    """An nsys export damaged past its header: a page that is not SQLite, text that is not
-    UTF-8, a value of the wrong type where nsys writes integers."""
+    """An nsys export damaged past its header, as a disk damages a file: a page that is not
+    SQLite, text that is not UTF-8."""
 
 
 class NsysUnavailable(NsysscopeError):

@@ -141,7 +141,8 @@ def median_check(name: str, label: str, x: np.ndarray, y: np.ndarray, worse: int
                  min_us: float, min_pct: float, t: GateThresholds) -> Check:
     """A per-launch median: ``worse`` = -1 when smaller is worse (window), +1 when larger is
     worse (gap). Fails on an effect above max(``min_us``, ``min_pct``) and a one-sided
-    Mann-Whitney p below ``alpha``."""
+    Mann-Whitney p below ``alpha`` (:func:`_ranked`: with fewer than ``min_samples`` values on
+    a side, the effect alone decides)."""
     sign = "-" if worse < 0 else "+"
     rule = f"{sign}max({min_us:g} us, {min_pct:g}%)"
     if not len(x) or not len(y):

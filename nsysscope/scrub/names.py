@@ -24,6 +24,15 @@ GENERIC_HOSTS = frozenset({"", "host", "localhost", "Local (CLI)", "main", "mast
                            "node", "server", "gpu", "dev"})
 
 
+_GENERIC = frozenset(n.lower() for n in GENERIC_USERS | GENERIC_HOSTS)
+
+
+def generic(name: str) -> bool:
+    """Whether a user or host name is one of the generic ones, in any case (``Root``,
+    ``ADMIN``: they are matched in any case too)."""
+    return name.strip().lower() in _GENERIC
+
+
 def host_names(host: str) -> set[str]:
     """A host's names to search for: itself and, for a fully qualified one
     (``node7.corp.example.com``), its short name and its site's domain (not a bare top-level
@@ -86,7 +95,7 @@ def users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
     for p in list(paths) + [env.get("HOME", "")]:
         users.update(home_names(p))
     users -= {USER_PLACEHOLDER, ""}
-    hosts = {n for h in hosts - GENERIC_HOSTS for n in host_names(h)} - GENERIC_HOSTS
+    hosts = {n for h in hosts if not generic(h) for n in host_names(h) if not generic(n)}
     return users, hosts
 
 
@@ -98,10 +107,12 @@ def word_patterns(users: set[str], hosts: set[str],
     ``sample``, ``step``) is not searched for: it would rename the program's phases."""
     out: WordPatterns = []
     program: WordPatterns = []
-    named = [(n, USER_PLACEHOLDER, "user") for n in users if n not in GENERIC_USERS] + \
+    named = [(n, USER_PLACEHOLDER, "user") for n in users] + \
         [(n, HOST_PLACEHOLDER, "host") for n in hosts]
-    for name, rep, kind in sorted(named, key=lambda x: (x[2] != "user", -len(x[0]), x[0])):
-        if len(name) < 2:
+    # the longest first, hosts and users alike: a user 'alice' must not eat into the host
+    # 'alice-ws.local' before the host's own pattern sees it
+    for name, rep, kind in sorted(named, key=lambda x: (-len(x[0]), x[2], x[0])):
+        if len(name) < 2 or generic(name):
             continue
         out.append((word_pattern(name), rep, kind, name))
         if name.lower() not in program_words:

@@ -7,17 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# an absolute path: starts a word (not after a letter, digit, '.', '-', '/', '~', '>'), so
-# 'kworker/3:1', 'steps/s', a URL's host and path and our own '<path>/x' placeholders are not
-# matched; after ':' it is (``file:/home/bob/x.pt``, ``ckpt:/data/x``), and after ``file://``
-# (``file:///home/bob/x.pt``, whose third '/' follows a '/'); its parts may hold any
-# letter (``/home/josé/model.pt``: an ASCII-only pattern stopped at the 'é' and left the rest)
 #: bytes of a text that are not UTF-8, as the scrub reads them (lone surrogates,
 #: :func:`.cells.decode_text`): part of a name, so a path or user name does not stop at them
 NOT_UTF8 = r"\udc80-\udcff"
-#: where an absolute path may start: a word's start, or after ``file://``, a one-letter
-#: option (``-I/opt/x``, ``-L/opt/lib``) or a redirection (``2>/tmp/err.log``; not after a
-#: placeholder's ``>``: ``<path>/x``)
+#: where an absolute path may start: a word's start (not after a letter, digit, '.', '-',
+#: '/', '~' or '>', so 'kworker/3:1', 'steps/s' and a URL's host and path are not paths), after
+#: ':' (``ckpt:/data/x``), after ``file://`` (``file:///home/bob/x.pt``, whose third '/'
+#: follows a '/'), a one-letter option (``-I/opt/x``) or a redirection (``2>/tmp/err.log``;
+#: not after a placeholder's ``>``: ``<path>/x``). Its parts may hold any letter
+#: (``/home/josé/model.pt``: an ASCII-only pattern stopped at the 'é' and left the rest)
 _PATH_START = (rf"(?:(?<=file://)|(?<![\w.\-/~>\\{NOT_UTF8}])|(?<=\s-[A-Za-z])|(?<=^-[A-Za-z])|"
                r"(?<=[^A-Za-z\-]>)|(?<=^>))")
 _PATH_PART = rf"[\w.+@%~\-{NOT_UTF8}]"
@@ -87,7 +85,7 @@ def _posix(path: str) -> str:
 
 
 def rewrite_path(path: str, working_dir: str | None) -> str:
-    """The scrubbed form of one absolute ``path`` (see the module docstring)."""
+    """The scrubbed form of one absolute ``path`` (the rules: :mod:`.policy`, ``abs_path``)."""
     path = _posix(path)
     if path.startswith(KEEP_PATH_PREFIXES):
         return path

@@ -38,7 +38,13 @@ from .policy import (
     redact_name,
 )
 from .private import Keep, scan_private
-from .secrets import SECRET, redact_secrets, secret_option
+from .secrets import (
+    SECRET,
+    address_option,
+    redact_addresses,
+    redact_secrets,
+    secret_option,
+)
 
 _META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_SYSTEM_ENV"})
 #: a META_DATA_CAPTURE row holding one argument of the profiled command
@@ -48,7 +54,7 @@ _ARGUMENT = re.compile(r"PROCESS_\d+:ARGUMENT_\d+")
 def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]],
                   program: bool = False) -> str:
     """``value`` with secrets and addresses, paths, user/host names and GPU UUIDs scrubbed
-    (``program``: a name the analysis reads, :func:`.context._word_patterns`); appends what
+    (``program``: a name the analysis reads, :func:`.names.word_patterns`); appends what
     it found."""
     new, found = redact_secrets(value)
     kinds += found
@@ -96,6 +102,7 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
     sel = ", ".join(quoted(c) for c in cols)
     namecol = ", name" if has_name else ""
     after_secret_option = False  # the previous command-line argument was --api-key, say
+    after_address_option = False  # ... or --master-addr
     for row in conn.execute(f"SELECT rowid{namecol}, {sel} FROM {quoted(table)}"):
         rowid = row[0]
         name = (as_text(row[1]) or "") if has_name else None
@@ -110,7 +117,14 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
                                value)
                 after_secret_option = False
                 continue
+            if after_address_option and not argument.startswith("-"):
+                redacted, addresses = redact_addresses(argument)
+                if addresses:
+                    yield Finding(table, "value", rowid, key, addresses, redacted, value)
+                    after_address_option = False
+                    continue
             after_secret_option = secret_option(argument)
+            after_address_option = address_option(argument)
         if whole_env:
             yield Finding(table, cols[0], rowid, key, [("env", f"{table} row")], DELETE)
             continue

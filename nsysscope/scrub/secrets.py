@@ -16,14 +16,16 @@ text that *is* an environment variable; these find one anywhere in a text and re
     capitals), the password of a URL (``scheme://user:password@host``, the user possibly
     empty) and an HTTP ``Basic`` credential, each becoming ``<secret>``;
 ``email``
-    an e-mail address (its domain ending in letters), becoming ``<email>``;
+    an e-mail address (its domain ending in a common top-level domain, not a file's extension:
+    ``model@best.pt``, ``Optimizer@Adam.step`` stay), becoming ``<email>``;
 ``ip``
     an IPv4 address (each part 0-255, not inside a longer dotted number) other than
     ``0.0.0.0``, ``127.x.x.x`` and ``255.x.x.x``, becoming ``<ip>``: where it is one (before a
-    port, after ``=``, ``@`` or ``/``, after an interface in NCCL's ``eth0:10.1.2.3<0>``, a
-    text that is an address alone (an argument after ``--master-addr``), or in a text that
-    names an address or a network (``inet``, ``brd``, ``rendezvous``, ``connect``, ``port``,
-    ``eth0``...)), not a four-part version number (``cudnn 9.1.0.70``). Also an IPv6 address
+    port, after ``=``, ``@`` or ``/``, after an interface in NCCL's ``eth0:10.1.2.3<0>``, the
+    value of an option that names an address (``--master-addr 10.1.2.3``, on an argument row
+    of its own: :func:`address_option`), or in a text that names an address or a network
+    (``inet``, ``brd``, ``rendezvous``, ``connect``, ``port``, ``eth0``...)), not a four-part
+    version number (``cudnn 9.1.0.70``, alone too). Also an IPv6 address
     anywhere (three groups or more, shortened with ``::`` or all eight, one of three hex
     digits or more, and a decimal digit: not a time or C++ scopes such as ``at::native``),
     whose link-local form holds the card's MAC address.
@@ -69,9 +71,13 @@ _COLON_NAMED = re.compile(r"(?i)(?<=\")(" + SECRET_NAME + r")(\"\s*:\s*\")([^\"]
 _URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):([^/\s@]+)@")  # the user may be empty
 EMAIL = "<email>"
 #: an e-mail address: a person's name (``bob.smith@corp.example.com``, a commit's author, a
-#: ``--user`` option); its domain ends in letters (not ``fn@v1.2``)
+#: ``--user`` option); its domain ends in a common top-level domain, or an intranet's, not in
+#: what a file's extension or a method can be (``ckpt@step.pt``, ``Optimizer@Adam.step``)
+_TLDS = ("com|org|net|edu|gov|mil|int|io|ai|dev|app|cloud|info|biz|tech|email|me|us|uk|de|fr|"
+         "jp|cn|kr|in|ca|au|eu|ch|nl|se|no|fi|dk|it|es|ru|br|il|tw|sg|hk|at|be|cz|ie|nz|za|"
+         "local|internal|lan|corp")
 _EMAIL = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*"
-                    r"\.[A-Za-z]{2,}(?![\w\-])")
+                    rf"\.(?i:{_TLDS})(?![\w\-])")
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 #: an address, not a version number: before a port, after '=', '@' or '/', or anywhere in a
 #: text that names an address (``--master-addr 10.0.0.7``, ``host 10.1.2.3``)
@@ -175,10 +181,7 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     if _MAYBE_IPV6.search(out):
         out = _IPV6.sub(ipv6, out)
     if "." in out and _DIGIT_DOT.search(out):
-        # a text that is an address alone is one: the value of --master-addr, which nsys
-        # keeps on an argument row of its own
-        whole = _IP_ANYWHERE.fullmatch(out.strip()) is not None
-        out = (_IP_ANYWHERE if whole or _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
+        out = (_IP_ANYWHERE if _NAMES_AN_ADDRESS.search(out) else _IP_HERE).sub(ip, out)
     if _MAYBE_TOKEN.search(out):
         out = _TOKENS.sub(token, out)
     if _MAYBE_NAMED.search(out):
@@ -188,6 +191,28 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     if "@" in out:  # after the URL's password: not ``pw@host`` for an address
         out = _EMAIL.sub(email, out)
     return out, tuple(found)
+
+
+def address_option(arg: str) -> bool:
+    """Whether a command-line argument is an option that names an address (``--master-addr``,
+    ``--host``, ``--dist-init-addr``): its value, the next argument, is one however it reads
+    (``10.42.17.5`` alone would pass for a version number)."""
+    return re.fullmatch(r"--?[A-Za-z][\w.\-]*", arg) is not None and \
+        _NAMES_AN_ADDRESS.search(arg) is not None
+
+
+def redact_addresses(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """``text`` with each IPv4 address in it replaced (the value of :func:`address_option`),
+    and what was found."""
+    found: list[tuple[str, str]] = []
+
+    def ip(m: re.Match[str]) -> str:
+        if _HARMLESS_IP.match(m.group(0)):
+            return m.group(0)
+        found.append(("ip", m.group(0).split(".", 1)[0] + ".…"))
+        return IP
+
+    return _IP_ANYWHERE.sub(ip, text), found
 
 
 def secret_option(arg: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import DamagedExport, UnreadableInput
+from ..errors import DamagedExport, NotAnNsysExport, UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
 from ..util.text import clipped
@@ -131,9 +131,9 @@ def damage_reported(path: str | Path) -> Iterator[None]:
         raise DamagedExport(f"{path}: corrupt export: text that is not UTF-8 "
                             f"({clipped(str(e))})") from None
     except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
-        # where nsys writes integers (tests/test_fuzz.py)
-        raise DamagedExport(f"{path}: corrupt export: a value of the wrong type in a table "
-                            f"({type(e).__name__}: {clipped(str(e))})") from None
+        # where nsys writes integers (tests/test_fuzz.py): in the export, not in a damaged copy
+        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
+                              f"({type(e).__name__}: {clipped(str(e))})") from None
 
 
 def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:

@@ -72,16 +72,19 @@ T = TypeVar("T")
 def read_resolved(path: str | os.PathLike[str], nsys: str | None,
                   read: Callable[[Path], T]) -> T:
     """``read(db)`` of the export :func:`resolve` finds for ``path``. When ``read`` finds it
-    damaged (:class:`~nsysscope.errors.DamagedExport`) and it is a copy nsysscope made (a
-    decompressed trace, a report's export), the copy is made again, once, and read again: a
-    copy is reused while its source is unchanged, so one damaged on disk after it was
-    written (zeroed pages, a bad sector) would be blamed on the trace by every run until
-    ``nsysscope cache clear``. A fresh copy that is damaged too is the trace's."""
+    damaged (:class:`~nsysscope.errors.DamagedExport`) and it is the copy nsysscope
+    decompressed from ``path``, the copy is made again, once, and read again: a copy is reused
+    while its source is unchanged, so one damaged on disk after it was written (zeroed pages,
+    a bad sector) would be blamed on the trace by every run until ``nsysscope cache clear``.
+    A fresh copy that is damaged too is the trace's. A report's export is not deleted: making
+    it again needs nsys, which may be missing here."""
     db = resolve(path, nsys=nsys)
     try:
         return read(db)
     except DamagedExport:
-        if not db.name.endswith(CACHE_SUFFIX) or db.resolve() == Path(path).resolve():
+        p = Path(path)
+        if not (db.name.endswith(CACHE_SUFFIX) and db.resolve() != p.resolve() and
+                read_head(p).startswith((XZ_MAGIC, GZIP_MAGIC))):
             raise
     note(f"the cached copy of {Path(path).name} ({db}) was damaged: making it again")
     for key in [k for k, v in _RESOLVED.items() if v == db]:

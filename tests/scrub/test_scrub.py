@@ -681,6 +681,20 @@ def test_where_a_user_or_host_name_recurs(name, text, scrubbed):
     assert word_pattern(name).sub("X", text) == scrubbed
 
 
+def test_the_longest_name_is_replaced_first_users_and_hosts_alike():
+    """Users were replaced before hosts: 'alice' ate into the host 'alice-ws.local' ("ssh
+    user-ws.local"), and the host's own pattern no longer matched."""
+    from nsysscope.scrub.names import users_and_hosts, word_patterns
+
+    users, hosts = users_and_hosts([("EXPORT_USER", "alice"), ("EXPORT_HOST", "alice-ws.local"),
+                                    ("PROCESS_0:USER_NAME", "Root")], [], {}, set())
+    assert users == {"alice", "Root"} and hosts == {"alice-ws.local", "alice-ws"}
+    text = "ssh alice-ws.local as alice, ROOT"
+    for rx, rep, _, _ in word_patterns(users, hosts, set())[0]:  # Root is generic: not searched
+        text = rx.sub(rep, text)
+    assert text == "ssh host as user, ROOT"
+
+
 NIC_INFO = ('{"Nics":[{"Name":"mlx5_0","Mac":"0c:42:a1:65:b0:d0","NodeGuid":"0c42:a103:0065:b0d0",'
             '"Ipv6":"fe80::0e42:a1ff:fe65:b0d0"}]}')
 
@@ -793,7 +807,9 @@ def test_text_that_is_not_utf8_is_scrubbed_and_kept_byte_for_byte(sample, tmp_pa
     "trace_machine_24-01-15-10-30-00.json", "together 11:22:33:44:55:66", "file.py:12:34",
     "sha 0123456789abcdef0123", "NVLink/P2P 0x00007f1234567890", "ts 1733012345678901 eth0 up",
     '"Speed":200000000000,"RxBytes":1234567890123456,"Mac":"<mac>"',
-    "cutlass::gemm::kernel::GemmUniversal", "a1::b2"])
+    "cutlass::gemm::kernel::GemmUniversal", "a1::b2",
+    # a version alone, checkpoint and method names beside an '@': not addresses, not e-mails
+    "8.6.1.6", "9.1.0.70", "model@best.pt", "/data/ckpt@step.pt", "Optimizer@Adam.step"])
 def test_names_times_and_bus_addresses_are_not_network_addresses(text):
     from nsysscope.scrub.secrets import redact_secrets
     assert redact_secrets(text) == (text, ())

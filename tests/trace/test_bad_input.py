@@ -479,6 +479,30 @@ def test_a_damaged_cache_entry_is_made_again_not_blamed_on_the_trace(sample_path
         assert entry.read_bytes() == whole
 
 
+def test_a_damaged_export_of_a_report_is_never_deleted(tmp_path, monkeypatch):
+    """The retry above deleted any damaged ``*.nsysscope-cache.sqlite``, the export saved
+    beside a .nsys-rep too, which only nsys can make again (it may be missing here): such
+    damage is reported, the file kept."""
+    from nsysscope.errors import DamagedExport
+    from nsysscope.trace import sources
+
+    rep = tmp_path / "r.nsys-rep"
+    rep.write_bytes(b"NVIDIA Tegra Profiler Report" + bytes(100))
+    export = tmp_path / "r.nsysscope-cache.sqlite"
+    export.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    monkeypatch.setattr(sources, "resolve", lambda path, nsys=None: export)
+    reads = []
+
+    def read(db: Path) -> None:
+        reads.append(db)
+        raise DamagedExport(f"{rep}: truncated or corrupt export (database disk image is "
+                            "malformed)")
+
+    with pytest.raises(DamagedExport, match="database disk image is malformed"):
+        sources.read_resolved(rep, None, read)
+    assert reads == [export] and export.exists()
+
+
 def test_a_trace_is_opened_read_only(case1_sqlite, tmp_path):
     """Even a writable trace in a writable folder: no journal, no WAL, not a byte changed."""
     p = copy_of(case1_sqlite, tmp_path / "trace.sqlite")

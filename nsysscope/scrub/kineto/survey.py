@@ -17,10 +17,9 @@ from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
 from ...trace.schema import api_base_name
 from ..names import (
-    GENERIC_HOSTS,
-    GENERIC_USERS,
     HOST_PLACEHOLDER,
     USER_PLACEHOLDER,
+    generic,
     host_names,
     program_word_pattern,
     word_pattern,
@@ -33,7 +32,6 @@ _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib(?:64)?/(?:python|pypy)\d")
 #: the file name torch.profiler.tensorboard_trace_handler gives: {host}_{pid}.{time}.pt.trace
 _WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 _PY_FILE = re.compile(r"^(/.*\.py)\(\d+\): ")
-_GENERIC = GENERIC_USERS | GENERIC_HOSTS
 
 
 @dataclass
@@ -103,7 +101,7 @@ def survey_trace(src: Path, slim: bool) -> Survey:
         if key == "traceName" and isinstance(value, str):
             trace_names.append(value)
         if key.lower().replace("_", "") == "hostname" and isinstance(value, str) and \
-                value.strip() not in _GENERIC:
+                not generic(value):
             named_hosts.add(value.strip())
         for text in strings_in(value):
             homes.update(home_names(text))
@@ -146,13 +144,13 @@ def survey_trace(src: Path, slim: bool) -> Survey:
     hosts = set(named_hosts)
     for name in trace_names:
         m = _WORKER.match(os.path.basename(name))
-        if m and m.group("host") not in _GENERIC:
+        if m and not generic(m.group("host")):
             hosts.add(m.group("host"))
     # a fully qualified name's short name and domain too; the longest first, so that each
     # is replaced whole before a part of it
     ctx.hosts = tuple(sorted({n for h in hosts for n in host_names(h)
-                              if n not in _GENERIC and len(n) >= 2}, key=lambda n: (-len(n), n)))
-    ctx.users = tuple(sorted(u for u in homes if u not in _GENERIC and len(u) >= 2))
+                              if not generic(n) and len(n) >= 2}, key=lambda n: (-len(n), n)))
+    ctx.users = tuple(sorted(u for u in homes if not generic(u) and len(u) >= 2))
     return ctx
 
 
