@@ -219,9 +219,10 @@ def robust(s: Summary, t: GateThresholds, per_process: bool = True) -> Robust:
 
 
 def fraction_check(base: Summary, cand: Summary, rb: Robust, rc: Robust,
-                   t: GateThresholds) -> Check:
+                   t: GateThresholds, steps: bool = False) -> Check:
     """The GPU idle fraction (host pauses excluded): grown by more than ``idle_pp`` and the
-    per-launch idle gaps larger by a one-sided Mann-Whitney test below ``alpha``."""
+    per-launch idle gaps larger by a one-sided Mann-Whitney test below ``alpha``; the effect
+    alone where a side's steps are several launches (``steps``, :func:`in_steps`)."""
     rule = f"+{t.idle_pp:g} pp"
     detail = "1 - GPU busy over the steady span, host pauses excluded"
     if rb.idle_frac is None or rc.idle_frac is None:
@@ -231,7 +232,7 @@ def fraction_check(base: Summary, cand: Summary, rb: Robust, rc: Robust,
                      detail="not measured on one side")
     b, c = 100 * rb.idle_frac, 100 * rc.idle_frac
     x, y = (values(s.distributions.gpu_idle_us if s.distributions else None) for s in (base, cand))
-    if in_steps(base, cand):
+    if steps:
         x, y, detail = np.empty(0), np.empty(0), detail + STEPS_DECIDE
     status, p = _ranked(c - b, t.idle_pp, x, y, +1, t)
     return Check(name="gpu_idle_fraction", label="GPU idle fraction", unit="%",
@@ -317,10 +318,10 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
                                values(dc.gpu_idle_us), +1, t.gap_us, t.gap_pct, t))
     mean = per_process_rates(base, cand)
     rb, rc = robust(base, t, mean), robust(cand, t, mean)
-    checks.append(fraction_check(base, cand, rb, rc, t))
+    steps = in_steps(base, cand)
+    checks.append(fraction_check(base, cand, rb, rc, t, steps))
     work_b, work_c = values(db.gpu_work_us), values(dc.gpu_work_us)
     period_b, period_c = _periods(db), _periods(dc)
-    steps = in_steps(base, cand)
     if steps:
         period_b, period_c = np.empty(0), np.empty(0)
     several = mean and (len(base.processes) > 1 or len(cand.processes) > 1)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 SECRET = "<secret>"
 IP = "<ip>"
@@ -143,11 +144,7 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         found.append(("secret", "://…:…@"))
         return f"{m.group(1)}:{SECRET}@"
 
-    def ip(m: re.Match[str]) -> str:
-        if _HARMLESS_IP.match(m.group(0)):
-            return m.group(0)
-        found.append(("ip", m.group(0).split(".", 1)[0] + ".…"))
-        return IP
+    ip = _ipv4_replacer(found)
 
     def hardware(m: re.Match[str]) -> str:
         a = m.group(0)
@@ -205,14 +202,18 @@ def redact_addresses(text: str) -> tuple[str, list[tuple[str, str]]]:
     """``text`` with each IPv4 address in it replaced (the value of :func:`address_option`),
     and what was found."""
     found: list[tuple[str, str]] = []
+    return _IP_ANYWHERE.sub(_ipv4_replacer(found), text), found
 
+
+def _ipv4_replacer(found: list[tuple[str, str]]) -> Callable[[re.Match[str]], str]:
+    """What an IPv4 address matched becomes (``<ip>``, unless harmless: ``127.0.0.1``...),
+    noting each one replaced in ``found``."""
     def ip(m: re.Match[str]) -> str:
         if _HARMLESS_IP.match(m.group(0)):
             return m.group(0)
         found.append(("ip", m.group(0).split(".", 1)[0] + ".…"))
         return IP
-
-    return _IP_ANYWHERE.sub(ip, text), found
+    return ip
 
 
 def secret_option(arg: str) -> bool:
