@@ -36,7 +36,7 @@ class OpenTrace:
                  nsys: str | None = None, time_range: TimeRange | None = None) -> None:
         self.path = Path(path)
         self.analysis: Analysis = analyze_file(path, config, nsys=nsys, time_range=time_range,
-                                               events=True)
+                                               events="shown")
 
     # the tables are copies (or selections, new frames too): a notebook that drops or
     # overwrites a column of one must not change what the summary, the plots and the other

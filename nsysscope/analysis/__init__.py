@@ -4,7 +4,7 @@ a :class:`~nsysscope.model.Summary`. Nothing here parses files, prints or plots
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +15,7 @@ from ..model import Summary
 from ..trace.apis import LAUNCH_APIS
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples, read_python_samples
+from ..trace.time_range import TimeRange
 from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
 from .bursts import bursts_by_part
@@ -23,7 +24,7 @@ from .collectives import attach_waits, collective_waits, communicators
 from .config import AnalysisConfig, config_of
 from .latent import latent_copies, latent_sites
 from .launches import busy_from_first_replay, launch_table
-from .nvtx import NvtxIndex
+from .nvtx import STEP_COLUMNS, NvtxIndex, step_ranges
 from .pairing import attach_blocks
 from .processes import warmup_and_steady
 from .projection import step_costs
@@ -63,9 +64,12 @@ class Analysis:
     nvtx_index: NvtxIndex | None = field(default=None, repr=False)
     #: the Python samples inside the stalls' blocks (status says why there are none)
     python_samples: PythonSamples | None = None
-    #: the NVTX step ranges (:data:`.summarise.STEP_RANGES`) where :attr:`trace` does not
-    #: hold them (a long trace read in windows: on disk); a summary made again reads them
+    #: the NVTX step ranges (:data:`.nvtx.STEP_COLUMNS`) where :attr:`trace` does not hold
+    #: them (a long trace read in windows: on disk); a summary made again reads them
     steps: RowStore | None = field(default=None, repr=False)
+    #: reads the trace's events in a time range, where :attr:`trace` holds none (a long
+    #: trace analysed in windows, its events asked for): a timeline reads the time it shows
+    read_events: Callable[[TimeRange], Trace] | None = field(default=None, repr=False)
 
     @property
     def launches(self) -> pd.DataFrame:
@@ -80,6 +84,13 @@ class Analysis:
     @property
     def stalls(self) -> pd.DataFrame:
         return self.launches[self.launches["stall"]]
+
+    def step_ranges(self) -> pd.DataFrame:
+        """The trace's NVTX ``step N`` ranges (:data:`.nvtx.STEP_COLUMNS`), in the trace's
+        order."""
+        if self.steps is not None:
+            return self.steps.frame(STEP_COLUMNS)
+        return step_ranges(self.trace.nvtx)
 
     @property
     def nvtx(self) -> NvtxIndex:

@@ -136,6 +136,21 @@ def names_step(text: pd.Series) -> np.ndarray:
     return per_distinct(text, lambda s: step_numbers(s).notna(), False).astype(bool)
 
 
+#: the columns of :func:`step_ranges`
+STEP_COLUMNS = ["tid", "step", "start_ns", "end_ns"]
+
+
+def step_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The NVTX ranges of ``nvtx`` (``tid, text, start_ns, end_ns``) that name a step, with
+    its number: :data:`STEP_COLUMNS`, in the table's order."""
+    num = step_numbers(nvtx["text"])
+    ok = num.notna().to_numpy()
+    return pd.DataFrame({"tid": nvtx["tid"].to_numpy()[ok],
+                         "step": num[ok].astype(np.int64).to_numpy(),
+                         "start_ns": nvtx["start_ns"].to_numpy()[ok],
+                         "end_ns": nvtx["end_ns"].to_numpy()[ok]})
+
+
 def clean_names(text: pd.Series) -> pd.Series:
     """Range names without the ``, seq = ..`` and ``, op_id ..`` suffixes that
     ``nsys --pytorch=autograd-nvtx`` appends."""

@@ -273,8 +273,9 @@ def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:
     after = (L["next_api_start_ns"] - L["block_end_ns"]).astype(float)
     usual = pd.Series(np.nan, index=L.index)
     steady_stalls = L["steady"] & L["stall"] & after.notna()
-    for klass, idx in L[steady_stalls].groupby(L["klass"].astype(str)).groups.items():
-        usual[(L["klass"].astype(str) == klass) & L["stall"]] = float(np.median(after[idx]))
+    klasses = L["klass"].astype(str)  # (the rows of the table itself are not copied)
+    for klass, idx in after[steady_stalls].groupby(klasses[steady_stalls]).groups.items():
+        usual[(klasses == klass) & L["stall"]] = float(np.median(after[idx]))
     slow = (after - usual).clip(lower=0).fillna(0.0).where(L["stall"], 0.0)
     idle = L["gpu_idle_ns"].astype(float)
     cost = (idle - slow).clip(lower=0).where(idle.notna())

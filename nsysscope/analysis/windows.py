@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -32,10 +34,13 @@ from . import Analysis, LaunchRows, TraceRows, analyze, finish, launch_rows
 from .collectives import communicators
 from .config import AnalysisConfig, config_of
 from .launches import BUSY_BEFORE, busy_before_time
-from .nvtx import names_step
+from .nvtx import STEP_COLUMNS, step_ranges
 from .pairs import PairIndex
 from .stored import Columns, FrameRows, RowStore, SpilledRows, concat
-from .summarise import STEP_RANGES
+
+#: what of a trace's events an analysis keeps (:func:`analyze_file`)
+Events = Literal["none", "shown", "all"]
+EVENTS: tuple[Events, ...] = get_args(Events)
 
 #: launches a window of a parallel analysis holds at least (fewer: the processes would
 #: cost more than they save; bench/README.md)
@@ -43,15 +48,23 @@ PARALLEL_LAUNCHES = 10_000
 
 
 def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str | None = None,
-                 time_range: TimeRange | None = None, events: bool = True) -> Analysis:
+                 time_range: TimeRange | None = None, events: Events = "shown") -> Analysis:
     """Load and analyse the trace at ``path`` (or ``time_range`` of it). A long one is read in
-    windows, in bounded memory, unless ``events`` are asked for: the figures of an HTML page
-    and a Perfetto timeline draw the trace's events from ``Analysis.trace``, which a windowed
-    analysis does not keep."""
+    windows, in bounded memory. ``events``: what of the trace's events the analysis keeps in
+    :attr:`Analysis.trace` for what is drawn from them: ``"none"``; ``"shown"``, for
+    timelines of a few steps (a long trace keeps none, and reads the time a timeline shows
+    again: :attr:`Analysis.read_events`); or ``"all"``, for a timeline of the whole trace
+    (read whole)."""
     cfg = config_of(cfg)
-    windows = None if events or not span_of(time_range).whole else in_windows(path, nsys=nsys)
+    if events not in EVENTS:
+        raise ValueError(f"events: one of {', '.join(map(repr, EVENTS))}, not {events!r}")
+    long = events != "all" and span_of(time_range).whole
+    windows = in_windows(path, nsys=nsys) if long else None
     if windows is not None:
-        return analyze_windows(windows, cfg)
+        analysis = analyze_windows(windows, cfg)
+        if events == "shown":
+            analysis.read_events = partial(load, path, nsys)
+        return analysis
     trace = load(path, nsys=nsys, time_range=time_range)
     rows = parallel_rows(trace, cfg)
     return analyze(trace, cfg) if rows is None else finish(trace, rows, cfg)
@@ -112,8 +125,8 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
             if not outlines:
                 outlines.append(_outline(trace))
             nv = trace.nvtx
-            own = nv[names_step(nv["text"]) & window.owns(nv["start_ns"].to_numpy())]
-            steps.append({c: own[c].to_numpy() for c in STEP_RANGES})
+            own = step_ranges(nv[window.owns(nv["start_ns"].to_numpy())])
+            steps.append({c: own[c].to_numpy() for c in STEP_COLUMNS})
             yield _Owned.of(launch_rows(trace, cfg, groups), window)
             del trace, nv, own  # the next window's events take their place
 

@@ -46,7 +46,7 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
     t0 = time.perf_counter()
     result = TraceResult(path=str(path), rank=rank_of(path))
     try:
-        a = analyze_file(path, config, nsys, events=False)
+        a = analyze_file(path, config, nsys, events="none")
         result.rank = rank_of(path, len(a.summary.processes))
         if per_launch_part:
             write_db(per_launch_part, a, trace=label or str(path), rank=result.rank)

@@ -37,7 +37,7 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     window, GPU idle gaps named by cause) as tracks of their own."""
     check_writable(perfetto, "--perfetto", [trace])
     use_cache(no_cache)
-    a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events=True)
+    a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events="all")
     if all_kernels and a.trace.meta.format == "kineto":
         note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
              "trace's replays are drawn as one slice each")

@@ -98,7 +98,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
                                "file (report --format writes the other formats)")
     check_writable(output, inputs=[trace])
     use_cache(no_cache)
-    s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events=False).summary
+    s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events="none").summary
     require_steady(s, warmup)
     text = render.render("report", "json", s)
     size = write_output(text, output)
@@ -162,7 +162,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     options = {name: opt for opt, name, *_ in _THRESHOLD_OPTIONS}
     thresholds, source = load_thresholds(config_file, overrides, options=options)
     cfg = config_from(warmup, launch_bound_us)
-    base, cand = read_sides(baseline, candidate, cfg, nsys, events=fmt == "html")
+    base, cand = read_sides(baseline, candidate, cfg, nsys,
+                            events="shown" if fmt == "html" else "none")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, source_note(source)))

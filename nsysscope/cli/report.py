@@ -130,7 +130,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
              "one trace is analysed here, in this process")
     check_per_launch(per_launch, traces)
-    a = analyze_file(traces[0], cfg, nsys, span, events=fmt == "html" or bool(perfetto))
+    a = analyze_file(traces[0], cfg, nsys, span, events="all" if perfetto else
+                     "shown" if fmt == "html" else "none")
     require_steady(a.summary, warmup)
     if per_launch and is_db_name(per_launch):
         write_db(per_launch, a, trace=traces[0],

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..analysis import Analysis, AnalysisConfig, summarize
 from ..analysis.config import config_of
-from ..analysis.windows import analyze_file
+from ..analysis.windows import Events, analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import (
     FAIL,
@@ -246,13 +246,13 @@ def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = 
     if isinstance(x, (str, Path)):
         if is_summary_file(x):
             return read_summary(x)
-        return analyze_file(x, config, nsys, events=False).summary
+        return analyze_file(x, config, nsys, events="none").summary
     raise TypeError(f"cannot gate a {type(x).__name__}: give a trace path, a summary JSON path, "
                     "a Summary, an Analysis or an OpenTrace")
 
 
 def read_side(x: str, config: AnalysisConfig | None = None, nsys: str | None = None,
-              events: bool = True) -> Summary | Analysis:
+              events: Events = "shown") -> Summary | Analysis:
     """One side as the gate command reads it: a summary file as its Summary, a trace analysed
     once (an HTML page draws its figures from the analysis: ``events``, as
     :func:`~nsysscope.analysis.windows.analyze_file`)."""
@@ -263,7 +263,7 @@ def read_side(x: str, config: AnalysisConfig | None = None, nsys: str | None = N
 
 def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = None,
                nsys: str | None = None,
-               events: bool = True) -> tuple[Summary | Analysis, Summary | Analysis]:
+               events: Events = "shown") -> tuple[Summary | Analysis, Summary | Analysis]:
     """Both sides, read at once where the OS can fork: the baseline in a child process (a
     copy of this one, nothing to import again), the candidate here, so two traces take the
     time of one on two CPUs. An error is the baseline's first."""

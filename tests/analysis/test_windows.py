@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from frames import comparable  # tests/ is on sys.path
 
 from nsysscope.analysis.windows import analyze_file, analyze_windows
 from nsysscope.cli import cli
@@ -21,17 +22,6 @@ from nsysscope.trace.windows import in_windows, plan_windows
 
 #: small enough that every sample has several windows, each edge next to a few launches
 SMALL = 40
-
-
-def comparable(df: pd.DataFrame) -> pd.DataFrame:
-    """Text columns as Python objects with None for missing (a windowed analysis holds text
-    as categoricals, the whole one as strings; the values are what is compared)."""
-    df = df.reset_index(drop=True).copy()
-    for c in df.columns:
-        if df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype) or \
-                pd.api.types.is_string_dtype(df[c]):
-            df[c] = df[c].astype(object).where(df[c].notna(), None)
-    return df
 
 
 def windowed(path, per_window=SMALL):
@@ -200,8 +190,9 @@ def test_the_copy_is_gone_once_the_last_window_is_read(sample_path, monkeypatch)
 
 
 def test_report_reads_a_long_trace_in_windows(sample_path, monkeypatch):
-    """The CLI's choice: text and JSON in windows past the bound, the same bytes as whole;
-    HTML (its figures draw the events) whole."""
+    """The CLI's choice: text, JSON and HTML in windows past the bound, the same bytes as
+    whole (HTML's timelines read the time they show: tests/render/test_timeline_reads.py);
+    a timeline of the whole trace (``--perfetto``) reads it whole."""
     path = str(sample_path("case2"))
     whole = CliRunner().invoke(cli, ["report", path, "--format", "json"]).output
     calls = []
@@ -212,7 +203,12 @@ def test_report_reads_a_long_trace_in_windows(sample_path, monkeypatch):
     r = CliRunner().invoke(cli, ["report", path, "--format", "json"])
     assert r.exit_code == 0 and calls and r.output == whole
     calls.clear()
-    assert analyze_file(path, events=True).trace.api.shape[0] > 0 and not calls
+    r = CliRunner().invoke(cli, ["report", path, "--format", "html"])
+    assert r.exit_code == 0 and calls and "<img" in r.output
+    calls.clear()
+    assert analyze_file(path, events="all").trace.api.shape[0] > 0 and not calls
+    with pytest.raises(ValueError, match="events: one of 'none', 'shown', 'all', not True"):
+        analyze_file(path, events=True)
 
 
 def _counting(traces, calls):

@@ -140,8 +140,7 @@ def _distributions(make: Any) -> str:
 
 def _figures(analysis: Any) -> list[str]:
     plots = _plots().TracePlots(analysis)
-    launches = analysis.launches
-    has_stall = bool(launches["stall"].any()) if len(launches) else False
+    has_stall = bool(analysis.launch_table.frame(["stall"])["stall"].any())
     worst_title = "Timeline: the worst stall" if has_stall else \
         "Timeline: the longest GPU gap (this trace has no stalls)"
     worst_help = ("The stall that cost the GPU most idle time of its own: the gap it caused, "
@@ -165,7 +164,7 @@ def _timeline(plots: Any, which: str, help_html: str) -> str:
     """The timeline of the ``which`` launch; its one-line story goes in the alt text too."""
     alt = f"timeline of the {which} launch"
     try:
-        focus = _plots().pick_launch(plots.analysis.launches, which)
+        focus = _plots().pick_launch(plots.launches, which)
         if focus is not None:
             alt += ": " + plots.caption(focus)
     except Exception:  # noqa: BLE001 - the figure itself reports the error

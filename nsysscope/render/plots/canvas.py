@@ -97,13 +97,14 @@ class Shown:
 
 
 def select(views: TraceViews, t0: float, t1: float) -> Shown:
-    api = views.api_calls.window(t0, t1, "start_ns", "end_ns")
-    nv = views.nvtx.window(t0, t1, "start_ns", "end_ns")
-    ops = views.gpu_ops.window(t0, t1, "start_ns", "end_ns")
-    graphs = views.graphs.window(t0, t1, "gpu_start_ns", "gpu_end_ns")
-    near = views.reach.window(t0, t1, "api_start_ns", "reach_ns")
+    graphs = views.graphs.window(t0, t1)
+    events = views.events(t0, t1, graphs)
+    api = events.api_calls.window(t0, t1)
+    nv = events.nvtx.window(t0, t1)
+    ops = events.gpu_ops.window(t0, t1)
+    near = views.reach.window(t0, t1)
     # host lanes per process: its launching thread first, then its busiest others
-    launches = views.analysis.launches
+    launches = views.launches
     mains = set(launches.groupby("proc")["tid"].agg(lambda t: t.mode().iloc[0]))
     counts = pd.concat([api["tid"], nv["tid"]]).value_counts()
     streams = sorted({(int(p), int(s)) for p, s in zip(graphs["proc"], graphs["stream"],

@@ -131,7 +131,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
             t0 = w[0] - 0.015 * width
             info = draw_timeline(p, axt, t0, t0 + width, w[2])
             legend.update(info["legend"])
-            klass = p.analysis.launches.loc[w[2], "klass"]
+            assert w[2] is not None  # a window chosen by which= shows a launch
+            klass = p.launch_row(w[2])["klass"]
             axt.set_title(f"{lab} - {w[3]} (launch {w[2]}, {klass}){same}", loc="left",
                           fontsize=10)
         fig.legend(handles=list(legend.values()), loc="lower center", ncol=LEGEND_COLUMNS,

@@ -30,7 +30,8 @@ def dist_data(source: Any) -> pd.DataFrame:
     """Steady-state ``window_us``, ``gpu_idle_us``, ``klass`` from an Analysis or a Summary
     (its ``distributions``)."""
     if isinstance(source, Analysis):
-        s = source.launches[source.launches["steady"]]
+        L = source.launch_table.frame(["steady", "window_ns", "gpu_idle_ns", "klass"])
+        s = L[L["steady"]]  # (of every column, a copy of the whole table)
         return pd.DataFrame({"window_us": s["window_ns"].to_numpy(dtype=float) / 1e3,
                              "gpu_idle_us": s["gpu_idle_ns"].to_numpy(dtype=float) / 1e3,
                              "klass": s["klass"].astype(str).to_numpy()})

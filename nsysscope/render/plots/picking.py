@@ -9,6 +9,10 @@ import pandas as pd
 
 from ...analysis.projection import stall_costs
 
+#: the per-launch columns a pick reads (:func:`stall_costs` too)
+PICKED = ["launch", "proc", "steady", "stall", "klass", "gpu_idle_ns", "block_end_ns",
+          "next_api_start_ns"]
+
 
 def pick_launch(launches: pd.DataFrame, which: str = "worst",
                 proc: int | None = None) -> int | None:
@@ -22,6 +26,7 @@ def pick_launch(launches: pd.DataFrame, which: str = "worst",
     is judged within one process (by default the one with most steady launches): two
     engines' gaps pooled have a median neither has, and a launch's neighbours in issue order
     are the other engine's."""
+    launches = launches[PICKED]  # the rows selected below copy these columns, not all
     if proc is not None:
         launches = launches[launches["proc"] == proc]
     elif which == "typical" and launches["proc"].nunique() > 1:

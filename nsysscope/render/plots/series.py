@@ -38,6 +38,11 @@ def _thin(idx: np.ndarray, n: int) -> np.ndarray:
     return picked
 
 
+#: the per-launch columns the series read
+SERIES_COLUMNS = ["proc", "api_start_ns", "next_api_start_ns", "gpu_idle_ns", "window_ns",
+                  "klass", "warmup", "steady"]
+
+
 def _warmup_spans(L: pd.DataFrame, t: np.ndarray) -> list[tuple[float, float]]:
     """Per process, from its first warm-up launch to its first steady one (seconds on the
     figure's axis ``t``); a process with no steady launch: to its last warm-up launch."""
@@ -57,7 +62,7 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
     """Per-launch values over the capture: GPU idle gap, overlap window and launch interval,
     coloured by class; warm-up shaded. Long traces are thinned (every class keeps up to
     ``max_points`` evenly spaced launches) and get a binned median and min/max band."""
-    L = analysis.launches
+    L = analysis.launch_table.frame(SERIES_COLUMNS)  # not every column of a long trace's
     fig = NsysscopeFigure(figsize=(13, 7.2))
     axes = fig.subplots(3, 1, sharex=True)
     if L.empty:

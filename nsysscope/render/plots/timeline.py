@@ -78,7 +78,7 @@ def timeline_figure(views: TraceViews, steps: Sequence[int] | None = None,
 def _title(views: TraceViews, what: str, focus: int | None) -> str:
     title = f"{views.name}: {what}"
     if focus is not None:
-        r = views.analysis.launches.set_index("launch").loc[focus]
+        r = views.launch_row(focus)
         title += f" - launch {focus}"
         step = views.step_of(float(r["api_start_ns"]), int(r["tid"]))
         if step is not None:

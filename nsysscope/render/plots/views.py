@@ -11,44 +11,26 @@ dozen bars.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from ...analysis import Analysis
-from ...analysis.nvtx import step_numbers
-from ...analysis.pairs import join_first
 from ...analysis.projection import stall_costs
 from ...model import LaunchClass
 from ...util.units import us_figure as fmt_us
+from .events import Events, EventSource, Sorted
 from .picking import pick_launch
 from .style import STALLS, ranges
 
-
-def _fold_polls(api: pd.DataFrame, polls: pd.DataFrame) -> pd.DataFrame:
-    """Each polling loop's first try stretched over the whole loop and named for it
-    (``cudaEventQuery x2057``); the other tries inside the loop dropped."""
-    if polls.empty:
-        return api
-    inside = np.zeros(len(api), dtype=bool)
-    tids, starts = api["tid"].to_numpy(), api["start_ns"].to_numpy()
-    for tid, p in polls.groupby("tid"):
-        rows = np.flatnonzero(tids == tid)
-        s, e = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
-        i = np.searchsorted(s, starts[rows], side="right") - 1
-        inside[rows] = (i >= 0) & (starts[rows] <= e[np.maximum(i, 0)])
-    first = api["block"].isin(polls["block"]).to_numpy()
-    keep = ~inside | first
-    api = api[keep].copy()
-    info = polls.set_index("block")
-    loop = first[keep]
-    ids = api.loc[loop, "block"]
-    api.loc[loop, "end_ns"] = info.loc[ids, "end_ns"].to_numpy()
-    api.loc[loop, "name"] = [f"{n.split(' ')[0]} x{k}" for n, k in
-                             zip(info.loc[ids, "name"], info.loc[ids, "polls"], strict=True)]
-    return api
+#: the per-launch columns the views read: a timeline's replays, windows, gaps and arrows, its
+#: choice of launch and its caption. A long trace's table is read for these, not for all of
+#: its columns (0.5 GB at 10^6 launches); the sorted views share them
+SHOWN = ["launch", "proc", "tid", "stream", "device", "api_start_ns", "api_end_ns",
+         "gpu_start_ns", "gpu_end_ns", "next_gpu_start_ns", "next_api_start_ns",
+         "gpu_idle_ns", "block", "block_start_ns", "block_end_ns", "block_name", "window_ns",
+         "waited", "stall", "klass", "steady", "phase", "api_chain"]
 
 
 def _whole(value: object, what: str) -> int:
@@ -57,36 +39,6 @@ def _whole(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{what}: a whole number, not {type(value).__name__} {value!r}")
     return int(value)
-
-
-def _slice(starts: np.ndarray, end_cummax: np.ndarray, t0: float, t1: float) -> slice:
-    """Rows (sorted by start) that may overlap [t0, t1]: started before t1, and not all
-    ended before t0 (``end_cummax`` is the running maximum of the end times)."""
-    hi = int(np.searchsorted(starts, t1, side="left"))
-    lo = int(np.searchsorted(end_cummax, t0, side="right"))
-    return slice(lo, max(lo, hi))
-
-
-@dataclass
-class Sorted:
-    """A table sorted by start, with the running max of its ends, for window queries."""
-
-    df: pd.DataFrame
-    start: np.ndarray
-    end_max: np.ndarray
-
-    @classmethod
-    def of(cls, df: pd.DataFrame, start: str, end: str) -> Sorted:
-        df = df[df[start].notna()].sort_values(start, kind="stable").reset_index(drop=True)
-        s = df[start].to_numpy(dtype=np.float64)
-        e = df[end].to_numpy(dtype=np.float64)
-        return cls(df, s, np.maximum.accumulate(e) if len(e) else e)
-
-    def window(self, t0: float, t1: float, start: str, end: str) -> pd.DataFrame:
-        part = self.df.iloc[_slice(self.start, self.end_max, t0, t1)]
-        return part[(part[end] > t0) & (part[start] < t1)]
-
-
 
 
 class TraceViews:
@@ -98,26 +50,21 @@ class TraceViews:
         path = str(analysis.summary.trace.path)
         self.name = name or path.replace("\\", "/").rsplit("/", 1)[-1]
 
-    # cached, sorted views of the trace ------------------------------------------------------
+    # cached, sorted views of the trace ---------------------------------------------------------
     @cached_property
-    def api_calls(self) -> Sorted:
-        """The CUDA calls with the block each one is (a polling loop as one call, from its
-        first try to its last: the tries inside it are not drawn one by one)."""
-        api = self.analysis.trace.api.copy()
-        api["name"] = api["name"].astype(str)
-        blocks = self.analysis.blocks
-        api = join_first(api, blocks[["tid", "corr_id", "block"]], on=["tid", "corr_id"])
-        api["block"] = api["block"].fillna(-1).astype(np.int64)
-        api = _fold_polls(api, blocks[blocks["polls"] > 0])
-        api["wait_class"] = api["block"].map(self.block_class).fillna("")
-        api.loc[api["block"] < 0, "wait_class"] = ""
-        return Sorted.of(api, "start_ns", "end_ns")
+    def events(self) -> EventSource:
+        """The events a timeline draws from (:mod:`.events`)."""
+        return EventSource(self.analysis, lambda: self.block_class)
+
+    def events_in(self, t0: float, t1: float) -> Events:
+        """The events to draw ``[t0, t1]`` from."""
+        return self.events(t0, t1, self.graphs.window(t0, t1))
 
     @cached_property
     def block_class(self) -> pd.Series:
         """block -> the class its colour shows: the stall class of a launch it stalled, else
         ``healthy`` for a wait that the GPU outlasted, else ``unpaired``."""
-        L = self.analysis.launches
+        L = self.launches
         paired = L[L["block"] >= 0]
         klass = paired["klass"].astype(str)
         shown = np.where(paired["stall"].to_numpy() & klass.isin(STALLS).to_numpy(), klass,
@@ -127,46 +74,44 @@ class TraceViews:
                                     ).to_numpy()
         df = pd.DataFrame({"block": paired["block"].to_numpy(), "shown": shown, "rank": rank})
         df = df.sort_values("rank", kind="stable").drop_duplicates("block")
-        out = pd.Series("unpaired", index=self.analysis.blocks["block"].to_numpy(), dtype=object)
+        out = pd.Series("unpaired", index=self.analysis.block_table.frame(["block"])["block"],
+                        dtype=object)
         out.loc[df["block"].to_numpy()] = df["shown"].to_numpy()
         return out
 
     @cached_property
-    def nvtx(self) -> Sorted:
-        nv = self.analysis.trace.nvtx.copy()
-        nv["depth"] = self.analysis.nvtx.depth
-        nv["text"] = pd.Series(self.analysis.nvtx.clean_text(), index=nv.index, dtype=object)
-        return Sorted.of(nv, "start_ns", "end_ns")
-
-    @cached_property
-    def gpu_ops(self) -> Sorted:
-        return Sorted.of(self.analysis.trace.gpu_ops, "start_ns", "end_ns")
+    def launches(self) -> pd.DataFrame:
+        """The per-launch table's :data:`SHOWN` columns."""
+        return self.analysis.launch_table.frame(SHOWN)
 
     @cached_property
     def graphs(self) -> Sorted:
-        return Sorted.of(self.analysis.launches, "gpu_start_ns", "gpu_end_ns")
+        return Sorted.of(self.launches, "gpu_start_ns", "gpu_end_ns")
 
     @cached_property
     def reach(self) -> Sorted:
         """Launches by call time, each reaching to the end of its window, replay or gap."""
-        L = self.analysis.launches
+        L = self.launches
         reach = np.nanmax(L[["api_end_ns", "gpu_end_ns", "block_start_ns",
                              "next_gpu_start_ns"]].to_numpy(dtype=float), axis=1) \
             if len(L) else np.zeros(0)
-        return Sorted.of(L.assign(reach_ns=reach), "api_start_ns", "reach_ns")
+        return Sorted.of(L, "api_start_ns", reach)
+
+    def launch_row(self, launch: int) -> pd.Series:
+        """The per-launch row of ``launch`` (the table indexed by launch would be a copy of
+        it); ValueError where the trace has no such launch."""
+        L = self.launches
+        at = np.flatnonzero(L["launch"].to_numpy() == launch)
+        if not len(at):
+            raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
+        return L.iloc[int(at[0])]
 
     @cached_property
     def all_steps(self) -> pd.DataFrame:
         """NVTX ``step N`` ranges on every thread that launches graphs (each process numbers
         its own steps): tid, step, start, end, by thread and start."""
-        nv = self.analysis.trace.nvtx
-        L = self.analysis.launches
-        if nv.empty or L.empty:
-            return pd.DataFrame(columns=["tid", "step", "start_ns", "end_ns"])
-        num = step_numbers(nv["text"])
-        ok = num.notna() & nv["tid"].isin(L["tid"].unique())
-        steps = pd.DataFrame({"tid": nv.loc[ok, "tid"], "step": num[ok].astype(np.int64),
-                              "start_ns": nv.loc[ok, "start_ns"], "end_ns": nv.loc[ok, "end_ns"]})
+        steps = self.analysis.step_ranges()
+        steps = steps[steps["tid"].isin(self.launches["tid"].unique())]
         return steps.sort_values(["tid", "start_ns"], kind="stable") \
             .drop_duplicates(["tid", "step"]).reset_index(drop=True)
 
@@ -174,7 +119,7 @@ class TraceViews:
         """The process key of ``pid``; ValueError naming the pids that launched graphs."""
         pid = _whole(pid, "pid")
         procs = self.analysis.trace.processes
-        launching = procs[procs["proc"].isin(self.analysis.launches["proc"].unique())]
+        launching = procs[procs["proc"].isin(self.launches["proc"].unique())]
         own = launching.loc[launching["pid"] == pid, "proc"]
         if own.empty:
             known = ", ".join(str(int(p)) for p in sorted(launching["pid"]))
@@ -185,7 +130,7 @@ class TraceViews:
         """The thread that launched most graphs (of process ``pid``, when given)."""
         if pid is None:
             return self._main_tid
-        L = self.analysis.launches
+        L = self.launches
         L = L[L["proc"] == self.proc_of(pid)]
         return int(L["tid"].mode().iloc[0]) if len(L) else None
 
@@ -193,7 +138,7 @@ class TraceViews:
     def _main_tid(self) -> int | None:
         """The thread that launched most graphs of the trace (asked for by every step
         lookup without a thread)."""
-        L = self.analysis.launches
+        L = self.launches
         return int(L["tid"].mode().iloc[0]) if len(L) else None
 
     def steps_of(self, tid: int | None = None) -> pd.DataFrame:
@@ -229,7 +174,7 @@ class TraceViews:
         return float(sel["start_ns"].min()), float(sel["end_ns"].max())
 
     def _span_of_launches(self, ids: Sequence[int]) -> tuple[float, float]:
-        L = self.analysis.launches
+        L = self.launches
         rows = L[L["launch"].isin(list(ids))]
         if rows.empty:
             raise ValueError(f"no launches {ranges(ids)} in this trace (launches 0-{len(L) - 1})")
@@ -243,7 +188,7 @@ class TraceViews:
                                                                       str]:
         """(t0_ns, t1_ns, focus launch, description) of what :meth:`timeline` would draw
         (``pid``: whose ``steps``, with several processes)."""
-        L = self.analysis.launches
+        L = self.launches
         chosen = launches if launches is not None else steps
         if chosen is not None:
             ids = [_whole(i, "launches" if launches is not None else "steps") for i in chosen]
@@ -269,7 +214,7 @@ class TraceViews:
         focus = pick_launch(L, which, None if pid is None else self.proc_of(pid))
         if focus is None:
             raise ValueError("this trace has no graph launches to show")
-        row = L.set_index("launch").loc[focus]
+        row = self.launch_row(focus)
         tid = int(row["tid"])  # the focus launch's own thread and steps
         s_this = self.step_of(float(row["api_start_ns"]), tid)
         nxt = row["next_api_start_ns"]
@@ -290,11 +235,7 @@ class TraceViews:
 
     def caption(self, launch: int) -> str:
         """One sentence on what happened around ``launch``: what the timeline shows."""
-        launch = _whole(launch, "launch")
-        L = self.analysis.launches
-        if not (L["launch"].to_numpy() == launch).any():
-            raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
-        r = L.set_index("launch").loc[launch]
+        r = self.launch_row(_whole(launch, "launch"))
         idle = fmt_us(r["gpu_idle_ns"] / 1e3) if pd.notna(r["gpu_idle_ns"]) else "n/a"
         phase = f" in '{r['phase']}'" if isinstance(r["phase"], str) and r["phase"] else ""
         if bool(r["stall"]):
@@ -326,8 +267,8 @@ class TraceViews:
         """The launch after ``launch`` on its process and stream (its ``next_api_start_ns``),
         as a list of none or one: in a trace of several processes, ``launch + 1`` is often
         another process's."""
-        L = self.analysis.launches
-        r = L.set_index("launch").loc[launch]
+        L = self.launches
+        r = self.launch_row(launch)
         nxt = L[(L["proc"] == r["proc"]) & (L["api_start_ns"] == r["next_api_start_ns"])]
         return [int(nxt["launch"].iloc[0])] if len(nxt) else []
 
@@ -339,7 +280,7 @@ class TraceViews:
     @cached_property
     def costs(self) -> pd.DataFrame:
         """:func:`stall_costs` of this trace's launches, indexed by launch."""
-        L = self.analysis.launches
+        L = self.launches
         return stall_costs(L).set_index(L["launch"].to_numpy())
 
     def _slow_host(self, launch: int) -> str:
@@ -349,10 +290,7 @@ class TraceViews:
         slow, cost = float(c["slow_host_ns"]), float(c["stall_cost_ns"])
         if not np.isfinite(slow) or slow < max(1e5, 0.2 * (slow + cost)):
             return ""
-        L = self.analysis.launches
-        if not (L["launch"].to_numpy() == launch).any():
-            raise ValueError(f"no launch {launch} in this trace (launches 0-{len(L) - 1})")
-        r = L.set_index("launch").loc[launch]
+        r = self.launch_row(launch)
         where = self._busiest_phase(int(r["tid"]), float(r["block_end_ns"]),
                                     float(r["next_api_start_ns"]))
         return (f" Of that, {fmt_us(cost / 1e3)} is the stall (the host's usual "
@@ -362,7 +300,7 @@ class TraceViews:
 
     def _busiest_phase(self, tid: int, t0: float, t1: float) -> str:
         """`` in 'launch' of step 184``: the NVTX phase holding most of [t0, t1] on ``tid``."""
-        nv = self.nvtx.window(t0, t1, "start_ns", "end_ns")
+        nv = self.events_in(t0, t1).nvtx.window(t0, t1)
         nv = nv[(nv["tid"] == tid) & (nv["depth"] == 1)]
         if nv.empty:
             return ""

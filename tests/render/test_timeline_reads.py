@@ -1,0 +1,99 @@
+"""A long trace analysed in windows keeps none of its events: its timelines read the time they
+show again from the export (``nsysscope.render.plots.events``). They must draw what the
+whole trace's events draw: checked on real H200 samples analysed in windows (3 to 10 per
+sample), the HTML page byte for byte and random time spans row for row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from frames import comparable  # tests/ is on sys.path
+
+from nsysscope.analysis.windows import analyze_file
+from nsysscope.render.html.report import report_page
+from nsysscope.render.plots import TracePlots
+from nsysscope.render.plots.canvas import select
+from nsysscope.render.plots.views import TraceViews
+from nsysscope.trace import load
+from nsysscope.trace import windows as trace_windows
+
+SMALL = 40
+
+
+@pytest.fixture
+def long_traces(monkeypatch):
+    """``long_traces(path)``: the trace analysed as a long one, in windows of
+    :data:`SMALL` launches (the piecewise samples' 2400 launches and the 5000-step sample in
+    ten windows or fewer). Each read of events for a timeline is recorded (its span and how
+    many CUDA calls it read)."""
+    monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
+    reads: list[tuple[int, int, int]] = []
+
+    def analyse(path):
+        many = "pw24" in path.name or "long" in path.name
+        monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", 500 if many else SMALL)
+        a = analyze_file(path, events="shown")
+        assert a.read_events is not None and a.trace.api.empty and a.trace.nvtx.empty
+        read = a.read_events
+
+        def recorded(span):
+            t = read(span)
+            reads.append((span.start_ns, span.end_ns, len(t.api)))
+            return t
+        a.read_events = recorded
+        return a
+    analyse.reads = reads
+    return analyse
+
+
+@pytest.mark.parametrize("name", ["case1", "poll_case1", "twoproc", "pieces_case1"])
+def test_the_html_page_of_a_long_trace_is_the_whole_traces(sample_path, long_traces, name):
+    """Both timelines (the worst stall, a typical step), the distributions and the series:
+    the same PNG bytes, from at most one read per timeline (and one for the caption's
+    busiest phase)."""
+    path = sample_path(name)
+    whole = analyze_file(path, events="all")  # read whole, whatever its length
+    page = report_page(long_traces(path), timestamp="t")
+    assert page == report_page(whole, timestamp="t")
+    assert 1 <= len(long_traces.reads) <= 3
+
+
+def test_a_timeline_reads_the_steps_it_shows_not_the_trace(sample_path, long_traces):
+    """On the 5000-step sample each read holds a few hundred steps' calls at most (a
+    margin of 100 launches before what shows, as a window of the analysis reads), under a
+    tenth of the trace's; and a timeline drawn again reads nothing more."""
+    path = sample_path("healthy_long")
+    calls = len(load(path).api)
+    plots = TracePlots(long_traces(path))
+    plots.timeline(which="typical")
+    plots.timeline(which="typical")
+    plots.timeline(steps=[4000, 4001])
+    assert len(long_traces.reads) == 2
+    assert all(0 < n < calls / 10 for _, _, n in long_traces.reads), (long_traces.reads, calls)
+
+
+def _frames(views, t0, t1):
+    shown = select(views, t0, t1)
+    return [comparable(df.sort_values(list(df.columns)[:4], kind="stable"))
+            for df in (shown.api, shown.nvtx, shown.ops, shown.graphs, shown.near)]
+
+
+@pytest.mark.parametrize("name", ["poll_case1", "outcopy_case1_every8", "pieces_case1",
+                                  "tp2_case1"])
+def test_any_span_draws_the_rows_the_whole_trace_draws(sample_path, long_traces, name):
+    """Spans cut anywhere (through a polling loop, a replay or eager kernel queued before
+    the span, a copy on a side stream): the calls, NVTX ranges, GPU work, replays and
+    launches drawn are the whole trace's, to the nanosecond, and so are the lanes."""
+    path = sample_path(name)
+    whole, part = TraceViews(analyze_file(path, events="all")), \
+        TraceViews(long_traces(path))
+    L = whole.analysis.launches
+    lo, hi = float(L["api_start_ns"].min()), float(L["gpu_end_ns"].max())
+    rng = np.random.default_rng(7)
+    for t0 in rng.uniform(lo, hi, 25):
+        t1 = t0 + rng.choice([5e4, 5e5, 5e6])
+        for a, b in zip(_frames(part, t0, t1), _frames(whole, t0, t1), strict=True):
+            pd.testing.assert_frame_equal(a, b, check_dtype=False)
+        w, p = select(whole, t0, t1), select(part, t0, t1)
+        assert (w.threads, w.streams, w.procs) == (p.threads, p.streams, p.procs)
