@@ -1,7 +1,8 @@
 """The notebook-friendly front door: ``t = nsysscope.open("trace.sqlite")``.
 
 It calls what the CLI calls (:func:`~nsysscope.analysis.windows.analyze_file`, the renderers),
-with the trace's events kept for its plots, as ``report -o x.html`` keeps them; it only keeps
+with the trace's events kept for its plots, as ``report -o x.html`` keeps them (a long trace's
+are read again for the steps a timeline shows: ``t.analysis.trace`` holds none); it only keeps
 the results around and shows them as DataFrames and rich HTML. Importing it imports
 :mod:`nsysscope.render`, which registers the renderers that ``_repr_html_`` finds.
 """

@@ -29,6 +29,7 @@ from ..model import (
 )
 from ..model.schema import WrongKind
 from ..trace.formats import json_kind
+from ..trace.windows import is_long
 from ..util.units import us
 from .checks import check_comparable, run_checks
 from .findings import finding, latent_notes, new_latent, verdict
@@ -266,9 +267,12 @@ def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = No
                events: Events = "shown") -> tuple[Summary | Analysis, Summary | Analysis]:
     """Both sides, read at once where the OS can fork: the baseline in a child process (a
     copy of this one, nothing to import again), the candidate here, so two traces take the
-    time of one on two CPUs. An error is the baseline's first."""
+    time of one on two CPUs. An error is the baseline's first. Sides whose figures are
+    drawn (``events`` ``"shown"``) are read here when one is long: its rows, on disk, would
+    go with the child process that read them."""
     if "fork" not in mp.get_all_start_methods() or is_summary_file(baseline) or \
-            is_summary_file(candidate):
+            is_summary_file(candidate) or \
+            (events == "shown" and any(_is_long(x, nsys) for x in (baseline, candidate))):
         return (read_side(baseline, config, nsys, events),
                 read_side(candidate, config, nsys, events))
     with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
@@ -279,6 +283,15 @@ def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = No
             base.result()  # the baseline's error, if it has one, comes first
             raise
         return base.result(), cand
+
+
+def _is_long(trace: str, nsys: str | None) -> bool:
+    """Whether ``trace`` is read in windows (:func:`~nsysscope.trace.windows.is_long`); a
+    file that cannot be read is not, and its read says what is wrong, in the sides' order."""
+    try:
+        return is_long(trace, nsys)
+    except NsysscopeError:
+        return False
 
 
 def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:

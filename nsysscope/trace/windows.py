@@ -241,9 +241,18 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
     :data:`WINDOW_LAUNCHES`) when it holds more than ``calls`` CUDA calls (default
     :data:`WINDOWED_CALLS`), else None: read it whole with :func:`.load.load`, which also
     says what is wrong with a file that cannot be read (nothing is reported here)."""
+    if not is_long(path, nsys, calls):
+        return None
+    return read_resolved(path, nsys, lambda db: _windows_of(path, db, per_window))
+
+
+def is_long(path: str | Path, nsys: str | None = None, calls: int | None = None) -> bool:
+    """Whether ``path`` is an nsys export of more than ``calls`` CUDA calls (default
+    :data:`WINDOWED_CALLS`): one :func:`in_windows` reads in windows. False for a file that
+    cannot be read (:func:`.load.load` says what is wrong with it)."""
     calls = WINDOWED_CALLS if calls is None else calls
     if json_kind(path) is not None:
-        return None
+        return False
     try:
         db = resolve(path, nsys=nsys)
         conn = connect_readonly(db)
@@ -251,12 +260,9 @@ def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None
             rows = conn.execute(f"SELECT MAX(rowid) FROM {_RUNTIME}").fetchone()[0]
         finally:
             conn.close()
-    except (sqlite3.Error, OSError, UnicodeDecodeError):  # load() says what is wrong (a
-        # damaged schema text is not UTF-8)
-        return None
-    if not rows or rows <= calls:
-        return None
-    return read_resolved(path, nsys, lambda db: _windows_of(path, db, per_window))
+    except (sqlite3.Error, OSError, UnicodeDecodeError):  # a damaged schema text is not UTF-8
+        return False
+    return bool(rows) and rows > calls
 
 
 def _windows_of(path: str | Path, db: Path, per_window: int | None) -> TraceWindows | None:

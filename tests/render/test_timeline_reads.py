@@ -5,6 +5,8 @@ sample), the HTML page byte for byte and random time spans row for row."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -97,3 +99,23 @@ def test_any_span_draws_the_rows_the_whole_trace_draws(sample_path, long_traces,
             pd.testing.assert_frame_equal(a, b, check_dtype=False)
         w, p = select(whole, t0, t1), select(part, t0, t1)
         assert (w.threads, w.streams, w.procs) == (p.threads, p.streams, p.procs)
+
+
+def test_the_gates_page_of_two_long_traces_is_the_whole_traces(sample_path, monkeypatch):
+    """``gate --format html`` draws a timeline of each side: both sides long, both are read
+    in this process (a side read in a forked child, in windows, had its rows on disk deleted
+    with the child: "figure not drawn: FileNotFoundError"), and the page is the whole
+    traces' page."""
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+
+    args = ["gate", str(sample_path("healthy")), str(sample_path("case1")), "--format", "html"]
+    whole = CliRunner().invoke(cli, args)
+    monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
+    monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", SMALL)
+    part = CliRunner().invoke(cli, args)
+    assert whole.exit_code == part.exit_code == 1  # case 1 against healthy: a regression
+    assert "figure not drawn" not in part.output and part.output.count("<img") == 1
+    stamp = re.compile(r"\d{4}-\d\d-\d\d[ T][\d:]+( UTC)?")
+    assert stamp.sub("", part.output) == stamp.sub("", whole.output)
