@@ -63,7 +63,8 @@ def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str 
     if windows is not None:
         analysis = analyze_windows(windows, cfg)
         if events == "shown":
-            analysis.read_events = partial(load, path, nsys)
+            analysis.read_events = partial(load, Path(path).absolute(), nsys)  # (a notebook
+            # may change its folder before it draws)
         return analysis
     trace = load(path, nsys=nsys, time_range=time_range)
     rows = parallel_rows(trace, cfg)
