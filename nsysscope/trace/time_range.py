@@ -77,7 +77,9 @@ class TimeRange:
 
     def of_calls(self, corr_ids: np.ndarray, procs: np.ndarray) -> CallRows:
         """The rows of the calls read (their correlation ids and processes); every row for
-        the whole trace."""
+        the whole trace. Read from the trace's start (or to its end), every row before its
+        calls (after them) too: GPU work of calls the loader does not keep (an eager
+        ``cudaLaunchKernel`` before the first call it keeps) is the whole trace's there."""
         if self.whole:
             return EVERY_CALL
         keep = corr_ids >= 0
@@ -87,8 +89,12 @@ class TimeRange:
         order = np.argsort(procs, kind="stable")
         procs, ids = procs[order], ids[order]
         first = np.flatnonzero(np.r_[True, procs[1:] != procs[:-1]])
-        return CallRows(tuple(zip(procs[first].tolist(), np.minimum.reduceat(ids, first).tolist(),
-                                  np.maximum.reduceat(ids, first).tolist(), strict=True)))
+        low = np.minimum.reduceat(ids, first) if self.start_ns is not None else \
+            np.zeros(len(first), dtype=np.int64)
+        high = np.maximum.reduceat(ids, first) if self.end_ns is not None else \
+            np.full(len(first), np.iinfo(np.int64).max)
+        return CallRows(tuple(zip(procs[first].tolist(), low.tolist(), high.tolist(),
+                                  strict=True)))
 
 
 @dataclass(frozen=True)

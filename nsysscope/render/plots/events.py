@@ -135,7 +135,7 @@ class EventSource:
         self._block_class = block_class
         self._whole: Events | None = None
         self._blocks: pd.DataFrame | None = None
-        self._reads: list[tuple[int, int, Events]] = []
+        self._reads: list[tuple[float, float, Events]] = []
 
     def __call__(self, t0: float, t1: float, replays: pd.DataFrame) -> Events:
         """The events to draw ``[t0, t1]`` from; ``replays``: the launches whose replay shows
@@ -151,29 +151,47 @@ class EventSource:
         for s, e, events in self._reads:
             if s <= start and end <= e:
                 return events
-        trace = a.read_events(TimeRange(start, end))
+        trace = a.read_events(TimeRange(*(None if math.isinf(t) else math.floor(t)
+                                          for t in (start, end))))
         b = self._blocks
         events = Events.of(trace, NvtxIndex.of(trace.nvtx),
                            b[(b["start_ns"] < end) & (b["end_ns"] > start)], self._block_class())
         self._reads = [(start, end, events), *self._reads[:KEPT_READS - 1]]
         return events
 
-    def _reach(self, t0: float, t1: float, replays: pd.DataFrame) -> tuple[int, int]:
-        """What to read for ``[t0, t1]`` (ns): from the earliest of ``t0``, the calls of the
-        replays shown, the blocks (polling loops) that show and the call of each process's
+    def _reach(self, t0: float, t1: float, replays: pd.DataFrame) -> tuple[float, float]:
+        """What to read for ``[t0, t1]`` (ns; -inf, inf: from the trace's start, to its end).
+
+        From the earliest of ``t0``, the calls of the replays shown, the blocks (polling
+        loops) that show and the call of each process's
         :data:`~nsysscope.trace.windows.MARGIN_LAUNCHES`-th launch before ``t0`` (an eager
         kernel or copy queued behind replays runs well after its call: as a window of the
-        analysis reads its margins), to ``t1``."""
+        analysis reads its margins); from the start where no process launched before
+        ``t0`` (warm-up work queued before the first launch). To each process's first launch
+        after ``t1`` (before any launch: to every process's first), or the end where none
+        launches after it: a read takes in the GPU work
+        of the calls it reads by their correlation ids, and a kernel launched eagerly
+        (``cudaLaunchKernel``, a call the loader does not keep) falls between those of the
+        calls it keeps. A process that launches only after ``t0`` (or only before ``t1``)
+        reaches no further: it would take in the trace up to its first (from its last)
+        launch."""
         b = self._blocks
         assert b is not None
         shown = b.loc[(b["start_ns"] < t1) & (b["end_ns"] > t0), "start_ns"]
         start = min(t0, float(replays["api_start_ns"].min()) if len(replays) else t0,
                     float(shown.min()) if len(shown) else t0)
-        for calls in self._launch_calls:  # processes that launch before and after t0 only
-            at = int(np.searchsorted(calls, t0))
-            if 0 < at < len(calls):
-                start = min(start, float(calls[max(at - MARGIN_LAUNCHES, 0)]))
-        return math.floor(start), math.ceil(t1) + 1
+        end, before, after = float(t1), False, False
+        calls = self._launch_calls
+        warmup = all(c[0] >= t1 for c in calls)  # no launch yet: every process's own warm-up
+        for c in calls:
+            at, past = np.searchsorted(c, [t0, t1])
+            before |= bool(at > 0)
+            after |= bool(past < len(c))
+            if 0 < at < len(c):
+                start = min(start, float(c[max(at - MARGIN_LAUNCHES, 0)]))
+            if (past > 0 or warmup) and past < len(c):
+                end = max(end, float(c[past]))
+        return (start if before else -math.inf), (end + 1 if after else math.inf)
 
     @cached_property
     def _launch_calls(self) -> list[np.ndarray]:
