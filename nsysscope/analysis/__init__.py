@@ -85,6 +85,12 @@ class Analysis:
     def stalls(self) -> pd.DataFrame:
         return self.launches[self.launches["stall"]]
 
+    @property
+    def holds_events(self) -> bool:
+        """Whether :attr:`trace` holds the trace's events (a long trace analysed in windows
+        holds none: :attr:`read_events` reads them again, where it is set)."""
+        return self.steps is None
+
     def step_ranges(self) -> pd.DataFrame:
         """The trace's NVTX ``step N`` ranges (:data:`.nvtx.STEP_COLUMNS`), in the trace's
         order."""

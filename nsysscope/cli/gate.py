@@ -162,8 +162,9 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     options = {name: opt for opt, name, *_ in _THRESHOLD_OPTIONS}
     thresholds, source = load_thresholds(config_file, overrides, options=options)
     cfg = config_from(warmup, launch_bound_us)
+    drawn = fmt == "html" or html_file is not None  # an HTML page draws the sides' timelines
     base, cand = read_sides(baseline, candidate, cfg, nsys,
-                            events="shown" if fmt == "html" else "none")
+                            events="shown" if drawn else "none")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
         result = replace(result, notes=(*result.notes, source_note(source)))

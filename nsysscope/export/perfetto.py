@@ -63,6 +63,10 @@ class _Tracks:
 def write_perfetto(path: str | os.PathLike[str], a: Analysis, all_kernels: bool = False) -> int:
     """Write ``a`` as a Perfetto/Chrome trace to ``path`` (gzip if ``.gz``); the number of
     events written."""
+    if not a.holds_events:
+        raise ValueError("this analysis holds none of the trace's events (a long trace "
+                         "analysed in windows): analyse it with analyze_file(path, "
+                         "events='all') for a timeline of every event")
     tr = a.trace
     other = {"nsysscope_version": __version__, "trace": tr.meta.path,
              "nsys_version": tr.meta.nsys_version, "gpus": list(tr.meta.gpus),

@@ -105,7 +105,8 @@ def test_any_span_draws_the_rows_the_whole_trace_draws(sample_path, long_traces,
         assert (w.threads, w.streams, w.procs) == (p.threads, p.streams, p.procs)
 
 
-def test_the_gates_page_of_two_long_traces_is_the_whole_traces(sample_path, monkeypatch):
+def test_the_gates_page_of_two_long_traces_is_the_whole_traces(sample_path, monkeypatch,
+                                                               tmp_path):
     """``gate --format html`` draws a timeline of each side: both sides long, both are read
     in this process (a side read in a forked child, in windows, had its rows on disk deleted
     with the child: "figure not drawn: FileNotFoundError"), and the page is the whole
@@ -114,12 +115,34 @@ def test_the_gates_page_of_two_long_traces_is_the_whole_traces(sample_path, monk
 
     from nsysscope.cli import cli
 
-    args = ["gate", str(sample_path("healthy")), str(sample_path("case1")), "--format", "html"]
-    whole = CliRunner().invoke(cli, args)
+    args = ["gate", str(sample_path("healthy")), str(sample_path("case1"))]
+    whole = CliRunner().invoke(cli, [*args, "--format", "html"])
     monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
     monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", SMALL)
-    part = CliRunner().invoke(cli, args)
+    part = CliRunner().invoke(cli, [*args, "--format", "html"])
     assert whole.exit_code == part.exit_code == 1  # case 1 against healthy: a regression
     assert "figure not drawn" not in part.output and part.output.count("<img") == 1
     stamp = re.compile(r"\d{4}-\d\d-\d\d[ T][\d:]+( UTC)?")
     assert stamp.sub("", part.output) == stamp.sub("", whole.output)
+    # the page as an extra output of a text run: its sides read for drawing too
+    page = tmp_path / "gate.html"
+    assert CliRunner().invoke(cli, [*args, "--html", str(page)]).exit_code == 1
+    assert stamp.sub("", page.read_text()) == stamp.sub("", whole.output)
+
+
+def test_an_analysis_without_events_says_so(sample_path, monkeypatch):
+    """A long trace analysed in windows with no way to read its events again (events
+    'none', or :func:`analyze_windows` itself) cannot draw a timeline or write a Perfetto
+    file: a ValueError says how to analyse it, where the figure and the file would have
+    been empty."""
+    from nsysscope.export.perfetto import write_perfetto
+
+    monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
+    monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", SMALL)
+    a = analyze_file(sample_path("case1"), events="none")
+    assert not a.holds_events and a.read_events is None
+    with pytest.raises(ValueError, match="events='shown'"):
+        TracePlots(a).timeline(which="worst")
+    with pytest.raises(ValueError, match="events='all'"):
+        write_perfetto("/dev/null", a)
+    assert analyze_file(sample_path("case1"), events="all").holds_events

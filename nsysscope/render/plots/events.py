@@ -8,7 +8,10 @@ from the export, so the two timelines of an HTML report of a 10^6-launch trace h
 steps' events, not the trace's (the whole trace's were 5.6 GB: bench/README.md). A read
 reaches back to the calls of what shows (the launch of a replay drawn, the first try of a
 polling loop), so a window draws the rows it would draw from the whole trace
-(``tests/render/test_timeline_reads.py``).
+(``tests/render/test_timeline_reads.py``). One difference is left: NVTX ranges that overlap
+without nesting (start/end ranges, :func:`~nsysscope.analysis.nvtx.NvtxIndex.of`) take lanes
+below the deepest nesting their read holds, which a whole read may place deeper (none of the
+samples has such ranges).
 """
 
 from __future__ import annotations
@@ -143,10 +146,14 @@ class EventSource:
         a = self.analysis
         if self._blocks is None:  # a long trace's are on disk: read once
             self._blocks = a.block_table.frame(self.BLOCK_COLUMNS)
-        if a.read_events is None:
+        if a.holds_events:
             if self._whole is None:
                 self._whole = Events.of(a.trace, a.nvtx, self._blocks, self._block_class())
             return self._whole
+        if a.read_events is None:
+            raise ValueError("this analysis holds none of the trace's events (a long trace "
+                             "analysed in windows) and cannot read them again: analyse it "
+                             "with analyze_file(path, events='shown') to draw its timelines")
         start, end = self._reach(t0, t1, replays)
         for s, e, events in self._reads:
             if s <= start and end <= e:

@@ -26,7 +26,8 @@ def pick_launch(launches: pd.DataFrame, which: str = "worst",
     is judged within one process (by default the one with most steady launches): two
     engines' gaps pooled have a median neither has, and a launch's neighbours in issue order
     are the other engine's."""
-    launches = launches[PICKED]  # the rows selected below copy these columns, not all
+    launches = launches[launches.columns.intersection(PICKED, sort=False)]  # the rows
+    # selected below copy these columns, not all
     if proc is not None:
         launches = launches[launches["proc"] == proc]
     elif which == "typical" and launches["proc"].nunique() > 1:
