@@ -140,7 +140,7 @@ def _distributions(make: Any) -> str:
 
 def _figures(analysis: Any) -> list[str]:
     plots = _plots().TracePlots(analysis)
-    has_stall = bool(analysis.launch_table.frame(["stall"])["stall"].any())
+    has_stall = bool(plots.launches["stall"].any())
     worst_title = "Timeline: the worst stall" if has_stall else \
         "Timeline: the longest GPU gap (this trace has no stalls)"
     worst_help = ("The stall that cost the GPU most idle time of its own: the gap it caused, "

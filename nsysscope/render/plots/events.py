@@ -137,18 +137,20 @@ class EventSource:
         self.analysis = analysis
         self._block_class = block_class
         self._whole: Events | None = None
-        self._blocks: pd.DataFrame | None = None
         self._reads: list[tuple[float, float, Events]] = []
+
+    @cached_property
+    def blocks(self) -> pd.DataFrame:
+        """The blocks' :data:`BLOCK_COLUMNS` (a long trace's are on disk: read once)."""
+        return self.analysis.block_table.frame(self.BLOCK_COLUMNS)
 
     def __call__(self, t0: float, t1: float, replays: pd.DataFrame) -> Events:
         """The events to draw ``[t0, t1]`` from; ``replays``: the launches whose replay shows
         (their calls are read too)."""
         a = self.analysis
-        if self._blocks is None:  # a long trace's are on disk: read once
-            self._blocks = a.block_table.frame(self.BLOCK_COLUMNS)
         if a.holds_events:
             if self._whole is None:
-                self._whole = Events.of(a.trace, a.nvtx, self._blocks, self._block_class())
+                self._whole = Events.of(a.trace, a.nvtx, self.blocks, self._block_class())
             return self._whole
         if a.read_events is None:
             raise ValueError("this analysis holds none of the trace's events (a long trace "
@@ -160,7 +162,7 @@ class EventSource:
                 return events
         trace = a.read_events(TimeRange(*(None if math.isinf(t) else math.floor(t)
                                           for t in (start, end))))
-        b = self._blocks
+        b = self.blocks
         events = Events.of(trace, NvtxIndex.of(trace.nvtx),
                            b[(b["start_ns"] < end) & (b["end_ns"] > start)], self._block_class())
         self._reads = [(start, end, events), *self._reads[:KEPT_READS - 1]]
@@ -182,8 +184,7 @@ class EventSource:
         calls it keeps. A process that launches only after ``t0`` (or only before ``t1``)
         reaches no further: it would take in the trace up to its first (from its last)
         launch."""
-        b = self._blocks
-        assert b is not None
+        b = self.blocks
         shown = b.loc[(b["start_ns"] < t1) & (b["end_ns"] > t0), "start_ns"]
         start = min(t0, float(replays["api_start_ns"].min()) if len(replays) else t0,
                     float(shown.min()) if len(shown) else t0)

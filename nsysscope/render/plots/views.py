@@ -74,8 +74,7 @@ class TraceViews:
                                     ).to_numpy()
         df = pd.DataFrame({"block": paired["block"].to_numpy(), "shown": shown, "rank": rank})
         df = df.sort_values("rank", kind="stable").drop_duplicates("block")
-        out = pd.Series("unpaired", index=self.analysis.block_table.frame(["block"])["block"],
-                        dtype=object)
+        out = pd.Series("unpaired", index=self.events.blocks["block"].to_numpy(), dtype=object)
         out.loc[df["block"].to_numpy()] = df["shown"].to_numpy()
         return out
 
