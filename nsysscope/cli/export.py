@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..analysis import Analysis
 from ..analysis.windows import analyze_file
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
+from ..trace.windows import is_long
 from ..util.progress import note
 from .options import (
     INPUT_PATH,
@@ -37,6 +40,7 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     window, GPU idle gaps named by cause) as tracks of their own."""
     check_writable(perfetto, "--perfetto", [trace])
     use_cache(no_cache)
+    note_whole_read(trace, nsys)
     a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events="all")
     if all_kernels and a.trace.meta.format == "kineto":
         note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
@@ -49,6 +53,16 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     click.echo(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
                "https://ui.perfetto.dev", err=True)
     return 0
+
+
+def note_whole_read(trace: str, nsys: str | None) -> None:
+    """A note, before it starts, that a long ``trace`` (:func:`~nsysscope.trace.windows.is_long`)
+    is read whole for a timeline of every event: the other outputs read it in windows, in
+    bounded memory, and this read takes memory in proportion to the trace."""
+    if is_long(trace, nsys):
+        note(f"a Perfetto timeline of every event reads {Path(trace).name} whole (a long trace: "
+             "~5.6 GB of memory at 10^6 graph launches); 'nsysscope report TRACE --from A --to "
+             "B --perfetto OUT.json.gz' writes the part from A to B")
 
 
 def write_perfetto_file(path: str, analysis: Analysis, all_kernels: bool = False) -> int:

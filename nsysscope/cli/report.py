@@ -15,7 +15,7 @@ from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import is_db_name, per_launch_parts, write_db, write_per_launch_parts
 from ..util.atomic import atomic_file
 from ..util.progress import note
-from .export import write_perfetto_file
+from .export import note_whole_read, write_perfetto_file
 from .options import (
     INPUT_PATH,
     OUTPUT_FILE,
@@ -130,6 +130,8 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         note(f"{'/'.join(used)} appl{'ies' if len(used) == 1 else 'y'} to several traces; "
              "one trace is analysed here, in this process")
     check_per_launch(per_launch, traces)
+    if perfetto and span.whole:
+        note_whole_read(traces[0], nsys)
     a = analyze_file(traces[0], cfg, nsys, span, events="all" if perfetto else
                      "shown" if fmt == "html" else "none")
     require_steady(a.summary, warmup)

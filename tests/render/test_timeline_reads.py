@@ -146,3 +146,30 @@ def test_an_analysis_without_events_says_so(sample_path, monkeypatch):
     with pytest.raises(ValueError, match="events='all'"):
         write_perfetto("/dev/null", a)
     assert analyze_file(sample_path("case1"), events="all").holds_events
+
+
+def test_a_perfetto_timeline_of_a_long_trace_says_it_reads_it_whole(sample_path, monkeypatch,
+                                                                    tmp_path):
+    """``export`` and ``report --perfetto`` draw every event, so they read a long trace whole:
+    a note says so before the read starts, and how to write a part. A short trace, or a
+    part of a long one (--from/--to), gets no note."""
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+
+    path = str(sample_path("case1"))
+    out = str(tmp_path / "t.json.gz")
+    said = "reads h200_case1_300.sqlite.xz whole (a long trace"
+
+    def run(*args: str) -> str:
+        r = CliRunner().invoke(cli, list(args))
+        assert r.exit_code == 0, r.output
+        return r.stderr
+
+    assert said not in run("export", path, "--perfetto", out)
+    monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
+    assert said in run("export", path, "--perfetto", out)
+    assert said in run("report", path, "--perfetto", out, "-o", str(tmp_path / "r.txt"))
+    assert said not in run("report", path, "--perfetto", out, "-o", str(tmp_path / "r.txt"),
+                           "--from", "5", "--to", "6")
+    assert said not in run("report", path, "-o", str(tmp_path / "r.html"))
