@@ -130,12 +130,6 @@ def step_numbers(text: pd.Series) -> pd.Series:
     return pd.Series(digits, index=text.index, dtype=object)
 
 
-def names_step(text: pd.Series) -> np.ndarray:
-    """Whether each text names a step: where :func:`step_numbers` finds a number, asked once
-    per distinct text."""
-    return per_distinct(text, lambda s: step_numbers(s).notna(), False).astype(bool)
-
-
 #: the columns of :func:`step_ranges`
 STEP_COLUMNS = ["tid", "step", "start_ns", "end_ns"]
 

@@ -36,7 +36,7 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .bursts import steady_bursts
 from .config import AnalysisConfig
-from .nvtx import names_step
+from .nvtx import step_ranges
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project_each
 from .sites import SiteTable
@@ -170,10 +170,8 @@ def _most_waited_in(rows: RowStore, proc: int) -> str | None:
 
 
 def _step_ranges(trace: Trace) -> RowStore:
-    """The NVTX step ranges of ``trace`` (``step 12``: :func:`.nvtx.names_step`)."""
-    nv = trace.nvtx
-    return FrameRows(nv.loc[names_step(nv["text"]), STEP_RANGES] if len(nv) else
-                     pd.DataFrame(columns=STEP_RANGES))
+    """The NVTX step ranges of ``trace`` (``step 12``: :func:`.nvtx.step_ranges`)."""
+    return FrameRows(step_ranges(trace.nvtx)[STEP_RANGES])
 
 
 def _steps_per_s(steps: RowStore, rows: RowStore) -> float | None:

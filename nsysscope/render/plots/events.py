@@ -128,13 +128,16 @@ class Events:
 
 class EventSource:
     """The :class:`Events` a timeline of ``[t0, t1]`` of ``analysis`` draws from (the
-    module's doc); ``block_class`` gives the class each block's colour shows."""
+    module's doc); ``launches`` gives the views' per-launch table (its ``proc`` and
+    ``api_start_ns``), ``block_class`` the class each block's colour shows."""
 
     #: the columns of the blocks a timeline reads
     BLOCK_COLUMNS = ["block", "tid", "corr_id", "start_ns", "end_ns", "name", "polls"]
 
-    def __init__(self, analysis: Analysis, block_class: Callable[[], pd.Series]) -> None:
+    def __init__(self, analysis: Analysis, launches: Callable[[], pd.DataFrame],
+                 block_class: Callable[[], pd.Series]) -> None:
         self.analysis = analysis
+        self._launches = launches
         self._block_class = block_class
         self._whole: Events | None = None
         self._reads: list[tuple[float, float, Events]] = []
@@ -204,5 +207,5 @@ class EventSource:
     @cached_property
     def _launch_calls(self) -> list[np.ndarray]:
         """Each process's graph launch calls' start times, sorted."""
-        L = self.analysis.launch_table.frame(["proc", "api_start_ns"])
+        L = self._launches()
         return [np.sort(g.to_numpy()) for _, g in L.groupby("proc")["api_start_ns"]]

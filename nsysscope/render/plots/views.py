@@ -54,7 +54,7 @@ class TraceViews:
     @cached_property
     def events(self) -> EventSource:
         """The events a timeline draws from (:mod:`.events`)."""
-        return EventSource(self.analysis, lambda: self.block_class)
+        return EventSource(self.analysis, lambda: self.launches, lambda: self.block_class)
 
     def events_in(self, t0: float, t1: float) -> Events:
         """The events to draw ``[t0, t1]`` from."""
