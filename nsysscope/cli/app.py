@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -60,6 +61,10 @@ class _Cli(click.Group):
                                          attr)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        with _python_strings():
+            return super().invoke(ctx)
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
@@ -87,6 +92,21 @@ class _Cli(click.Group):
             code = say_error(f"internal error: {type(e).__name__}: {e} "
                          "(set NSYSSCOPE_DEBUG=1 for the traceback)", INTERNAL_ERROR)
         sys.exit(code)
+
+
+@contextlib.contextmanager
+def _python_strings() -> Iterator[None]:
+    """pandas' text columns held as Python strings while a command runs, where pandas would
+    hold them in pyarrow when it is installed (pandas 3's "auto"). An analysis makes
+    hundreds of small text columns (API chains, NVTX paths, a take of a few rows), and
+    pyarrow's conversions cost more than they save there: the light 10^5 report took 9 %
+    longer and 80-100 MB more memory with them (bench/README.md). The command line only:
+    the notebook API leaves the user's setting as it is (text of two kinds would not merge
+    as text), and the strings and results are the same either way (tests/cli)."""
+    import pandas as pd  # every command's module imports it already
+
+    with pd.option_context("mode.string_storage", "python"):
+        yield
 
 
 def _say(text: str, err: bool = True) -> None:
