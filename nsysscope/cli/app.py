@@ -99,8 +99,8 @@ def _python_strings() -> Iterator[None]:
     """pandas' text columns held as Python strings while a command runs, where pandas would
     hold them in pyarrow when it is installed (pandas 3's "auto"). An analysis makes
     hundreds of small text columns (API chains, NVTX paths, a take of a few rows), and
-    pyarrow's conversions cost more than they save there: the light 10^5 report took 9 %
-    longer and 80-100 MB more memory with them (bench/README.md). The command line only:
+    pyarrow's conversions cost more than they save there: the light 10^5 report took ~8 %
+    longer and ~40 MB more memory with them (bench/README.md, twenty-first session). The command line only:
     the notebook API leaves the user's setting as it is (text of two kinds would not merge
     as text), and the strings and results are the same either way (tests/cli)."""
     import pandas as pd  # every command's module imports it already
