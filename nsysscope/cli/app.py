@@ -100,9 +100,10 @@ def _python_strings() -> Iterator[None]:
     hold them in pyarrow when it is installed (pandas 3's "auto"). An analysis makes
     hundreds of small text columns (API chains, NVTX paths, a take of a few rows), and
     pyarrow's conversions cost more than they save there: the light 10^5 report took ~8 %
-    longer and ~40 MB more memory with them (bench/README.md, twenty-first session). The command line only:
-    the notebook API leaves the user's setting as it is (text of two kinds would not merge
-    as text), and the strings and results are the same either way (tests/cli)."""
+    longer and ~40 MB more memory with them (bench/README.md, twenty-first session). The
+    command line only: the notebook API leaves the user's setting as it is (text of two
+    kinds would not merge as text), and the strings and results are the same either way
+    (tests/cli/test_string_storage.py)."""
     import pandas as pd  # every command's module imports it already
 
     with pd.option_context("mode.string_storage", "python"):
