@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
-from .classes import LaunchClass
+from .classes import LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
 from .schema import Record, check_schema, extra_field, json_text, optional, shown, to_plain
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
@@ -369,6 +369,17 @@ def summary_in(x: Any) -> Summary | None:
 def check_counts(r: Summary | ProcessSummary) -> None:
     """The launch counts, class counts, busy fraction and rate of a summary or one process
     lie where an analysis puts them (ValueError naming the field otherwise)."""
+    for name, have, known in (("stalls", r.stalls, STALL_CLASSES),
+                              ("classes", r.classes, LAUNCH_CLASSES)):
+        # every class counted, none unknown: a class left out would read as 0 launches, and
+        # the gate would pass a candidate whose summary lost its stalls
+        missing = [str(k) for k in known if k not in have]
+        if missing:
+            raise ValueError(f"'{name}' has no count of {', '.join(missing)}")
+        unknown = sorted(set(have) - set(known))
+        if unknown:
+            raise ValueError(f"'{name}.{unknown[0]}' is not a class nsysscope knows "
+                             f"({', '.join(known)})")
     for name in ("launches", "steady_launches", "warmup_launches"):
         if getattr(r, name) < 0:
             raise ValueError(f"'{name}' is {getattr(r, name)}, below 0")
