@@ -27,6 +27,12 @@ PATH_PATTERN = re.compile(rf"{_PATH_START}/{_PATH_PART}+(?:/{_PATH_PART}*)*|"
 #: hold spaces (``Program Files``); only the last stops at a space
 WINDOWS_PATH = re.compile(r'(?<![\w\\])(?:[A-Za-z]:|\\\\[\w.$\-]+)\\'
                           r'(?:[^\\/:*?"<>|\x00-\x1f]+\\)*[^\\/:*?"<>|\s\x00-\x1f]*')
+#: a Windows path with its backslashes escaped, as a JSON or Python string shows it (an NVTX
+#: JSON payload, a logged ``repr``: ``C:\\Users\\dana\\x.py``), which :data:`WINDOWS_PATH`
+#: ends at the drive: the same parts, each separator two backslashes
+ESCAPED_WINDOWS_PATH = re.compile(r'(?<![\w\\])(?:[A-Za-z]:|\\\\\\\\[\w.$\-]+)\\\\'
+                                  r'(?:[^\\/:*?"<>|\x00-\x1f]+\\\\)*'
+                                  r'[^\\/:*?"<>|\s\x00-\x1f]*')
 #: a text that is one absolute path holding spaces, whole (``/home/bob/My Models/x.pt``: an
 #: argument, a working directory, a source file), which :data:`PATH_PATTERN` would end at the
 #: first space: three parts or more, the first without a space; not a command line
@@ -49,6 +55,8 @@ def sub_paths(text: str, replace: Callable[[str], str]) -> str:
     if " " in text and (m := SPACED_PATH.fullmatch(text)) and " -" not in text and \
             " /" not in text:
         return text[:m.start(1)] + replace(m.group(1))
+    if "\\\\" in text:  # escaped first: the plain pattern takes the drive alone
+        text = ESCAPED_WINDOWS_PATH.sub(lambda m: replace(_unescaped(m.group(0))), text)
     if "\\" in text:
         text = WINDOWS_PATH.sub(lambda m: replace(m.group(0)), text)
     if "/" in text:
@@ -62,7 +70,7 @@ def find_paths(text: str) -> list[str]:
 
     def note(path: str) -> str:
         found.append(path)
-        return path
+        return "\0"  # not the path: an escaped one, unescaped, would be found again
 
     sub_paths(text, note)
     return found
@@ -72,8 +80,13 @@ def home_names(text: str) -> list[str]:
     """The user names of the home folders in ``text`` (``/home/NAME``, ``/Users/NAME``,
     ``C:\\Users\\NAME``)."""
     posix = [a or b for a, b in HOME_NAME.findall(text)] if "/" in text else []
-    windows = WINDOWS_HOME.findall(text) if "\\" in text else []
+    windows = WINDOWS_HOME.findall(_unescaped(text)) if "\\" in text else []
     return posix + windows
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with each escaped backslash (two) made one (:data:`ESCAPED_WINDOWS_PATH`)."""
+    return text.replace("\\\\", "\\")
 
 
 def _posix(path: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import json
 import lzma
 import os
 import shutil
@@ -667,9 +668,35 @@ def test_blobs_where_nsys_writes_text_are_scrubbed_not_a_crash(sample, tmp_path)
     ("load /home/bob/My Models/x.pt", ["/home/bob/My"]),
     ("a:\\nb", ["a:\\nb"]), ("steps/s 3", []),
     # a range name is not one path (the scrub rewrote it to '<path>/10')
-    ("/step 5/10", ["/step"]), ("/v1/completions handler", ["/v1/completions"])])
+    ("/step 5/10", ["/step"]), ("/v1/completions handler", ["/v1/completions"]),
+    # escaped, as in a JSON payload: only 'C:\\' was found, and the rest stayed
+    (r'{"file": "C:\\Users\\dana\\H200 runs\\run.py", "line": 3}',
+     [r"C:\Users\dana\H200 runs\run.py"]),
+    (r'{"cwd": "\\\\fs01\\traces\\x.sqlite"}', [r"\\fs01\traces\x.sqlite"])])
 def test_paths_found_in_text(text, paths):
     assert find_paths(text) == paths
+
+
+def test_an_escaped_windows_path_in_a_json_payload_is_scrubbed(sample, tmp_path):
+    """An NVTX range's JSON payload written on Windows escapes its backslashes: the scrub
+    took the drive for the whole path, kept the rest (the user's home folder) and passed its
+    own check."""
+    raw = tmp_path / "escaped.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    payload = json.dumps({"file": r"C:\Users\dana\H200 runs\engine.py", "line": 12})
+    with sqlite3.connect(raw) as c:
+        c.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = (SELECT MIN(rowid) FROM "
+                  "NVTX_EVENTS WHERE text = 'sample')", (payload,))
+    c.close()
+    assert ("NVTX_EVENTS", "abs_path") in {(x.table, x.kind) for x in find_leaks(raw)}
+    out = tmp_path / "clean.sqlite"
+    assert scrub(raw, out).remaining == ()
+    with sqlite3.connect(f"file:{out}?mode=ro", uri=True) as c:
+        (text,) = c.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL "
+                            "AND jsonText LIKE '%engine.py%'").fetchone()
+    c.close()
+    assert json.loads(text) == {"file": "<path>/engine.py", "line": 12}
 
 
 @pytest.mark.parametrize(("name", "text", "scrubbed"), [
