@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..trace.apis import LAUNCH_APIS
 from ..trace.arrays import workers
+from ..trace.backwards import backwards_note, backwards_rows
 from ..trace.load import Trace, load
 from ..trace.slices import trace_in
 from ..trace.time_range import TimeRange, span_of
@@ -120,12 +121,15 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
     return_freed_memory()
     outlines: list[Trace] = []
     steps = SpilledRows()
+    backwards = 0  # the windows' own rows that end before they start (the reader's note)
 
     def owned() -> Iterator[_Owned]:
+        nonlocal backwards
         for trace, window in windows:
             if not outlines:
                 outlines.append(_outline(trace))
             nv = trace.nvtx
+            backwards += backwards_rows((trace.api, trace.gpu_ops, nv), window.owns)
             own = step_ranges(nv[window.owns(nv["start_ns"].to_numpy())])
             steps.append({c: own[c].to_numpy() for c in STEP_COLUMNS})
             yield _Owned.of(launch_rows(trace, cfg, groups), window)
@@ -144,7 +148,9 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
         if not outlines:
             raise ValueError("no window to analyse")
         rows.latent = _latent(latent)
-        return outlines[0], _numbered(rows)
+        outline = outlines[0]  # its reader's note counted the first window's rows only
+        meta = replace(outline.meta, reader_notes=backwards_note(backwards))
+        return replace(outline, meta=meta), _numbered(rows)
     except BaseException:
         rows.close()  # now: a process stopped by Ctrl-C may exit without finalizers
         raise

@@ -23,6 +23,7 @@ from ..util.progress import progress
 from ..util.text import clipped
 from . import tables
 from .apis import DEFAULT_ENUMS, LAUNCH_APIS
+from .backwards import backwards_note, backwards_rows
 from .formats import json_kind
 from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
@@ -174,7 +175,8 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         launches_span_ns=None if span.whole or api["name"].isin(LAUNCH_APIS).any() else
         tables.launches_span(s),
-        capture_start_ns=capture[0], capture_end_ns=capture[1])
+        capture_start_ns=capture[0], capture_end_ns=capture[1],
+        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))))
     enums = dict(
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", DEFAULT_ENUMS["htod"]),
         dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),
