@@ -57,12 +57,15 @@ class TimeRange:
 
     def overlapping(self, alias: str = "") -> str:
         """An SQL condition (`` AND ...``) keeping the rows with ``start``/``end`` columns that
-        overlap the range; empty for the whole trace."""
+        overlap the range; empty for the whole trace. A row that starts in the range is kept
+        whatever its end: one that ends before it starts (a damaged export) is read as the
+        whole trace reads it (``trace/backwards.py``)."""
         sql = []
         if self.end_ns is not None:
             sql.append(f" AND {alias}start < {self.end_ns}")
         if self.start_ns is not None:
-            sql.append(f' AND {alias}"end" > {self.start_ns}')
+            sql.append(f' AND ({alias}"end" > {self.start_ns} OR {alias}start > '
+                       f"{self.start_ns})")
         return "".join(sql)
 
     def overlaps(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -72,7 +75,7 @@ class TimeRange:
         if self.end_ns is not None:
             keep &= start < self.end_ns
         if self.start_ns is not None:
-            keep &= end > self.start_ns
+            keep &= (end > self.start_ns) | (start > self.start_ns)
         return keep
 
     def of_calls(self, corr_ids: np.ndarray, procs: np.ndarray) -> CallRows:

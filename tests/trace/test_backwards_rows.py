@@ -18,16 +18,18 @@ NOTE = ("{n} rows of CUDA calls, GPU work or NVTX ranges end before they start: 
         "export; read as they are, the figures around them may be off")
 
 
-@pytest.fixture(scope="module")
-def damaged(sample_path, tmp_path_factory):
+@pytest.fixture(scope="module", params=["start - 1000", "0"])
+def damaged(sample_path, tmp_path_factory, request):
     """A copy of the case1 sample with every 7th NVTX range and every 5th graph launch call
-    ending 1 us before it starts; how many rows that turned."""
+    ending 1 us before it starts, or at 0 (a zeroed value: before every window a long trace
+    is read in, which lost those rows and their launches); how many rows that turned."""
     out = tmp_path_factory.mktemp("backwards") / "case1_backwards.sqlite"
     shutil.copyfile(resolve(sample_path("case1")), out)
+    end = request.param
     with sqlite3.connect(out) as c:
-        nvtx = c.execute('UPDATE NVTX_EVENTS SET "end" = start - 1000 WHERE eventType IN '
+        nvtx = c.execute(f'UPDATE NVTX_EVENTS SET "end" = {end} WHERE eventType IN '
                          '(59, 60) AND "end" IS NOT NULL AND rowid % 7 = 0').rowcount
-        calls = c.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1000 WHERE '
+        calls = c.execute(f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = {end} WHERE '
                           "nameId IN (SELECT id FROM StringIds WHERE value LIKE "
                           "'cudaGraphLaunch%') AND rowid % 5 = 0").rowcount
     c.close()
@@ -49,6 +51,7 @@ def test_the_count_is_the_same_in_windows(damaged, monkeypatch):
     a = analyze_file(path, events="none")
     assert a.trace.api.empty  # read in windows
     assert NOTE.format(n=n) in a.summary.notes
+    assert a.summary.launches == 300
 
 
 def test_an_export_without_them_has_no_such_note(analysed):
