@@ -41,8 +41,10 @@ SPACED_PATH = re.compile(r"(?:file://)?(/[^\x00-\x1f/\"' ]+(?:/[^\x00-\x1f/\"']*
 KEEP_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/", "/dvs/p4/")
 SITE_PATH = re.compile(r"/(?:site|dist)-packages/(.*)$")
 STDLIB_PATH = re.compile(r"/lib(?:64)?/(?:python|pypy)\d+(?:\.\d+)?t?/(.*)$")
+#: ``~NAME/``: NAME's home
+TILDE_HOME = re.compile(r"(?<![\w~/])~([A-Za-z_][\w.\-]*)/")
 HOME_NAME = re.compile(rf"{_PATH_START}/(?:home|Users)/([\w.\-{NOT_UTF8}]+)|"
-                       rf"(?<![\w~/])~([A-Za-z_][\w.\-]*)/")  # ~NAME/: NAME's home
+                       + TILDE_HOME.pattern)
 WINDOWS_HOME = re.compile(r'(?<![\w\\])(?:[A-Za-z]:)?\\Users\\'
                           r'([^\\/:*?"<>|\x00-\x1f]+(?=\\)|[^\\/:*?"<>|\s\x00-\x1f]+)')
 
@@ -56,7 +58,8 @@ def sub_paths(text: str, replace: Callable[[str], str]) -> str:
             " /" not in text:
         return text[:m.start(1)] + replace(m.group(1))
     if "\\\\" in text:  # escaped first: the plain pattern takes the drive alone
-        text = ESCAPED_WINDOWS_PATH.sub(lambda m: replace(_unescaped(m.group(0))), text)
+        text = ESCAPED_WINDOWS_PATH.sub(  # escaped again: a path kept must stay escaped
+            lambda m: replace(_unescaped(m.group(0))).replace("\\", "\\\\"), text)
     if "\\" in text:
         text = WINDOWS_PATH.sub(lambda m: replace(m.group(0)), text)
     if "/" in text:
@@ -70,7 +73,7 @@ def find_paths(text: str) -> list[str]:
 
     def note(path: str) -> str:
         found.append(path)
-        return "\0"  # not the path: an escaped one, unescaped, would be found again
+        return "<path>"  # as the scrub writes it: nothing after it starts another path
 
     sub_paths(text, note)
     return found

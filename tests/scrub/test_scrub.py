@@ -672,7 +672,9 @@ def test_blobs_where_nsys_writes_text_are_scrubbed_not_a_crash(sample, tmp_path)
     # escaped, as in a JSON payload: only 'C:\\' was found, and the rest stayed
     (r'{"file": "C:\\Users\\dana\\H200 runs\\run.py", "line": 3}',
      [r"C:\Users\dana\H200 runs\run.py"]),
-    (r'{"cwd": "\\\\fs01\\traces\\x.sqlite"}', [r"\\fs01\traces\x.sqlite"])])
+    (r'{"cwd": "\\\\fs01\\traces\\x.sqlite"}', [r"\\fs01\traces\x.sqlite"]),
+    # separators mixed: the Windows path ends at the '/', and its rest is no path of its own
+    (r"C:\Users\dana/projects/x.py", [r"C:\Users\dana"])])
 def test_paths_found_in_text(text, paths):
     assert find_paths(text) == paths
 
@@ -684,7 +686,8 @@ def test_an_escaped_windows_path_in_a_json_payload_is_scrubbed(sample, tmp_path)
     raw = tmp_path / "escaped.sqlite"
     shutil.copy(sample, raw)
     raw.chmod(0o644)
-    payload = json.dumps({"file": r"C:\Users\dana\H200 runs\engine.py", "line": 12})
+    payload = json.dumps({"file": r"C:\Users\dana\H200 runs\engine.py", "line": 12,
+                          "drive": "C:\\Windows", "tmp": "D:\\tmp"})  # two paths kept
     with sqlite3.connect(raw) as c:
         c.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = (SELECT MIN(rowid) FROM "
                   "NVTX_EVENTS WHERE text = 'sample')", (payload,))
@@ -696,7 +699,9 @@ def test_an_escaped_windows_path_in_a_json_payload_is_scrubbed(sample, tmp_path)
         (text,) = c.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL "
                             "AND jsonText LIKE '%engine.py%'").fetchone()
     c.close()
-    assert json.loads(text) == {"file": "<path>/engine.py", "line": 12}
+    # still JSON: a path kept stays escaped (it lost a backslash, "D:\tmp" read as a tab)
+    assert json.loads(text) == {"file": "<path>/engine.py", "line": 12, "drive": "C:\\Windows",
+                                "tmp": "D:\\tmp"}
 
 
 @pytest.mark.parametrize(("name", "text", "scrubbed"), [
@@ -954,3 +959,26 @@ def test_the_command_says_what_its_copy_still_leaks_and_exits_1(raw_like, tmp_pa
     monkeypatch.setattr("nsysscope.scrub.scrub", real)
     assert CliRunner().invoke(cli, ["scrub", str(raw_like), str(tmp_path / "b.sqlite")]
                               ).exit_code == 0
+
+
+def test_a_tilde_home_in_a_range_name_is_a_user_name(sample, tmp_path):
+    """``~carol/`` in an NVTX range's name (not an absolute path) was neither found nor
+    scrubbed: user names came from the export's fields and absolute paths only."""
+    raw = tmp_path / "tilde.sqlite"
+    shutil.copy(sample, raw)
+    raw.chmod(0o644)
+    with sqlite3.connect(raw) as c:
+        top = c.execute("SELECT MAX(id) FROM StringIds").fetchone()[0]
+        c.execute("INSERT INTO StringIds VALUES (?, 'load ~carol/ckpts/run7')", (top + 1,))
+        c.execute("UPDATE NVTX_EVENTS SET textId = ?, text = NULL WHERE rowid = (SELECT "
+                  "MIN(rowid) FROM NVTX_EVENTS WHERE text = 'sample')", (top + 1,))
+    c.close()
+    assert ("StringIds", "user", "c…") in {(x.table, x.kind, x.excerpt)
+                                           for x in find_leaks(raw)}
+    out = tmp_path / "clean.sqlite"
+    assert scrub(raw, out).remaining == ()
+    with sqlite3.connect(f"file:{out}?mode=ro", uri=True) as c:
+        names = {v for (v,) in c.execute("SELECT value FROM StringIds WHERE value LIKE "
+                                         "'%ckpts%'")}
+    c.close()
+    assert names == {"load ~user/ckpts/run7"}
