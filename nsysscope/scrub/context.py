@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
@@ -28,8 +29,8 @@ from ..trace.schema import truncation
 from ..trace.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
-from .names import Meta, WordPatterns, users_and_hosts, word_patterns
-from .paths import KEEP_PATH_PREFIXES, SITE_PATH, STDLIB_PATH, find_paths
+from .names import Meta, WordPatterns, generic, users_and_hosts, word_patterns
+from .paths import KEEP_PATH_PREFIXES, SITE_PATH, STDLIB_PATH, TILDE_HOME, find_paths
 from .policy import (
     ENV_VAR,
     JSON_IDS,
@@ -244,10 +245,11 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     export = _meta(conn, "META_DATA_EXPORT", tables)
     sysenv = _sysenv(conn, tables)
     env = _recorded_env(capture, sysenv)
-    paths = _absolute_paths(conn, capture + export)
+    paths, tilde_homes = _absolute_paths(conn, capture + export)
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
     users, hosts = users_and_hosts(capture + export, sysenv, env, paths)
+    users |= {u for u in tilde_homes if not generic(u) and len(u) >= 2}
     referenced, program = _referenced_ids(conn, refs, tables)
     ctx = ExportContext(tables, _text_columns(conn, tables), refs, referenced, program,
                         working_dir, source, users, hosts, _gpu_uuids(conn, tables, sysenv))
@@ -300,17 +302,19 @@ def _recorded_env(capture: Meta, sysenv: Meta) -> dict[str, str]:
     return env
 
 
-def _absolute_paths(conn: sqlite3.Connection, meta: Meta) -> set[str]:
-    """Every absolute path in the strings and the ``META_DATA_*`` values: the program's sources
-    and the home folders of user names."""
+def _absolute_paths(conn: sqlite3.Connection, meta: Meta) -> tuple[set[str], set[str]]:
+    """Every absolute path in the strings and the ``META_DATA_*`` values (the program's
+    sources, and the home folders of user names), and the user names of the ``~NAME/``
+    homes there (``load ~carol/ckpts``: no absolute path, so not a name the paths give)."""
     paths: set[str] = set()
-    for (v,) in conn.execute("SELECT value FROM StringIds "
-                             "WHERE value LIKE '%/%' OR value LIKE '%\\%'"):
-        if "\x00" not in v:
-            paths.update(find_paths(v))
-    for _, v in meta:
+    tilde: set[str] = set()
+    for v in itertools.chain((v for (v,) in conn.execute(
+            "SELECT value FROM StringIds WHERE value LIKE '%/%' OR value LIKE '%\\%'")
+            if "\x00" not in v), (v for _, v in meta)):
         paths.update(find_paths(v))
-    return paths
+        if "~" in v:
+            tilde.update(TILDE_HOME.findall(v))
+    return paths, tilde
 
 
 def _hints(capture: Meta) -> list[str]:

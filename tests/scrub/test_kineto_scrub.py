@@ -243,3 +243,18 @@ def test_json_without_an_events_array_is_no_trace_to_scrub(tmp_path):
             call()
         assert e.value.exit_code == 5
     assert not (tmp_path / "out.pt.trace.json").exists()
+
+
+def test_a_tilde_home_in_a_ranges_argument_is_a_user_name(tmp_path):
+    """``~carol/`` in a range's argument (not an absolute path) was neither found nor
+    scrubbed: only the arguments of 'Trace' events were read for home folders."""
+    d = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    op = next(e for e in d["traceEvents"] if e.get("cat") == "user_annotation")
+    op.setdefault("args", {})["ckpt"] = "loaded ~carol/ckpts/run7"
+    raw = tmp_path / "raw.pt.trace.json"
+    raw.write_text(json.dumps(d))
+    assert ("user", "c…") in {(x.kind, x.excerpt) for x in find_leaks(raw)}
+    out = tmp_path / "clean.pt.trace.json"
+    assert scrub(raw, out).remaining == ()
+    assert b"carol" not in out.read_bytes()
+    assert "loaded ~user/ckpts/run7" in out.read_text()

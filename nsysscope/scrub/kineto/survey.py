@@ -138,6 +138,13 @@ def survey_trace(src: Path, slim: bool) -> Survey:
         if type(args) is dict and cat == "Trace":
             for text in strings_in(args):
                 homes.update(home_names(text))
+        elif type(args) is dict:  # a range's text argument may name a home folder
+            # (``~carol/ckpts``: no absolute path, which the scrub rewrites anyway); its
+            # top level only (nested values are shapes and types): a walk of every value
+            # of every event made the survey 1.5x as long
+            for v in args.values():
+                if type(v) is str and ("/" in v or "\\" in v):
+                    homes.update(home_names(v))
 
     stream_events(src, on_field, on_event)
     ctx.working_dir = _working_dir(ctx.py_files)
