@@ -29,7 +29,7 @@ from ..trace.schema import truncation
 from ..trace.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
-from .names import Meta, WordPatterns, generic, users_and_hosts, word_patterns
+from .names import Meta, WordPatterns, users_and_hosts, word_patterns
 from .paths import KEEP_PATH_PREFIXES, SITE_PATH, STDLIB_PATH, TILDE_HOME, find_paths
 from .policy import (
     ENV_VAR,
@@ -248,8 +248,7 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     paths, tilde_homes = _absolute_paths(conn, capture + export)
     sources = _project_sources(paths)
     working_dir, source = _working_dir(capture, env, sources, _hints(capture))
-    users, hosts = users_and_hosts(capture + export, sysenv, env, paths)
-    users |= {u for u in tilde_homes if not generic(u) and len(u) >= 2}
+    users, hosts = users_and_hosts(capture + export, sysenv, env, paths, tilde_homes)
     referenced, program = _referenced_ids(conn, refs, tables)
     ctx = ExportContext(tables, _text_columns(conn, tables), refs, referenced, program,
                         working_dir, source, users, hosts, _gpu_uuids(conn, tables, sysenv))

@@ -5,6 +5,7 @@ written). The policy: :mod:`.policy`, ``user`` / ``host``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from .paths import home_names
 
@@ -72,11 +73,12 @@ def word_pattern(name: str) -> re.Pattern[str]:
                       r"(?![A-Za-z0-9\-]|_(?!\d))", re.I)
 
 
-def users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
-                    paths: set[str]) -> tuple[set[str], set[str]]:
+def users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str], paths: set[str],
+                    homes: Iterable[str] = ()) -> tuple[set[str], set[str]]:
     """The user and host names an export gives away: its user and host fields (``meta``:
     ``META_DATA_*`` rows, ``sysenv``: ``TARGET_INFO_SYSTEM_ENV`` rows), the recorded
-    environment and the home folders in ``paths``; a host's short name and domain too."""
+    environment, the home folders in ``paths`` and the users of other ``homes`` (``~NAME/``
+    in a text); a host's short name and domain too."""
     users: set[str] = set()
     hosts: set[str] = set()
     for n, v in meta:
@@ -94,6 +96,7 @@ def users_and_hosts(meta: Meta, sysenv: Meta, env: dict[str, str],
         hosts.add(env["HOSTNAME"])
     for p in list(paths) + [env.get("HOME", "")]:
         users.update(home_names(p))
+    users.update(homes)
     users -= {USER_PLACEHOLDER, ""}
     hosts = {n for h in hosts if not generic(h) for n in host_names(h) if not generic(n)}
     return users, hosts
