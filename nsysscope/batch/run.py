@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..analysis import AnalysisConfig
 from ..analysis.summarise import steady_values
@@ -94,9 +95,19 @@ def _parts_beside(db: str | None, n: int) -> Iterator[list[str] | None]:
 _busy = _stopping = False
 
 
-def _init_worker(threads: int, interruptible: bool) -> None:
+def worker_args(jobs: int) -> tuple[int, bool, str]:
+    """What :func:`init_worker` gives each of ``jobs`` workers from this process: its share
+    of the CPUs, whether Ctrl-C stops it, and how this process's pandas holds text (a
+    worker starts a fresh interpreter: the command line's Python strings, ``cli/app.py``,
+    would be pandas' default there)."""
+    return (max(1, cpu_count() // jobs), signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
+            pd.get_option("mode.string_storage"))
+
+
+def init_worker(threads: int, interruptible: bool, string_storage: str) -> None:
     os.environ["NSYSSCOPE_THREADS"] = str(threads)
     os.environ["NSYSSCOPE_PROGRESS"] = "0"
+    pd.set_option("mode.string_storage", string_storage)
     if interruptible:  # Ctrl-C reaches the terminal's whole group; a run started with it
         # ignored (`nohup`, a background job of a script) keeps its workers going too
         signal.signal(signal.SIGINT, _stop_worker)
@@ -140,7 +151,6 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
               nsys: str | None = None, parts: list[str] | None = None) -> list[TraceResult]:
     """Analyse ``paths`` in ``jobs`` worker processes (default: one per CPU, at most one per
     trace). ``jobs=1`` runs them one after the other in this process."""
-    cpus = cpu_count()
     jobs = workers_for(paths, jobs)
     results: dict[int, TraceResult] = {}
     with progress("analysing traces", total=len(paths)) as bar:
@@ -155,9 +165,8 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
             if method == "forkserver":
                 ctx.set_forkserver_preload(["nsysscope.batch", "nsysscope.analysis",
                                             "nsysscope.trace"])
-            interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(max(1, cpus // jobs), interruptible)) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=init_worker,
+                                     initargs=worker_args(jobs)) as pool:
                 futures = {pool.submit(_analyse_in_worker, str(p), config, nsys,
                                        _part(parts, i)): i for i, p in enumerate(paths)}
                 try:

@@ -276,3 +276,23 @@ def test_the_pooled_p50_of_one_trace_is_its_own(sample_path):
     agg = batch.aggregate(results)
     own = results[0].summary.window_us.p50
     assert own == 3551.32 and agg.window_p50_us == own
+
+
+@pytest.mark.parametrize("storage", ["python", "pyarrow"])
+def test_a_worker_holds_text_as_the_process_that_started_it(storage):
+    """``report DIR -j N``'s workers start fresh interpreters: they analysed with pandas'
+    default text (pyarrow's, where it is installed), not the command line's Python strings
+    (``cli/app.py``, ~8 % faster). A worker started as run_local starts one says which it
+    holds."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    import pandas as pd
+
+    from nsysscope.batch import run
+
+    pytest.importorskip("pyarrow")
+    with pd.option_context("mode.string_storage", storage), ProcessPoolExecutor(
+            1, mp_context=mp.get_context("spawn"), initializer=run.init_worker,
+            initargs=run.worker_args(1)) as pool:
+        assert pool.submit(pd.get_option, "mode.string_storage").result() == storage
