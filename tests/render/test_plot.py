@@ -442,3 +442,18 @@ def test_the_comparison_s_verdicts_fit_the_figure(analysed):
     title = fig._suptitle.get_text()
     assert len(title.splitlines()) >= 3 and max(len(x) for x in title.splitlines()) <= 165
     assert "all-reduce for pid" in title.replace("\n    ", " ")  # the end of the long verdict
+
+
+def test_legend_order_of_a_class_column_is_that_of_its_distinct_classes(analysed):
+    """class_order takes a launch table's class column as it is (categorical, strings or a
+    list) and gives its distinct classes in legend order: stalls first, healthy last."""
+    from nsysscope.render.plots.style import class_order
+
+    klass = analysed("case1_tolist_every4").launches["klass"]
+    # the sample's 300 launches: 223 healthy, 75 gpu_to_cpu (1 in 4 steps), 1 launch_bound and
+    # the last (not in the legend); the column's unused categories are not classes present
+    expected = ["gpu_to_cpu", "launch_bound", "healthy"]
+    assert class_order(klass) == expected
+    assert class_order(klass.astype(str).to_numpy()) == expected
+    assert class_order(list(klass)) == expected
+    assert class_order([]) == []

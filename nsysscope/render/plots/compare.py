@@ -94,7 +94,8 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
                       frameon=False)
     # class shares: baseline hatched and pale, candidate solid
     ax = top[2]
-    klasses = class_order(list(da["klass"]) + list(db["klass"])) or [LaunchClass.HEALTHY]
+    both = np.concatenate([np.asarray(d["klass"], dtype=object) for d in (da, db)])
+    klasses = class_order(both) or [LaunchClass.HEALTHY]
     pos = np.arange(len(klasses))
     for i, d in enumerate((da, db)):
         n = max(len(d), 1)

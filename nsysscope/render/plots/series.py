@@ -97,8 +97,9 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
                                 alpha=0.25, lw=0, step="mid", label="min-max per bin", zorder=1)
                 ax.plot(mid, np.maximum(df["median"], 1.0), color="#444444", lw=0.8,
                         drawstyle="steps-mid", label="median per bin", zorder=2)
+        present = set(pd.unique(klass))
         for k in class_order(klass) + [k for k in (LaunchClass.LAST, LaunchClass.NO_GPU_WORK)
-                                      if k in set(klass)]:
+                                      if k in present]:
             idx = np.flatnonzero((klass == k) & np.isfinite(v))
             idx = _thin(idx, max_points)
             if not len(idx):
