@@ -8,8 +8,9 @@ polling loop of event/stream queries (:mod:`.polling`).
 What a block waits on is expressed as a *scope* and a *boundary*: it covers the GPU work
 enqueued before ``boundary_ns`` on ``stream`` (scope ``stream`` or ``event``) or on every
 stream (scope ``device``). For an event sync the boundary is the ``cudaEventRecord`` that
-``eventSyncId`` links it to. ``exact`` is False where the export lacks those tables; such
-blocks are matched by timing alone.
+``eventSyncId`` links it to, and so is a polling loop's whose last query the export links to
+its event. ``exact`` is False where the export lacks those tables or links; such blocks are
+matched by timing alone.
 
 A blocking copy is matched by timing: whether it waits for queued work depends on its size
 and direction (a small pageable upload returns once staged), so only a copy that was still
@@ -36,10 +37,13 @@ from .calls import ThreadCalls
 from .config import AnalysisConfig
 from .distinct import per_distinct
 from .pairs import join_first
-from .polling import polling_blocks
+from .polling import POLLING, polling_blocks
 
-_STREAM_SYNCS = {"cudaStreamSynchronize", "cuStreamSynchronize"}
-_EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
+#: the calls that wait on one stream, and on one event (the queries: by polling them)
+_STREAM_WAITS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "cudaStreamQuery",
+                           "cuStreamQuery"})
+_EVENT_WAITS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "cudaEventQuery",
+                          "cuEventQuery"})
 
 
 def copy_calls(trace: Trace) -> pd.DataFrame:
@@ -67,7 +71,8 @@ def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records:
     api = trace.api
     syncs = api.loc[api["name"].isin(SYNC_APIS),
                     ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
-    syncs = syncs.assign(name=syncs["name"].astype(str))
+    syncs = syncs.assign(name=syncs["name"].astype(str), anchor_corr=syncs["corr_id"],
+                         anchor_tid=syncs["tid"])
     pageable = trace.enums["pageable"]
     is_async = per_distinct(copies["name"], lambda s: s.str.contains("Async"), False)
     blocking = ~is_async | (copies["src_kind"] == pageable) | (copies["dst_kind"] == pageable)
@@ -75,14 +80,16 @@ def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records:
                                             "end_ns", "stream", "copy_kind", "src_kind",
                                             "dst_kind", "bytes"]]
     blocking_copies = blocking_copies.assign(name=blocking_copies["name"].astype(str))
-    s = _scope_syncs(trace, syncs, records)
+    s = _scope_waits(trace, syncs, syncs["name"], records)
     c = blocking_copies.assign(scope=np.where(blocking_copies["stream"] >= 0, "stream", "device"),
                                boundary_ns=blocking_copies["start_ns"], exact=False,
                                anchor_corr=blocking_copies["corr_id"],
                                anchor_tid=blocking_copies["tid"])
     polls = polling_blocks(trace, calls, cfg)
-    p = polls.assign(proc=process_of(polls["tid"]), scope="event", boundary_ns=polls["start_ns"],
-                     exact=False)
+    polls = polls.assign(proc=process_of(polls["tid"]))
+    # a loop waits on what its last try (the one that found the work done) queried
+    p = _scope_waits(trace, polls, polls["name"].str.removesuffix(POLLING), records,
+                     call="done_corr").drop(columns="done_corr")
     blocks = pd.concat([s, c, p], ignore_index=True).sort_values("start_ns", kind="stable")
     for col in ("copy_kind", "src_kind", "dst_kind", "bytes", "stream", "anchor_corr",
                 "anchor_tid", "polls"):
@@ -93,22 +100,25 @@ def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records:
     return blocks
 
 
-def _scope_syncs(trace: Trace, syncs: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
-    """Scope, stream and boundary of each synchronisation call (an event sync's boundary is
-    its event's record, from ``records``)."""
+def _scope_waits(trace: Trace, waits: pd.DataFrame, api_name: pd.Series,
+                 records: pd.DataFrame, call: str = "corr_id") -> pd.DataFrame:
+    """Scope, stream and boundary of each wait of ``waits`` (synchronisation calls, or
+    polling loops), whose CUDA call is ``api_name`` and whose sync record is that of the
+    call ``call`` names. An event wait's boundary is its event's record, from ``records``:
+    the wait is exact then, and its anchor is that record."""
     meta = trace.meta
-    out = join_first(syncs, trace.syncs, on=["proc", "corr_id"])
+    syncs = trace.syncs.rename(columns={"corr_id": call})
+    out = join_first(waits, syncs, on=["proc", call])
     out["scope"] = "device"
     out["boundary_ns"] = out["start_ns"]
     out["exact"] = True
-    out["anchor_corr"] = out["corr_id"]
-    out["anchor_tid"] = out["tid"]
-    is_stream = out["name"].isin(_STREAM_SYNCS)
+    name = api_name.reset_index(drop=True)
+    is_stream = name.isin(_STREAM_WAITS)
     known_stream = is_stream & out["stream"].notna() & (out["stream"] >= 0) & \
         (out["stream"] < 2**32 - 1)
     out.loc[known_stream, "scope"] = "stream"
     out.loc[is_stream & ~known_stream, "exact"] = False
-    is_event = out["name"].isin(_EVENT_SYNCS)
+    is_event = name.isin(_EVENT_WAITS)
     out.loc[is_event, "exact"] = False
     out.loc[is_event, "scope"] = "event"
     if meta.has_sync_records and meta.has_event_records and len(trace.event_records):

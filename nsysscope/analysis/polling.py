@@ -15,12 +15,17 @@ Not every query loop is the engine waiting. NCCL's watchdog thread in every
 ``torch.distributed`` process queries its own events hundreds of times; a thread that only
 queries, and never launches graphs, copies, records events or synchronises, is left out.
 
-Which event a loop polls is not in the trace, so polling blocks are matched to launches by
-timing (``exact`` False). Their cause is found as for an event wait: when the call right
-before the loop is a ``cudaEventRecord`` (the event just recorded, e.g. after a readback
-copy), the cause is the call before that record; otherwise the call before the first try.
+Which event a loop polled is the event of its last try, the one that found the work done:
+:mod:`.blocks` resolves it as an event sync's, where the export links queries to their events
+(each ``cudaEventQuery`` has a SYNCHRONIZATION row whose ``eventSyncId`` names its
+``cudaEventRecord``; every query of the H200 captures does). Where it does not, the loop is
+matched to launches by timing (``exact`` False), and its cause is found as for an event wait:
+when the call right before the loop is a ``cudaEventRecord`` (the event just recorded, e.g.
+after a readback copy), the cause is the call before that record; otherwise the call before
+the first try.
 
-Output: the block columns of :mod:`.blocks`, with ``polls`` (the number of tries).
+Output: the block columns of :mod:`.blocks`, with ``polls`` (the number of tries) and
+``done_corr`` (the correlation id of the last try).
 """
 
 from __future__ import annotations
@@ -35,14 +40,17 @@ from .config import AnalysisConfig
 
 #: ``cudaErrorNotReady`` / ``CUDA_ERROR_NOT_READY``: the query's work is still running
 NOT_READY = 600
+#: what a loop's name adds to its query's: ``cudaEventQuery (polling)``
+POLLING = " (polling)"
 
 
 def polling_blocks(trace: Trace, calls: ThreadCalls, cfg: AnalysisConfig) -> pd.DataFrame:
     """One row per polling loop on an engine thread: ``tid, corr_id, name, start_ns, end_ns,
-    polls, anchor_corr, anchor_tid``. ``calls`` orders the trace's calls by thread."""
+    polls, anchor_corr, anchor_tid, done_corr``. ``calls`` orders the trace's calls by thread."""
     api = trace.api
     is_query = api["name"].isin(QUERY_APIS).to_numpy()
-    cols = ["tid", "corr_id", "name", "start_ns", "end_ns", "polls", "anchor_corr", "anchor_tid"]
+    cols = ["tid", "corr_id", "name", "start_ns", "end_ns", "polls", "anchor_corr", "anchor_tid",
+            "done_corr"]
     if not is_query.any():
         return pd.DataFrame({c: pd.Series(dtype="int64" if c != "name" else object) for c in cols})
     engine_threads = pd.unique(api["tid"].to_numpy()[~is_query])  # (hashed: order unused)
@@ -70,9 +78,9 @@ def polling_blocks(trace: Trace, calls: ThreadCalls, cfg: AnalysisConfig) -> pd.
     after_record = has_before & record[prev]
     return pd.DataFrame({
         "tid": tid[f], "corr_id": corr[f],
-        "name": name.iloc[f].astype(str).to_numpy() + " (polling)",
+        "name": name.iloc[f].astype(str).to_numpy() + POLLING,
         "start_ns": start[f], "end_ns": end[last], "polls": runs["size"].to_numpy(),
         # an event recorded right before the loop: its cause is the call before the record
         "anchor_corr": np.where(after_record, corr[prev], corr[f]),
-        "anchor_tid": tid[f],
+        "anchor_tid": tid[f], "done_corr": corr[last],
     })

@@ -214,3 +214,39 @@ def test_two_tensor_parallel_groups_in_one_export_are_each_their_own(dp2_tp2, an
     assert "2 groups of ranks wait for each other in collectives (pids 721, 722; pids 937, " \
            "938)" in " ".join(a.summary.notes)
     assert not any("groups of ranks" in n for n in analysed("tp2_case1").summary.notes)
+
+
+@pytest.mark.parametrize("name", ["poll_case1", "poll_async_case1", "poll_healthy"])
+def test_a_polling_loop_waits_on_the_event_its_queries_name(analysed, name):
+    """Every query of these captures has a sync record naming its event, so a loop is an
+    exact event wait: it covers the work queued before that event's record, which the engine
+    issues after the launch and before the next (before, a loop's boundary was its own first
+    try: a step after the next launch in the healthy engine, which polls the previous step's
+    event). The cause is the copy right before that record: this step's readback, issued
+    before the next launch (before, the healthy engine's was the next step's copy)."""
+    a = analysed(name)
+    launches = a.launches
+    waited = launches[launches["steady"] & launches["waited"]]
+    blocks = a.blocks.set_index("block").loc[waited["block"]]
+    assert len(waited) >= 80 and (blocks["polls"] >= 3).all()
+    assert blocks["exact"].all() and set(blocks["scope"]) == {"event"}
+    boundary = blocks["boundary_ns"].to_numpy()
+    assert (waited["api_end_ns"].to_numpy() < boundary).all()
+    assert (boundary < waited["next_api_start_ns"].to_numpy()).all()
+    assert (boundary < waited["block_start_ns"].to_numpy()).all()
+    cause = waited["cause_start_ns"].to_numpy()
+    assert (cause < boundary).all() and (cause < waited["next_api_start_ns"].to_numpy()).all()
+
+
+def test_a_polling_loop_on_another_streams_event_does_not_wait_on_the_launch(analysed):
+    """The same poll_case1 capture with the polled events recorded on a stream that no graph
+    runs on and no stream waits for: the loops still end when the replays do, but they wait
+    on other work, so no launch is paired with them (before, loops were paired by timing
+    alone, and every steady launch stayed gpu_to_cpu)."""
+    trace = analysed("poll_case1").trace
+    launch_streams = set(analysed("poll_case1").launches["stream"])
+    elsewhere = max(launch_streams) + 1000
+    moved = dataclasses.replace(trace, event_records=trace.event_records.assign(stream=elsewhere))
+    s = analyze(moved).summary
+    assert s.stalls["gpu_to_cpu"] == 0
+    assert analysed("poll_case1").summary.stalls["gpu_to_cpu"] == s.steady_launches
