@@ -224,9 +224,10 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     waiting = [p for p in procs if p.status == "waits_for_peer"]
     waits = "; ".join(f"pid {p.pid} {p.verdict.split(';')[0]}" for p in waiting)
     if stalling:
-        worst = stalling[0]
-        line = (f"OVERLAP BROKEN in {len(stalling)} of {n} processes: pid {worst.pid} "
-                f"{worst.verdict}")
+        worst = stalling[0]  # every stalling process named, the worst one's verdict told
+        who = f"pid {worst.pid}" if len(stalling) == 1 else \
+            f"pids {', '.join(str(p.pid) for p in stalling)}; the worst, pid {worst.pid},"
+        line = f"OVERLAP BROKEN in {len(stalling)} of {n} processes: {who} {worst.verdict}"
         return False, line + (f"; {waits}" if waits else "")
     if waiting:
         return False, f"overlap lost to waiting ranks in {len(waiting)} of {n} processes: {waits}"

@@ -57,6 +57,11 @@ def test_tp2_case1_on_every_rank_stalls_every_rank(analysed):
     s = analysed("tp2_case1").summary
     assert [p.status for p in s.processes] == ["stalls", "stalls"]
     assert all(p.stalls["gpu_to_cpu"] == p.steady_launches for p in s.processes)
+    # the verdict names both stalled ranks (before: only the worst, as if it were alone)
+    by_loss = sorted(s.processes, key=lambda p: -sum(site.lost_us for site in p.sites))
+    pids = ", ".join(str(p.pid) for p in by_loss)
+    assert s.verdict.startswith(f"OVERLAP BROKEN in 2 of 2 processes: pids {pids}; the worst, "
+                                f"pid {by_loss[0].pid}, 94/94 steady launches stall")
 
 
 def test_tp2_case1_on_rank0_names_its_line_and_the_waiting_rank(analysed):
