@@ -212,8 +212,8 @@ def _python_samples(trace: Trace, launches: RowStore) -> PythonSamples:
         return trace.python
     if trace.source is None:
         return PythonSamples.none()
-    return read_python_samples(trace.source,
-                               windows=lambda: stall_windows(_stalled(launches)))
+    return read_python_samples(trace.source, windows=lambda: stall_windows(_stalled(launches)),
+                               path=trace.meta.path)
 
 
 def _stalled(launches: RowStore) -> pd.DataFrame:

@@ -8,22 +8,20 @@ correlation ids, ``proc`` for the process key (:func:`~nsysscope.trace.apis.proc
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..errors import DamagedExport, NotAnNsysExport, UnreadableInput
+from ..errors import UnreadableInput
 from ..model import TraceInfo
 from ..util.progress import progress
-from ..util.text import clipped
 from . import tables
 from .apis import DEFAULT_ENUMS, LAUNCH_APIS
 from .backwards import backwards_note, backwards_rows
+from .damage import damage_reported
 from .formats import json_kind
 from .gpu_work import GpuWork, graph_work, own_process
 from .python_samples import PythonSamples
@@ -118,23 +116,6 @@ def _read_export(path: str | Path, db: Path, span: TimeRange) -> Trace:
             s.close()
         else:
             conn.close()
-
-
-@contextmanager
-def damage_reported(path: str | Path) -> Iterator[None]:
-    """Damage found while reading the export ``path``, said in one line
-    (:class:`DamagedExport`)."""
-    try:
-        yield
-    except sqlite3.DatabaseError as e:
-        raise DamagedExport(f"{path}: truncated or corrupt export ({e})") from None
-    except UnicodeDecodeError as e:  # a damaged page of the schema or of a table's text
-        raise DamagedExport(f"{path}: corrupt export: text that is not UTF-8 "
-                            f"({clipped(str(e))})") from None
-    except (ValueError, TypeError, OverflowError) as e:  # a damaged row: NULL, text or a blob
-        # where nsys writes integers (tests/test_fuzz.py): in the export, not in a damaged copy
-        raise NotAnNsysExport(f"{path}: corrupt export: a value of the wrong type in a table "
-                              f"({type(e).__name__}: {clipped(str(e))})") from None
 
 
 def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:

@@ -29,6 +29,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from .damage import damage_reported
 from .schema import connect_readonly
 
 DOMAIN = "Python Periodic Sampling"
@@ -98,8 +99,10 @@ class PythonSamples:
 Windows: TypeAlias = pd.DataFrame | Callable[[], pd.DataFrame]
 
 
-def read_python_samples(db: str | Path, windows: Windows | None = None) -> PythonSamples:
-    """The Python samples in the SQLite export ``db``.
+def read_python_samples(db: str | Path, windows: Windows | None = None,
+                        path: str | Path | None = None) -> PythonSamples:
+    """The Python samples in the SQLite export ``db`` (of ``path``, as the user named it:
+    what a damaged export's error names).
 
     ``windows`` (columns ``tid``, ``start_ns``, ``end_ns``, bounds included) limits parsing to
     the samples of those threads inside those spans; None parses every sample. It may be a
@@ -108,7 +111,8 @@ def read_python_samples(db: str | Path, windows: Windows | None = None) -> Pytho
     """
     conn = connect_readonly(Path(db))
     try:
-        return _read(conn, windows)
+        with damage_reported(db if path is None else path):
+            return _read(conn, windows)
     finally:
         conn.close()
 

@@ -35,8 +35,9 @@ from ..util.progress import note, progress
 from ..util.text import clipped
 from .apis import LAUNCH_APIS, process_of
 from .columnar import attach, interrupted, sql_text
+from .damage import damage_reported
 from .formats import json_kind
-from .load import Trace, damage_reported, read_trace
+from .load import Trace, read_trace
 from .schema import Schema, connect_readonly
 from .sources import read_resolved, resolve
 from .tables import collectives_table, wanted_api_ids

@@ -339,6 +339,15 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     add("runtime_without_end", Case(p, 5, f"{p}: CUPTI_ACTIVITY_KIND_RUNTIME has no column end: "
                                           "an export schema nsysscope does not know (3.20.3, "
                                           "nsys 2025.3.2.0; tested: 3.7.2, 3.20.3)"))
+    # a leaf of NVTX_EVENTS damaged (64 bytes a fuzzer wrote) where only the Python samples'
+    # read decodes it (their payload columns): it was an internal error, exit 70
+    p = copy_of(case1, d / "nvtx_payload_damaged.sqlite")
+    with p.open("r+b") as f:
+        f.seek(6_982_299)
+        f.write(bytes.fromhex("56b6fbd73e6ac46891370c3c06974526bf9fdfb6a5003fe2e6b39cccadfc39c1"
+                              "c368018e65ecd19c57e665b801c7dacfac22fc7e940ad04fcb8a5b2505b287d2"))
+    add("nvtx_payload_damaged", Case(p, 5, f"{p}: truncated or corrupt export (database disk "
+                                           "image is malformed)"))
     p = d / "deep.pt.trace.json"
     p.write_text('{"traceEvents":' + "[" * 100_000 + "]" * 100_000 + "}")
     add("kineto_nested_too_deeply", Case(p, 5, f"{p}: corrupt torch.profiler trace: a value at "
@@ -367,7 +376,7 @@ CASES = [
     "case1_without_SYNCHRONIZATION", "case1_without_CUDA_EVENT", "case1_without_NVTX_EVENTS",
     "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
     "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
-    "kineto_nested_too_deeply", "runtime_without_end",
+    "kineto_nested_too_deeply", "runtime_without_end", "nvtx_payload_damaged",
 ]
 
 
