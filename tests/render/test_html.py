@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from html import escape
 from pathlib import Path
 
@@ -231,3 +232,17 @@ def test_gate_fragment_for_jupyter(analysed):
     assert escape(res.verdict) in frag and "FAIL" in frag and "gpu_to_cpu" in frag
     assert "<style" not in frag and "<script" not in frag
     assert frag.count("<tr>") == len(res.checks) + 1
+
+
+def test_characters_the_font_lacks_leave_stderr_clean(sample_path, tmp_path):
+    """A trace named in CJK and emoji (as NVTX ranges and thread names can be): DejaVu Sans
+    has none of them, and matplotlib warned once per glyph and figure (48 lines for this
+    page); they are drawn as boxes, quietly."""
+    trace = tmp_path / "trace \u4e2d\u6587 \U0001F680.sqlite.xz"
+    shutil.copyfile(sample_path("case1"), trace)
+    out = tmp_path / "page.html"
+    env = {**os.environ, "NSYSSCOPE_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "nsysscope", "report", str(trace), "-o", str(out)],
+                       capture_output=True, text=True, env=env, check=False)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert len(decoded_images(out.read_text())) >= 4

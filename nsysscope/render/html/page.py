@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import gc
-import io
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -75,10 +74,10 @@ TH = ('style="padding:2px 10px;text-align:left;background:#f4f4f4;border-bottom:
 
 
 def figure_png(fig: Any, dpi: int = _DPI) -> bytes:
-    """A matplotlib figure as PNG bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, facecolor="white")
-    return buf.getvalue()
+    """A matplotlib figure as PNG bytes (matplotlib is imported only once a figure exists)."""
+    from ..plots.style import figure_png as png
+
+    return png(fig, dpi)
 
 
 def _img(png: bytes, alt: str) -> str:

@@ -7,7 +7,9 @@ a script saves it). Times on the axes are microseconds or milliseconds, whicheve
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import matplotlib
@@ -23,10 +25,32 @@ from ..palette import CLASS_COLORS, OKABE_ITO
 __all__ = ["CLASS_COLORS", "OKABE_ITO", "NsysscopeFigure"]
 
 
-#: every figure's text is drawn as it is, never as matplotlib math: a ``$`` in an NVTX range,
-#: a thread name or a source line italicised the text between two of them, or stopped the
-#: figure (a ``$\\cmd{$`` is an unknown symbol). Public figure functions are decorated with it.
-plain_text = matplotlib.rc_context({"text.parse_math": False})
+#: matplotlib's warning for each character its font lacks (CJK or emoji in an NVTX range, a
+#: thread or a file name, drawn as a box): dozens of lines on stderr for one figure
+_MISSING_GLYPH = r"Glyph \d+ .*missing from font"
+
+
+@contextmanager
+def plain_drawing() -> Iterator[None]:
+    """Text drawn as it is, never as matplotlib math (a ``$`` in an NVTX range, a thread name
+    or a source line italicised the text between two of them, or stopped the figure: a
+    ``$\\cmd{$`` is an unknown symbol), and a character the font lacks drawn as a box
+    without a warning."""
+    with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", _MISSING_GLYPH, UserWarning)
+        yield
+
+
+#: :func:`plain_drawing` as the decorator of every public figure function
+plain_text = plain_drawing()
+
+
+def figure_png(fig: Figure, dpi: int) -> bytes:
+    """``fig`` as PNG bytes, drawn plainly (:func:`plain_drawing`)."""
+    buf = io.BytesIO()
+    with plain_drawing():
+        fig.savefig(buf, format="png", dpi=dpi, facecolor="white")
+    return buf.getvalue()
 
 
 class NsysscopeFigure(Figure):
@@ -34,9 +58,7 @@ class NsysscopeFigure(Figure):
     pyplot (and so the inline backend's formatters) was never imported."""
 
     def _repr_png_(self) -> bytes:
-        buf = io.BytesIO()
-        self.savefig(buf, format="png", dpi=90, facecolor="white")
-        return buf.getvalue()
+        return figure_png(self, dpi=90)
 
 
 CLASS_LABELS: dict[str, str] = {
