@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -165,11 +166,13 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
             if method == "forkserver":
                 ctx.set_forkserver_preload(["nsysscope.batch", "nsysscope.analysis",
                                             "nsysscope.trace"])
+                _start_fork_server()
             with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=init_worker,
                                      initargs=worker_args(jobs)) as pool:
-                futures = {pool.submit(_analyse_in_worker, str(p), config, nsys,
-                                       _part(parts, i)): i for i, p in enumerate(paths)}
                 try:
+                    with _signals_held(signal.SIGINT, signal.SIGTERM):
+                        futures = {pool.submit(_analyse_in_worker, str(p), config, nsys,
+                                               _part(parts, i)): i for i, p in enumerate(paths)}
                     for f in as_completed(futures):
                         i = futures[f]
                         try:
@@ -185,6 +188,44 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
                     _stop_pool(pool)
                     raise
     return [results[i] for i in range(len(paths))]
+
+
+def _start_fork_server() -> None:
+    """Start multiprocessing's fork server ignoring Ctrl-C, as it inherits (an ignored signal
+    stays ignored across ``exec``; a handled one does not): it imports its preload modules,
+    a second, before it protects itself from Ctrl-C, and a Ctrl-C then printed its
+    traceback. The workers it forks inherit that too, until :func:`init_worker` sets what
+    Ctrl-C does to them. (A Ctrl-C in the milliseconds this takes is lost.)"""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():  # signals: main thread's
+        forkserver.ensure_running()
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@contextlib.contextmanager
+def _signals_held(*signals: signal.Signals) -> Iterator[None]:
+    """``signals`` held back while the pool's workers start, then delivered: one that came
+    while a worker was being started left that worker unknown to the pool, so not stopped,
+    and it printed a traceback once the pool's semaphores were gone. (Signals are handled by
+    the main thread only: from any other, nothing is held.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, _: held.append(signum)) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:

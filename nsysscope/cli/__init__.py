@@ -29,6 +29,8 @@ def run() -> None:
     # a CI timeout or `docker stop`: leave as Ctrl-C does, through every clean-up on the way
     # out (temporary files, the --no-cache folder), not at once
     signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup)
+        signal.signal(signal.SIGINT, _interrupted)
     # numpy asks the kernel for huge pages for every array of 4 MB or more; an analysis makes
     # and frees hundreds of them, and where the kernel compacts memory to find huge pages
     # (transparent_hugepage defrag "madvise") that took 0.4 s of system time on the light
@@ -70,7 +72,22 @@ class _Terminated(SystemExit):
 
 
 def _terminated(signum: int, frame: object) -> None:
+    _ignore_signals()
     raise _Terminated(128 + signum)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    _ignore_signals()
+    raise KeyboardInterrupt
+
+
+def _ignore_signals() -> None:
+    """The run is ending, through its clean-up: a second Ctrl-C or SIGTERM would cut that
+    short with a traceback (a worker pool's join at exit, say), and one often comes, unsent
+    by anyone: Ctrl-C and a CI's ``timeout`` signal the whole process group, and ``timeout``
+    signals the command, then its group."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 __all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main", "run"]

@@ -62,8 +62,11 @@ class _Cli(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _python_strings():
-            return super().invoke(ctx)
+        try:
+            with _python_strings():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:  # past click, which prints an empty line for it first
+            raise _Interrupted from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -77,7 +80,7 @@ class _Cli(click.Group):
             code = 2
         except click.UsageError as e:  # a missing argument, unknown option, bad value
             code = say_error(_usage_message(e), 2)
-        except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C
+        except (click.exceptions.Abort, KeyboardInterrupt, _Interrupted):  # Ctrl-C
             code = say_error("interrupted", 130)
         except click.ClickException as e:
             code = say_error(e.format_message(), 2 if e.exit_code == 1 else e.exit_code)
@@ -92,6 +95,10 @@ class _Cli(click.Group):
             code = say_error(f"internal error: {type(e).__name__}: {e} "
                          "(set NSYSSCOPE_DEBUG=1 for the traceback)", INTERNAL_ERROR)
         sys.exit(code)
+
+
+class _Interrupted(Exception):
+    """Ctrl-C while a command ran: said in one line (:meth:`_Cli.main`)."""
 
 
 @contextlib.contextmanager

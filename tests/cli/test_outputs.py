@@ -191,8 +191,44 @@ def test_ctrl_c_on_several_traces_is_one_line(tmp_path):
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130
-    assert err.strip() == "nsysscope: error: interrupted", err
+    assert err == "nsysscope: error: interrupted\n", err  # click printed an empty line first
     assert not [f for f in os.listdir(tmp_path / "cache") if f.endswith(".tmp")]
+
+
+ONE_LINE = {signal.SIGINT: "nsysscope: error: interrupted\n",
+            signal.SIGTERM: "nsysscope: error: terminated (SIGTERM)\n"}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_sent_as_timeout_sends_it_is_one_line(tmp_path, sig):
+    """``timeout`` signals the command, then its whole group: the parent a second time, which
+    broke into its clean-up (multiprocessing's join of the workers at exit) with a traceback
+    of 20 lines."""
+    p = _batch(tmp_path, 4)
+    p.send_signal(sig)
+    os.killpg(p.pid, sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig
+    assert err == ONE_LINE[sig], err
+
+
+def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
+    """Ctrl-C as the batch starts its fork server, which imports nsysscope for a second
+    before it ignores Ctrl-C itself: it printed a KeyboardInterrupt traceback (16 lines)."""
+    for i in range(2):
+        (tmp_path / f"t{i}.sqlite.xz").symlink_to(SAMPLES / "h200_case1_300.sqlite.xz")
+    p = _start(["report", str(tmp_path / "t0.sqlite.xz"), str(tmp_path / "t1.sqlite.xz"),
+                "-j", "2"], {"NSYSSCOPE_PROGRESS": "0", "NSYSSCOPE_CACHE": str(tmp_path)})
+    deadline = time.monotonic() + 60
+    while _group_size(p.pid) < 3 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # the parent, the resource tracker and the fork server
+    if p.poll() is not None:
+        pytest.skip("the run ended before the signal")
+    time.sleep(0.2)  # into the fork server's imports
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130
+    assert err == ONE_LINE[signal.SIGINT], err
 
 
 def test_sigterm_stops_a_batch_without_finishing_it(tmp_path):
