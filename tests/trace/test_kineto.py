@@ -312,6 +312,19 @@ def test_eager_engine_trace():
               "no CUDA graph launches (")
 
 
+def test_events_without_args_tie_no_gpu_work_to_a_launch(tmp_path):
+    """CUDA calls and kernels that lack their ``args`` (so their correlation ids): each was
+    given id -1, every kernel joined every launch, and case 1 was reported healthy at 100 %
+    GPU busy. Now no launch has GPU work, as for an nsys export without correlation ids."""
+    trace = json.loads(gzip.decompress(kineto_path("nostack_case1").read_bytes()))
+    for e in trace["traceEvents"]:
+        if e.get("cat") in ("cuda_runtime", "kernel"):
+            e.pop("args", None)
+    p = tmp_path / "no_args.pt.trace.json"
+    p.write_text(json.dumps(trace))
+    _one_line(cli("report", p), 7, "none of the 60 graph launches has GPU work")
+
+
 def test_truncated_json(tmp_path):
     raw = gzip.decompress(kineto_path("case1").read_bytes())
     p = tmp_path / "cut.pt.trace.json"

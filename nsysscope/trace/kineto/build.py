@@ -99,8 +99,11 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         "name": _categorical(api["name_code"].to_numpy(), c.names)})
     gpu = _gpu(c, origin, api_all)
     launches = api.loc[api["name"].isin(LAUNCH_APIS), ["proc", "corr_id"]]
-    in_graph = pd.MultiIndex.from_frame(gpu[["proc", "corr_id"]]).isin(
-        pd.MultiIndex.from_frame(launches)) if len(gpu) else np.zeros(0, dtype=bool)
+    # a launch's replay: its correlation id, where the events have one (an event without
+    # one is -1, which would tie every GPU op without one to every launch without one)
+    in_graph = (gpu["corr_id"].to_numpy() >= 0) & pd.MultiIndex.from_frame(
+        gpu[["proc", "corr_id"]]).isin(pd.MultiIndex.from_frame(launches)) if len(gpu) else \
+        np.zeros(0, dtype=bool)
     graph_work = _graph_work(gpu[in_graph])
     gpu_ops = _eager(gpu[~in_graph])
     nvtx = _nvtx(c, origin)
