@@ -185,10 +185,23 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
         df = pd.concat([df, g], ignore_index=True)
         mode = "graph" if mode == "none" and len(g) else mode
     launches = api.loc[api["name"].isin(LAUNCH_APIS), ["proc", "corr_id"]]
-    df = own_process(df, api)
+    if (df["proc"] < 0).any():
+        df = _fold_replays(own_process(df, api))
     keep = pd.MultiIndex.from_frame(df[["proc", "corr_id"]]).isin(
         pd.MultiIndex.from_frame(launches))
     return df[keep].reset_index(drop=True), mode
+
+
+def _fold_replays(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per replay again, where its rows came from tables with and without
+    ``globalPid`` (a kernel table without it, copies with it: one replay was two groups, and
+    each launch was counted twice) and now have one process."""
+    if not df.duplicated(["proc", "corr_id"]).any():
+        return df
+    return df.groupby(["proc", "corr_id"], as_index=False, sort=True).agg(
+        gpu_start_ns=("gpu_start_ns", "min"), gpu_end_ns=("gpu_end_ns", "max"),
+        stream=("stream", "min"), device=("device", "min"), n_ops=("n_ops", "sum"),
+    )[GRAPH_WORK_COLUMNS]
 
 
 def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:

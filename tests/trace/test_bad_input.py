@@ -275,6 +275,16 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
               "INSERT INTO META_DATA_EXPORT (name, value) VALUES ('EXPORT_FUTURE_FIELD', 'x');")
     p = copy_of(case1, d / "extra_tables_and_columns.sqlite", extra)
     add("unknown_tables_and_columns", Case(p, 0, args=("--format", "json"), check=classic_case1))
+    # the kernels without globalPid, the copies and memsets with it: each replay was two
+    # groups, one per table, and every launch was counted twice (600 launches, "2 graph
+    # launches per step")
+    p = copy_of(case1, d / "kernels_without_pid.sqlite",
+                "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN globalPid;")
+
+    def once_each(s: dict) -> None:
+        classic_case1(s)
+        assert s["launches"] == 300 and s["steady_launches"] == CASE1_STEADY
+    add("kernels_without_pid", Case(p, 0, args=("--format", "json"), check=once_each))
     p = copy_of(case1, d / "schema4.sqlite",
                 "UPDATE META_DATA_EXPORT SET value = '4.0.1' WHERE name = "
                 "'EXPORT_SCHEMA_VERSION'; UPDATE META_DATA_EXPORT SET value = '4' WHERE name = "
@@ -377,6 +387,7 @@ CASES = [
     "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
     "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
     "kineto_nested_too_deeply", "runtime_without_end", "nvtx_payload_damaged",
+    "kernels_without_pid",
 ]
 
 
