@@ -431,6 +431,22 @@ def test_bad_input(matrix, name):
         assert proc.returncode == case.code and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def test_a_table_whose_read_ends_early_is_called_damaged(sample_path, tmp_path):
+    """64 bytes a fuzzer wrote into a page of the healthy sample's CUDA calls: SQLite's scan
+    of the table then ends after 75 of its 23,190 rows, with no error, and the run said "no
+    CUDA graph launches" (exit 3) of a damaged file."""
+    from nsysscope.trace import resolve
+    p = copy_of(resolve(sample_path("healthy")), tmp_path / "healthy.sqlite")
+    with p.open("r+b") as f:
+        f.seek(645_139)
+        f.write(bytes.fromhex("4f6cbd2dd417b5f5314f736fe07e33f70d7714947ff4b05a3a37b088990f9353"
+                              "f1f6818e0bd7bf8ac5f4323fdccac597a514652f01b93811c37441c945f3ef37"))
+    before = fingerprint(p)
+    assert_one_line_error(report(p), 5, f"{p}: corrupt export (SQLite's check: On tree page 158 "
+                                        "cell 53: Rowid 30580688651 out of order)")
+    assert fingerprint(p) == before
+
+
 def test_no_graph_launches_message(matrix):
     case, _, proc, _ = matrix["no_graph_launches"]
     assert proc.returncode == 3
