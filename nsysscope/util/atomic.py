@@ -21,13 +21,15 @@ What is not replaced:
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import re
 import secrets
 import stat
 import sys
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -90,14 +92,18 @@ def _own_fd(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
+#: a temporary file untouched this long is a dead run's (a live one writes to it all the time)
+DEAD_AFTER_S = 600
+
+
 def temp_beside(final: Path, mode: int = 0o666) -> Path:
     """A fresh, empty temporary file in ``final``'s folder, hidden, created with ``mode`` less
     the umask (the system applies it, as for any new file; a cache entry asks for 0o600):
     rename it onto ``final`` when complete (:func:`replace`). Raises OSError when the folder
-    cannot be written."""
+    cannot be written. The temporaries of ``final`` that dead runs left go first."""
+    _remove_dead_temporaries(final)
     for _ in range(100):
-        # the name's own part is cut short: NAME_MAX is 255 bytes, the rest takes 14
-        tmp = final.with_name(f".{final.name[:200]}.{secrets.token_hex(4)}.tmp")
+        tmp = final.with_name(f"{_hidden(final)}.{secrets.token_hex(4)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         except FileExistsError:
@@ -105,6 +111,23 @@ def temp_beside(final: Path, mode: int = 0o666) -> Path:
         os.close(fd)
         return tmp
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(final.parent))
+
+
+def _hidden(final: Path) -> str:
+    """The start of each temporary name of ``final``: its name's own part cut short (NAME_MAX
+    is 255 bytes, and the rest takes 14)."""
+    return f".{final.name[:200]}"
+
+
+def _remove_dead_temporaries(final: Path) -> None:
+    """Remove the temporaries of ``final`` untouched for :data:`DEAD_AFTER_S`: those of runs
+    killed while they wrote it (SIGKILL, a lost machine). A run's clean-up removes its own,
+    but nothing removed these: a dead export of a report stayed beside it, hidden, for good."""
+    dead = time.time() - DEAD_AFTER_S
+    for tmp in final.parent.glob(f"{glob.escape(_hidden(final))}.{'[0-9a-f]' * 8}.tmp"):
+        with suppress(OSError):  # gone already, or not ours to remove
+            if tmp.stat().st_mtime < dead:
+                tmp.unlink()
 
 
 def replace(tmp: Path, final: Path, synced: bool = False) -> None:

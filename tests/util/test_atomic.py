@@ -8,12 +8,13 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from permissions import obeying_permissions  # tests/ is on sys.path
 
-from nsysscope.util.atomic import atomic_file, is_stream, target, temp_beside
+from nsysscope.util.atomic import DEAD_AFTER_S, atomic_file, is_stream, target, temp_beside
 
 
 def write(path: Path, data: bytes = b"new") -> None:
@@ -91,3 +92,20 @@ def test_permissions_as_a_user(tmp_path):
         wo.chmod(0o600)
     assert r.returncode == 0, r.stderr
     assert (ro / "f.txt").read_bytes() == b"new" and wo.read_bytes() == b"new"
+
+
+def test_the_temporaries_dead_runs_left_go_with_the_next_write(tmp_path):
+    """A run killed while it exported a report (SIGKILL) left its hidden temporary beside the
+    report for good; the next write of that file removes those untouched for ten minutes, and
+    no one else's."""
+    final = tmp_path / "run [1].nsysscope-cache.sqlite"  # glob's own characters in the name
+    dead = tmp_path / f".{final.name}.0a1b2c3d.tmp"
+    live = tmp_path / f".{final.name}.00ff00ff.tmp"
+    other = tmp_path / ".other.sqlite.0a1b2c3d.tmp"
+    for p in (dead, live, other):
+        p.write_bytes(b"half")
+    old = time.time() - DEAD_AFTER_S - 60
+    for p in (dead, other):
+        os.utime(p, (old, old))
+    tmp = temp_beside(final)
+    assert not dead.exists() and live.exists() and other.exists() and tmp.exists()
