@@ -23,7 +23,7 @@ class AnalysisConfig:
     #: graph replays on the H200 samples are 30-60 us apart (launch latency plus the eager
     #: sampling ops), so 150 us flags a host that is really late, not jitter.
     launch_bound_gap_us: float = 150.0
-    #: a block matched by timing alone (a blocking copy, a polling loop, a sync with no sync
+    #: a block matched by timing alone (a blocking copy, a sync or polling loop with no sync
     #: record) waited on a launch only if it returned after the launch's GPU work ended, less
     #: this much clock slack. CPU and GPU times come from one clock in nsys, and a wait returns
     #: after the work it waited on: on every H200 sample the paired waits returned 9.8-30 us

@@ -3,9 +3,9 @@
 The block that waits on a launch is the first (earliest-starting) block of the same process
 that covers the launch's GPU work and was still waiting when that work finished. Exact
 blocks cover the launches enqueued before their boundary on their own stream and on every
-stream it waited on (:mod:`.streams`); inexact ones (blocking copies, polling loops, and
-syncs when the export has no sync/event records) are matched by timing: the block spanned
-the moment the work ended.
+stream it waited on (:mod:`.streams`); inexact ones (blocking copies, and syncs or polling
+loops the export does not link to a stream or event) are matched by timing: the block
+spanned the moment the work ended.
 
 Columns added to the launch table:
 ``block`` (the paired block, -1 if none), ``waited`` (bool), ``block_start_ns``,

@@ -149,9 +149,12 @@ def workers_for(paths: list[Path], jobs: int | None) -> int:
 
 
 def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig | None = None,
-              nsys: str | None = None, parts: list[str] | None = None) -> list[TraceResult]:
+              nsys: str | None = None, parts: list[str] | None = None,
+              owns_process: bool = False) -> list[TraceResult]:
     """Analyse ``paths`` in ``jobs`` worker processes (default: one per CPU, at most one per
-    trace). ``jobs=1`` runs them one after the other in this process."""
+    trace). ``jobs=1`` runs them one after the other in this process. ``owns_process``: this
+    process is the ``nsysscope`` program, which may start multiprocessing's fork server, a
+    process-wide one, ignoring Ctrl-C (:func:`_start_fork_server`)."""
     jobs = workers_for(paths, jobs)
     results: dict[int, TraceResult] = {}
     with progress("analysing traces", total=len(paths)) as bar:
@@ -166,7 +169,8 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
             if method == "forkserver":
                 ctx.set_forkserver_preload(["nsysscope.batch", "nsysscope.analysis",
                                             "nsysscope.trace"])
-                _start_fork_server()
+                if owns_process:
+                    _start_fork_server()
             with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=init_worker,
                                      initargs=worker_args(jobs)) as pool:
                 try:
@@ -195,7 +199,9 @@ def _start_fork_server() -> None:
     stays ignored across ``exec``; a handled one does not): it imports its preload modules,
     a second, before it protects itself from Ctrl-C, and a Ctrl-C then printed its
     traceback. The workers it forks inherit that too, until :func:`init_worker` sets what
-    Ctrl-C does to them. (A Ctrl-C in the milliseconds this takes is lost.)"""
+    Ctrl-C does to them: so do any other pool's in this process, so only the program does
+    this, never a library user's Python. (A Ctrl-C in the milliseconds this takes is
+    lost.)"""
     from multiprocessing import forkserver
 
     if threading.current_thread() is not threading.main_thread():  # signals: main thread's
@@ -218,7 +224,9 @@ def _signals_held(*signals: signal.Signals) -> Iterator[None]:
         yield
         return
     held: list[int] = []
-    before = {sig: signal.signal(sig, lambda signum, _: held.append(signum)) for sig in signals}
+    # an ignored signal stays ignored: a worker started meanwhile inherits that (spawn)
+    before = {sig: signal.signal(sig, lambda signum, _: held.append(signum)) for sig in signals
+              if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -319,12 +327,15 @@ def _part(parts: list[str] | None, i: int) -> str | None:
 
 def run_batch(specs: Iterable[str | Path], jobs: int | None = None, scheduler: str | None = None,
               config: AnalysisConfig | None = None, nsys: str | None = None,
-              timed: bool = False, per_launch_db: str | None = None) -> BatchResult:
+              timed: bool = False, per_launch_db: str | None = None,
+              owns_process: bool = False) -> BatchResult:
     """Expand ``specs`` (files, folders, globs), analyse every trace and aggregate them.
     ``timed`` keeps the wall times in what renderers write (off: the same traces give the
     same output). ``per_launch_db``: also add every trace's per-launch tables to this SQLite
     database (each worker writes its trace to a part file beside it; the parts are merged in
-    the order of the traces, so the same traces give the same database)."""
+    the order of the traces, so the same traces give the same database). ``owns_process``:
+    the caller is the ``nsysscope`` program, not a library user's Python
+    (:func:`run_local`)."""
     paths = expand(specs)
     if not paths:
         raise UnreadableInput("no traces given")
@@ -334,7 +345,8 @@ def run_batch(specs: Iterable[str | Path], jobs: int | None = None, scheduler: s
             results = run_dask(paths, scheduler, config, nsys, parts=parts)
             workers = 1
         else:
-            results = run_local(paths, jobs, config, nsys, parts=parts)
+            results = run_local(paths, jobs, config, nsys, parts=parts,
+                                owns_process=owns_process)
             workers = workers_for(paths, jobs)
         if per_launch_db and parts:
             append_parts(per_launch_db, parts)

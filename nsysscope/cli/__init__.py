@@ -72,22 +72,34 @@ class _Terminated(SystemExit):
 
 
 def _terminated(signum: int, frame: object) -> None:
-    _ignore_signals()
+    _on_repeats()
     raise _Terminated(128 + signum)
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    _ignore_signals()
+    _on_repeats()
     raise KeyboardInterrupt
 
 
-def _ignore_signals() -> None:
-    """The run is ending, through its clean-up: a second Ctrl-C or SIGTERM would cut that
-    short with a traceback (a worker pool's join at exit, say), and one often comes, unsent
-    by anyone: Ctrl-C and a CI's ``timeout`` signal the whole process group, and ``timeout``
-    signals the command, then its group."""
+#: signals after the first (:func:`_on_repeats`)
+_repeats = 0
+
+
+def _on_repeats() -> None:
+    """The run is ending, through its clean-up: the next Ctrl-C or SIGTERM is ignored, as it
+    would cut that short with a traceback (a worker pool's join at exit, say), and one often
+    comes unsent by anyone: Ctrl-C and a CI's ``timeout`` signal the whole process group,
+    and ``timeout`` signals the command, then its group. One after that leaves at once,
+    clean-up or not: a clean-up can hang."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, _repeated)
+
+
+def _repeated(signum: int, frame: object) -> None:
+    global _repeats
+    _repeats += 1
+    if _repeats > 1:
+        os._exit(128 + signum)
 
 
 __all__ = ["COMMANDS", "INTERNAL_ERROR", "cli", "main", "run"]

@@ -111,7 +111,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
         batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings,
-                          per_launch_db=per_launch)
+                          per_launch_db=per_launch, owns_process=True)
         write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
         failed = [t for t in batch.traces if not t.ok]
         if failed:

@@ -22,6 +22,7 @@ import html
 import json
 import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -111,8 +112,7 @@ def read_python_samples(db: str | Path, windows: Windows | None = None,
     """
     conn = connect_readonly(Path(db))
     try:
-        with damage_reported(db if path is None else path):
-            return _read(conn, windows)
+        return _read(conn, windows, lambda: damage_reported(db if path is None else path))
     finally:
         conn.close()
 
@@ -121,7 +121,30 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _read(conn: sqlite3.Connection, windows: Windows | None) -> PythonSamples:
+def _read(conn: sqlite3.Connection, windows: Windows | None,
+          damage: Callable[[], AbstractContextManager[None]]) -> PythonSamples:
+    """The samples (:func:`read_python_samples`); ``damage`` reports a damaged export met by
+    the reads (only them: an error in making ``windows`` is the program's, not the file's)."""
+    with damage():
+        marks = _marks(conn)
+    if isinstance(marks, PythonSamples):  # nothing to parse
+        return marks
+    arr, payload, wd = marks
+    rowid, tid, t, with_json = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
+    if callable(windows):
+        windows = windows()
+    keep = with_json & (inside(tid, t, windows) if windows is not None else True)
+    rowid, tid, t = rowid[keep], tid[keep], t[keep]
+    with damage():
+        texts = _payloads(conn, payload, rowid)
+        samples, frames = _parse(texts, tid, t, _strings(conn))
+    return PythonSamples(OK, samples, frames, marks=len(arr), working_dir=wd)
+
+
+def _marks(conn: sqlite3.Connection) -> PythonSamples | tuple[np.ndarray, list[str], str | None]:
+    """The export's sample marks (``rowid, globalTid, start, has a payload``, one row each),
+    the SQL of their payload and the working directory; or the samples, where there are none
+    to parse."""
     cols = _columns(conn, "NVTX_EVENTS")
     if not {"eventType", "domainId", "globalTid", "start"} <= cols:
         return PythonSamples.none()
@@ -157,16 +180,9 @@ def _read(conn: sqlite3.Connection, windows: Windows | None) -> PythonSamples:
     if not head:
         return replace(PythonSamples.none(), working_dir=wd)
     arr = np.array(head, dtype=np.int64)
-    rowid, tid, t, with_json = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
-    if not with_json.any():
+    if not arr[:, 3].any():
         return replace(PythonSamples.none(NO_PAYLOAD), marks=len(arr), working_dir=wd)
-    if callable(windows):
-        windows = windows()
-    keep = with_json & (inside(tid, t, windows) if windows is not None else True)
-    rowid, tid, t = rowid[keep], tid[keep], t[keep]
-    texts = _payloads(conn, payload, rowid)
-    samples, frames = _parse(texts, tid, t, _strings(conn))
-    return PythonSamples(OK, samples, frames, marks=len(arr), working_dir=wd)
+    return arr, payload, wd
 
 
 def _payloads(conn: sqlite3.Connection, payload: list[str], rowid: np.ndarray) -> list[str | None]:

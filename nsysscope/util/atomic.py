@@ -126,7 +126,8 @@ def _remove_dead_temporaries(final: Path) -> None:
     dead = time.time() - DEAD_AFTER_S
     for tmp in final.parent.glob(f"{glob.escape(_hidden(final))}.{'[0-9a-f]' * 8}.tmp"):
         with suppress(OSError):  # gone already, or not ours to remove
-            if tmp.stat().st_mtime < dead:
+            st = tmp.stat()  # ctime too: a writer may set the mtime back before it renames
+            if max(st.st_mtime, st.st_ctime) < dead:
                 tmp.unlink()
 
 

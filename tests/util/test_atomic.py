@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from permissions import obeying_permissions  # tests/ is on sys.path
 
-from nsysscope.util.atomic import DEAD_AFTER_S, atomic_file, is_stream, target, temp_beside
+from nsysscope.util import atomic
+from nsysscope.util.atomic import atomic_file, is_stream, target, temp_beside
 
 
 def write(path: Path, data: bytes = b"new") -> None:
@@ -94,18 +95,23 @@ def test_permissions_as_a_user(tmp_path):
     assert (ro / "f.txt").read_bytes() == b"new" and wo.read_bytes() == b"new"
 
 
-def test_the_temporaries_dead_runs_left_go_with_the_next_write(tmp_path):
+def test_the_temporaries_dead_runs_left_go_with_the_next_write(tmp_path, monkeypatch):
     """A run killed while it exported a report (SIGKILL) left its hidden temporary beside the
-    report for good; the next write of that file removes those untouched for ten minutes, and
-    no one else's."""
+    report for good; the next write of that file removes those untouched for
+    DEAD_AFTER_S (its time and its status both: an export sets its temporary's time back
+    to the report's just before renaming it), and no one else's."""
     final = tmp_path / "run [1].nsysscope-cache.sqlite"  # glob's own characters in the name
     dead = tmp_path / f".{final.name}.0a1b2c3d.tmp"
-    live = tmp_path / f".{final.name}.00ff00ff.tmp"
     other = tmp_path / ".other.sqlite.0a1b2c3d.tmp"
-    for p in (dead, live, other):
-        p.write_bytes(b"half")
-    old = time.time() - DEAD_AFTER_S - 60
     for p in (dead, other):
-        os.utime(p, (old, old))
+        p.write_bytes(b"half")
+    time.sleep(0.3)
+    live = tmp_path / f".{final.name}.00ff00ff.tmp"
+    live.write_bytes(b"half")
+    renaming = tmp_path / f".{final.name}.12345678.tmp"
+    renaming.write_bytes(b"done")
+    os.utime(renaming, (1e9, 1e9))  # 2001, as a report's time can be
+    monkeypatch.setattr(atomic, "DEAD_AFTER_S", 0.15)
     tmp = temp_beside(final)
-    assert not dead.exists() and live.exists() and other.exists() and tmp.exists()
+    assert not dead.exists()
+    assert live.exists() and renaming.exists() and other.exists() and tmp.exists()

@@ -27,7 +27,7 @@ __all__ = ["CLASS_COLORS", "OKABE_ITO", "NsysscopeFigure"]
 
 #: matplotlib's warning for each character its font lacks (CJK or emoji in an NVTX range, a
 #: thread or a file name, drawn as a box): dozens of lines on stderr for one figure
-_MISSING_GLYPH = r"Glyph \d+ .*missing from font"
+_MISSING_GLYPH = r"Glyph \d+ .*missing from (current )?font"  # matplotlib < 3.9: "current"
 
 
 @contextmanager
