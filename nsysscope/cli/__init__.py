@@ -92,7 +92,8 @@ def _on_repeats() -> None:
     and ``timeout`` signals the command, then its group. One after that leaves at once,
     clean-up or not: a clean-up can hang."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _repeated)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup): it stays so
+            signal.signal(sig, _repeated)
 
 
 def _repeated(signum: int, frame: object) -> None:
