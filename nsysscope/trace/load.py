@@ -143,7 +143,8 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
             of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
             got |= s.at_once(of(of_calls))
         api, gpu = got["api"], got["gpu"]
-        if span.whole and not api["name"].isin(LAUNCH_APIS).any():
+        has_launches = bool(api["name"].isin(LAUNCH_APIS).any())
+        if span.whole and not has_launches:
             _refuse_if_damaged(s, path)  # before "no graph launches": a damaged table's read
             # can end early, with no error
         gpu_ops = own_process(gpu.eager_ops(), api)
@@ -158,7 +159,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
-        launches_span_ns=None if span.whole or api["name"].isin(LAUNCH_APIS).any() else
+        launches_span_ns=None if span.whole or has_launches else
         tables.launches_span(s),
         capture_start_ns=capture[0], capture_end_ns=capture[1],
         reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))))

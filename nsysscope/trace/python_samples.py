@@ -22,7 +22,6 @@ import html
 import json
 import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -112,7 +111,7 @@ def read_python_samples(db: str | Path, windows: Windows | None = None,
     """
     conn = connect_readonly(Path(db))
     try:
-        return _read(conn, windows, lambda: damage_reported(db if path is None else path))
+        return _read(conn, windows, db if path is None else path)
     finally:
         conn.close()
 
@@ -121,11 +120,10 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _read(conn: sqlite3.Connection, windows: Windows | None,
-          damage: Callable[[], AbstractContextManager[None]]) -> PythonSamples:
-    """The samples (:func:`read_python_samples`); ``damage`` reports a damaged export met by
-    the reads (only them: an error in making ``windows`` is the program's, not the file's)."""
-    with damage():
+def _read(conn: sqlite3.Connection, windows: Windows | None, path: str | Path) -> PythonSamples:
+    """The samples (:func:`read_python_samples`): a damaged export ``path`` met by the reads
+    is reported as such (only by them: an error in making ``windows`` is the program's)."""
+    with damage_reported(path):
         marks = _marks(conn)
     if isinstance(marks, PythonSamples):  # nothing to parse
         return marks
@@ -135,7 +133,7 @@ def _read(conn: sqlite3.Connection, windows: Windows | None,
         windows = windows()
     keep = with_json & (inside(tid, t, windows) if windows is not None else True)
     rowid, tid, t = rowid[keep], tid[keep], t[keep]
-    with damage():
+    with damage_reported(path):
         texts = _payloads(conn, payload, rowid)
         samples, frames = _parse(texts, tid, t, _strings(conn))
     return PythonSamples(OK, samples, frames, marks=len(arr), working_dir=wd)
