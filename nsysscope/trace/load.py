@@ -159,8 +159,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
-        launches_span_ns=None if span.whole or has_launches else
-        tables.launches_span(s),
+        launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
         capture_start_ns=capture[0], capture_end_ns=capture[1],
         reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))))
     enums = dict(
@@ -177,9 +176,37 @@ def _refuse_if_damaged(s: Schema, path: Path) -> None:
     """Raise :class:`DamagedExport` where SQLite's own check finds the export damaged. A scan
     of a table whose b-tree is damaged (rowids out of order) can stop early with no error:
     75 of 23,190 CUDA calls read, and no graph launch among them. The check reads the whole
-    file, so it runs only where a whole export shows no launch."""
+    file, so it runs only where a whole export shows no launch; so does the one for calls
+    whose names are lost (:func:`_refuse_if_names_lost`)."""
     problem = str(s.conn.execute("PRAGMA quick_check(1)").fetchone()[0])
     if problem != "ok":  # "*** in database main ***", then what is wrong, a line each
         first = next((line for line in problem.splitlines() if not line.startswith("***")),
                      problem)
         raise DamagedExport(f"{path}: corrupt export (SQLite's check: {clipped(first)})")
+    _refuse_if_names_lost(s, path)
+
+
+def _launches_anywhere(s: Schema, path: Path) -> tuple[int, int] | None:
+    """Where the export's graph launches lie (:func:`.tables.launches_span`), for a time
+    range that holds none; where there are none anywhere, an export whose CUDA calls lost
+    their names is refused first (:func:`_refuse_if_names_lost`)."""
+    found = tables.launches_span(s)
+    if found is None:
+        _refuse_if_names_lost(s, path)
+    return found
+
+
+def _refuse_if_names_lost(s: Schema, path: Path) -> None:
+    """Raise :class:`DamagedExport` where CUDA calls name strings that StringIds lacks: the
+    loader finds each call by its name's id, so an emptied string table read as "0 CUDA
+    calls" and "no CUDA graph launches" (exit 3) of an export that holds 24,393 of them. One
+    scan of the calls, a primary-key look-up each: only where an export shows no launch."""
+    if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return
+    total, lost = s.conn.execute(
+        "SELECT count(*), count(*) - count(n.id) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "LEFT JOIN StringIds n ON n.id = r.nameId").fetchone()
+    if lost:
+        raise DamagedExport(f"{path}: corrupt export: {lost} of {total} CUDA calls name a "
+                            "string StringIds lacks (their names are lost); copy or export it "
+                            "again")

@@ -36,6 +36,7 @@ ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch
            "traces")
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASE1_STEADY = 293  # steady launches of the case1 sample (300 launches, 6 warm-up, 1 last)
+CASE1_CALLS = 24393  # rows of the case1 sample's CUDA runtime table
 
 
 def report(path, *args: str, env: dict | None = None, wrap: list[str] = (), cwd=None,
@@ -358,6 +359,14 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
                               "c368018e65ecd19c57e665b801c7dacfac22fc7e940ad04fcb8a5b2505b287d2"))
     add("nvtx_payload_damaged", Case(p, 5, f"{p}: truncated or corrupt export (database disk "
                                            "image is malformed)"))
+    # the string table emptied: every CUDA call's nameId names nothing, and the loader, which
+    # finds calls by their names' ids, read "0 CUDA calls", no graph launches (exit 3); in a
+    # time range, "the capture has none anywhere" (exit 3)
+    p = copy_of(case1, d / "strings_emptied.sqlite", "DELETE FROM StringIds;")
+    lost = (f"{p}: corrupt export: {CASE1_CALLS} of {CASE1_CALLS} CUDA calls name a string "
+            "StringIds lacks (their names are lost); copy or export it again")
+    add("strings_emptied", Case(p, 5, lost))
+    add("strings_emptied_in_a_range", Case(p, 5, lost, args=("--from", "1", "--to", "2")))
     p = d / "deep.pt.trace.json"
     p.write_text('{"traceEvents":' + "[" * 100_000 + "]" * 100_000 + "}")
     add("kineto_nested_too_deeply", Case(p, 5, f"{p}: corrupt torch.profiler trace: a value at "
@@ -387,7 +396,7 @@ CASES = [
     "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
     "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
     "kineto_nested_too_deeply", "runtime_without_end", "nvtx_payload_damaged",
-    "kernels_without_pid",
+    "kernels_without_pid", "strings_emptied", "strings_emptied_in_a_range",
 ]
 
 
@@ -462,7 +471,8 @@ def test_exit_codes_are_distinct_per_kind_of_failure(matrix):
     for name, (_case, _, proc, _) in matrix.items():
         if proc is not None:
             by_code.setdefault(proc.returncode, set()).add(name)
-    assert {"truncated_export", "not_an_nsys_export", "unknown_schema_major"} <= by_code[5]
+    assert {"truncated_export", "not_an_nsys_export", "unknown_schema_major",
+            "strings_emptied"} <= by_code[5]
     assert {"missing", "empty", "random_bytes", "directory", "corrupt_xz",
             "corrupt_gz"} <= by_code[2]
     assert {"cpu_only_export", "no_graph_launches"} <= by_code[3]
