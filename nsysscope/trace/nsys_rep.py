@@ -4,19 +4,23 @@ nsys, an nsys too old for the report, a report it cannot read).
 
 nsys comes from ``--nsys``, ``$NSYS`` or ``PATH``. The export is written beside the report as
 ``NAME.nsysscope-cache.sqlite`` when that folder can be written, else into the user cache
-folder, and carries the report's modification time: a report replaced by another capture
-(even an older file, as ``cp -p`` or ``rsync -a`` leave it) is exported again. An export the
-user made already, ``NAME.sqlite`` beside ``NAME.nsys-rep`` (what ``nsys export`` and ``nsys
-stats`` write), is read instead when it is newer than the report, with a note saying so.
+folder, and carries the report's modification time, size and fingerprint (a table of its
+own, :data:`STAMP_TABLE`): a report replaced by another capture (even an older file, as ``cp
+-p`` or ``rsync -a`` leave it, or one given the same time with ``touch -r``) is exported
+again. An export the user made already, ``NAME.sqlite`` beside ``NAME.nsys-rep`` (what ``nsys
+export`` and ``nsys stats`` write), is read instead when it is newer than the report, with a
+note saying so.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -30,6 +34,7 @@ from .files import (
     cache_entry,
     cache_folder,
     cache_temp,
+    sqlite_uri,
     stem,
 )
 from .schema import is_whole, truncation
@@ -85,12 +90,75 @@ def _fresh(cache: Path, report: Path) -> bool:
 
 def _exported_from(export: Path, report: Path) -> bool:
     """Whether ``export`` is nsysscope's export of ``report`` as it is now: it carries the
-    report's modification time (:func:`exported` sets it). Newer-than was not enough: a
-    report replaced by another capture with an older time kept the first one's export."""
+    report's modification time (:func:`exported` sets it) and holds the report's size and
+    fingerprint (:func:`_stamp`). Newer-than was not enough: a report replaced by another
+    capture with an older time kept the first one's export; nor was the same time: one given
+    it (``cp -p`` of another report, ``touch -r``) was analysed as the first. An export of an
+    nsysscope that stamped none is made again."""
     try:
-        return export.is_file() and export.stat().st_mtime_ns == report.stat().st_mtime_ns
+        if not (export.is_file() and
+                export.stat().st_mtime_ns == report.stat().st_mtime_ns):
+            return False
+        return _stamp_of(export) == report_fingerprint(report)
     except OSError:
         return False
+
+
+#: the table nsysscope adds to its export of a report: the report's size and fingerprint
+STAMP_TABLE = "NSYSSCOPE_EXPORTED_FROM"
+
+#: how much of each end of a report is read for its version and fingerprint
+_END_BYTES = 1 << 16
+
+
+def _ends(report: Path) -> tuple[int, bytes, bytes]:
+    """``report``'s size, first and last 64 KiB (overlapping in a smaller file). Raises
+    OSError."""
+    with report.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(_END_BYTES)
+        f.seek(max(0, size - _END_BYTES))
+        return size, head, f.read()
+
+
+def report_fingerprint(report: Path) -> tuple[int, bytes]:
+    """``report``'s size and the SHA-256 of its size, first and last 64 KiB: another capture
+    differs there (its header and trailer), and two reads cost a cache hit well under a
+    millisecond where hashing the whole report would cost seconds. Raises OSError."""
+    size, head, tail = _ends(report)
+    return size, hashlib.sha256(f"{size}|".encode() + head + tail).digest()
+
+
+def _stamp(export: Path, made_from: tuple[int, bytes]) -> None:
+    """Write the size and fingerprint of the report ``export`` was made from into it, a
+    table of its own (:data:`STAMP_TABLE`), before it is renamed into place: nsysscope's own
+    file, never an input. Raises sqlite3.Error."""
+    conn = sqlite3.connect(sqlite_uri(export, "mode=rw"), uri=True)
+    try:
+        conn.execute("PRAGMA journal_mode = OFF")  # no journal beside it: a temporary file,
+        # thrown away if this fails
+        conn.execute(f"CREATE TABLE {STAMP_TABLE} (size INTEGER NOT NULL, "
+                     "sha256 BLOB NOT NULL)")
+        conn.execute(f"INSERT INTO {STAMP_TABLE} VALUES (?, ?)", made_from)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _stamp_of(export: Path) -> tuple[int, bytes] | None:
+    """The report size and fingerprint :func:`_stamp` wrote into ``export``, or None (an
+    export of an older nsysscope, or a file SQLite cannot read)."""
+    try:
+        conn = sqlite3.connect(sqlite_uri(export, "mode=ro&immutable=1"), uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute(f"SELECT size, sha256 FROM {STAMP_TABLE}").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return (row[0], row[1]) if row else None
 
 
 def _nsys_version(nsys: str) -> str:
@@ -115,11 +183,7 @@ _VERSION_IN_REPORT = (
 def report_version(report: Path) -> str | None:
     """The nsys version that wrote a ``.nsys-rep``, when the report names it."""
     try:
-        size = report.stat().st_size
-        with report.open("rb") as f:
-            head = f.read(1 << 16)
-            f.seek(max(0, size - (1 << 16)))
-            tail = f.read()
+        _size, head, tail = _ends(report)
     except OSError:
         return None
     for pattern in _VERSION_IN_REPORT:
@@ -182,6 +246,9 @@ def exported(report: Path, nsys: str | None) -> Path:
         tmp = cache_temp(target)
     tmp.unlink()  # nsys creates the file itself
     try:
+        # taken before nsys reads the report: one replaced meanwhile does not match its
+        # export, and is exported again by the next run
+        made, made_from = report.stat().st_mtime_ns, report_fingerprint(report)
         try:
             proc = subprocess.run(
                 [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
@@ -198,7 +265,11 @@ def exported(report: Path, nsys: str | None) -> Path:
         cut = truncation(tmp)
         if cut:  # never kept to be reused: the next run exports again
             raise _export_error(report, exe, f"the exported file is truncated ({cut})")
-        made = report.stat().st_mtime_ns
+        try:
+            _stamp(tmp, made_from)
+        except sqlite3.Error as e:
+            raise _export_error(report, exe, f"the exported file cannot be stamped ({e})") \
+                from None
         os.utime(tmp, ns=(time.time_ns(), made))  # what _exported_from recognises
         os.replace(tmp, target)
     finally:

@@ -10,10 +10,16 @@ from ``.ci/install-nsys.sh``).
 ``tests/data/nsys2025.3_tiny_redacted.nsys-rep`` is a real nsys 2025.3.1 report with its
 environment and process list redacted byte for byte (``tests/data/redact_nsys_rep.py``):
 nsys 2023.4 cannot read it, which must give exit 6 naming both versions.
+
+The fake-nsys tests run everywhere: ``fake_nsys`` is a script that answers ``nsys export``
+with a copy of the SQLite export the report names (:func:`fake_report`), and logs each
+export. They check which report an export is recognised as, which no real capture can be
+made to show: two reports of one size and modification time.
 """
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import shutil
@@ -23,12 +29,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from permissions import obeying_permissions
 from test_bad_input import NO_DAC, _no_dac_works, assert_one_line_error, fingerprint, report
 
 from nsysscope.trace.nsys_rep import report_version
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NEW_REPORT = DATA / "nsys2025.3_tiny_redacted.nsys-rep"
+CPU_ONLY = DATA / "nsys2023.4_cpu_only_osrt.sqlite.xz"  # exit 3: no CUDA data
+PARTIAL = DATA / "nsys2023.4_cuda13_partial.sqlite.xz"  # exit 7: the profiler lost the GPU data
 NO_CUDA = ("no CUDA data in this trace (was it captured with -t cuda, and does the program use "
            "the GPU?)")
 
@@ -255,3 +264,104 @@ def test_report_version_is_read_from_old_headers_and_new_trailers(tmp_path):
     none = tmp_path / "none.nsys-rep"
     none.write_bytes(b"NVIDIA Tegra Profiler Report 36398880.\n" + bytes(100))
     assert report_version(none) is None
+
+
+# -- with a fake nsys ----------------------------------------------------------------------
+
+FAKE_NSYS = """#!{python}
+# nsys export: a copy of the SQLite file the report's second line names; each export logged
+import shutil, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA Nsight Systems version 2023.4.4.54-234433681190v0")
+elif args[:2] == ["export", "--help"]:
+    print("usage: nsys export [<args>] <input-file>")
+else:
+    out, report = args[args.index("-o") + 1], args[-1]
+    with open(report, "rb") as f:
+        source = f.read().split(b"\\n")[1].decode()
+    shutil.copyfile(source, out)
+    with open({log!r}, "a") as f:
+        f.write(source + "\\n")
+"""
+
+
+@pytest.fixture
+def fake_nsys(tmp_path) -> tuple[Path, Path]:
+    """A fake nsys (:data:`FAKE_NSYS`) and the log of the exports it made."""
+    exe, log = tmp_path / "bin" / "nsys", tmp_path / "exports.log"
+    exe.parent.mkdir()
+    exe.write_text(FAKE_NSYS.format(python=sys.executable, log=str(log)))
+    exe.chmod(0o755)
+    return exe, log
+
+
+def fake_report(path: Path, export_xz: Path) -> Path:
+    """A "report" the fake nsys exports as ``export_xz`` (decompressed beside it), 64 KiB
+    whatever it names: reports of one size."""
+    export = path.with_name(path.name + ".source.sqlite")
+    export.write_bytes(lzma.decompress(export_xz.read_bytes()))
+    text = b"NVIDIA Tegra Profiler Report 2023@4@4@54\n" + os.fsencode(export) + b"\n"
+    path.write_bytes(text.ljust(1 << 16, b"\0"))
+    return path
+
+
+def exports(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+@pytest.mark.parametrize("where", ["beside", "user cache"])
+def test_a_report_replaced_with_the_same_time_and_size_is_exported_again(fake_nsys, tmp_path,
+                                                                         where):
+    """Another capture copied over the report with the first one's time (``cp -p`` of a
+    report, ``touch -r``): the export was recognised by its time alone, and the first
+    capture's was read (exit 3, no CUDA data, for a capture whose GPU data was lost: 7)."""
+    exe, log = fake_nsys
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    rep = fake_report(folder / "run.nsys-rep", CPU_ONLY)
+    other = fake_report(tmp_path / "other.nsys-rep", PARTIAL)
+    assert other.stat().st_size == rep.stat().st_size
+    env = {"NSYS": str(exe), "NSYSSCOPE_CACHE": str(tmp_path / "user-cache")}
+    wrap = obeying_permissions() if where == "user cache" else []
+    if where == "user cache":
+        folder.chmod(0o555)  # the export goes to the user cache folder
+    try:
+        assert_one_line_error(report(rep, env=env, wrap=wrap, cwd=tmp_path), 3,
+                              f"{rep}: {NO_CUDA}")
+        assert_one_line_error(report(rep, env=env, wrap=wrap, cwd=tmp_path), 3,
+                              f"{rep}: {NO_CUDA}")
+        assert exports(log) == 1  # the second run read the export
+        stamp = rep.stat().st_mtime_ns
+        shutil.copyfile(other, rep)
+        os.utime(rep, ns=(stamp, stamp))
+        proc = report(rep, env=env, wrap=wrap, cwd=tmp_path)
+        assert proc.returncode == 7 and "lost the GPU data" in proc.stderr, proc.stderr
+        assert exports(log) == 2
+    finally:
+        folder.chmod(0o755)
+    made = (sorted(folder.glob("*.nsysscope-cache.sqlite")) if where == "beside" else
+            sorted((tmp_path / "user-cache").iterdir()))
+    assert len(made) == 1 and sqlite_ok(made[0])
+
+
+def test_an_export_without_a_fingerprint_is_made_again(fake_nsys, tmp_path):
+    """An export an older nsysscope left beside the report (its time, no fingerprint) is
+    exported again, not read as this report's, nor an error."""
+    exe, log = fake_nsys
+    rep = fake_report(tmp_path / "run.nsys-rep", CPU_ONLY)
+    old = rep.with_name("run.nsysscope-cache.sqlite")
+    old.write_bytes(lzma.decompress(PARTIAL.read_bytes()))  # another capture's export
+    stamp = rep.stat().st_mtime_ns
+    os.utime(old, ns=(stamp, stamp))
+    before = fingerprint(rep)
+    assert_one_line_error(report(rep, env={"NSYS": str(exe)}, cwd=tmp_path), 3,
+                          f"{rep}: {NO_CUDA}")
+    assert exports(log) == 1 and fingerprint(rep) == before
+    assert old.stat().st_mtime_ns == stamp and sqlite_ok(old)
+    # read again: the new export is this report's
+    assert_one_line_error(report(rep, env={"NSYS": str(exe)}, cwd=tmp_path), 3,
+                          f"{rep}: {NO_CUDA}")
+    assert exports(log) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("run.nsys-rep")) \
+        == ["bin", "exports.log", "run.nsysscope-cache.sqlite"]  # no journal, no temporary
