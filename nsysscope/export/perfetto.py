@@ -23,7 +23,9 @@ windows of consecutive launches) go to numbered extra tracks of the same thread.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,7 @@ import pandas as pd
 from ..analysis import Analysis
 from ..trace.gpu_work import gpu_op_rows
 from ..util.version import __version__
-from .chrome_json import EventWriter, Lanes, lanes, open_trace
+from .chrome_json import EventWriter, Lanes, json_texts, lanes, open_trace
 
 _COPY = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 _SYNTHETIC = 1 << 24  # first tid of the tracks that are not OS threads
@@ -59,6 +61,17 @@ class _Tracks:
             self.w.meta(pid, tid, "thread_sort_index", order * 16 + lane)
         return tid
 
+    def of_lanes(self, lane: np.ndarray, pid: int, key: tuple[Any, ...], name: str, order: int,
+                 os_tid: int | None = None) -> np.ndarray:
+        """The ``tid`` of each slice of one track from its lane (:func:`lanes`): each lane's
+        track got once, in order of first use (the order tracks are numbered and named in)."""
+        used, first = np.unique(lane, return_index=True)
+        tid_of = np.zeros(int(used.max()) + 1 if len(used) else 0, dtype=np.int64)
+        for k in used[np.argsort(first)]:
+            tid_of[k] = self.get(pid, key, name, order, int(k), os_tid)
+        out: np.ndarray = tid_of[lane]
+        return out
+
 
 def write_perfetto(path: str | os.PathLike[str], a: Analysis, all_kernels: bool = False) -> int:
     """Write ``a`` as a Perfetto/Chrome trace to ``path`` (gzip if ``.gz``); the number of
@@ -84,12 +97,12 @@ def write_perfetto(path: str | os.PathLike[str], a: Analysis, all_kernels: bool 
             w.meta(pid, None, "process_sort_index", i)
         order = {t: i for i, t in enumerate(sorted(set(tr.api["tid"]) | set(tr.nvtx["tid"])))}
         _nvtx(w, tracks, tr.nvtx, names, order)
-        api_tid = _api(w, tracks, tr.api, names, order, _wanted_calls(L))
+        api_tid = _api(w, tracks, tr.api, names, order, _wanted_starts(L))
         gpu_tid = _gpu(w, tracks, L, tr.gpu_ops)
         if all_kernels and tr.source is not None:
             _graph_kernels(w, tracks, tr.source, L)
         _findings(w, tracks, L)
-        _flows(w, L, api_tid, gpu_tid, names)
+        _flows(w, L, api_tid, gpu_tid)
         return w.count
 
 
@@ -102,44 +115,67 @@ def _sorted(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return d.sort_values([*by, "start_ns", "_neg_end"], kind="stable")
 
 
+def _runs(*keys: np.ndarray) -> list[slice]:
+    """The runs of equal keys in rows sorted by them."""
+    n = len(keys[0])
+    change = np.zeros(max(n - 1, 0), dtype=bool)
+    for k in keys:
+        change |= k[1:] != k[:-1]
+    bounds = np.r_[0, np.flatnonzero(change) + 1, n]
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def _thread_tracks(tracks: _Tracks, d: pd.DataFrame, kind: str, name: Callable[[int], str],
+                   order: Callable[[int], int], os_tid: bool) -> np.ndarray:
+    """The Chrome ``tid`` of each row of ``d`` (sorted by thread, then as :func:`lanes`
+    wants): per host thread, one track of ``kind`` and its extra lanes."""
+    tids, start, end = d["tid"].to_numpy(), d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
+    out = np.empty(len(d), dtype=np.int64)
+    for run in _runs(tids):
+        tid = int(tids[run.start])
+        pid = (tid >> 24) & 0xFFFFFF
+        out[run] = tracks.of_lanes(lanes(start[run], end[run]), pid, (kind, tid), name(tid),
+                                   order(tid), tid & 0xFFFFFF if os_tid else None)
+    return out
+
+
 def _nvtx(w: EventWriter, tracks: _Tracks, nvtx: pd.DataFrame, names: dict[int, str],
           order: dict[int, int]) -> None:
     d = _sorted(nvtx, ["tid"])
-    for tid, g in d.groupby("tid", sort=False):
-        pid, lane = (tid >> 24) & 0xFFFFFF, lanes(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-        for (s, e, text), k in zip(g[["start_ns", "end_ns", "text"]].itertuples(index=False),
-                                   lane, strict=True):
-            t = tracks.get(pid, ("nvtx", tid), names.get(tid) or "thread", 2 * order[tid],
-                           int(k), os_tid=tid & 0xFFFFFF)
-            w.write({"ph": "X", "cat": "nvtx", "name": text, "pid": pid, "tid": t, "ts_ns": s,
-                     "dur_ns": e - s})
+    t = _thread_tracks(tracks, d, "nvtx", lambda tid: names.get(tid) or "thread",
+                       lambda tid: 2 * order[tid], os_tid=True)
+    w.write_slices("nvtx", json_texts(d["text"]), (d["tid"].to_numpy() >> 24) & 0xFFFFFF, t,
+                   d["start_ns"].to_numpy(), d["end_ns"].to_numpy())
 
 
-def _wanted_calls(L: pd.DataFrame) -> set[tuple[int, int]]:
-    """(thread, start) of the API calls flows start or end at: launches and host blocks."""
-    want = set(zip(L["tid"].tolist(), L["api_start_ns"].tolist(), strict=True))
-    b = L[L["block"] >= 0]
-    want.update(zip(b["block_tid"].tolist(), b["block_start_ns"].astype(np.int64).tolist(),
-                    strict=True))
-    return want
+def _wanted_starts(L: pd.DataFrame) -> np.ndarray:
+    """The starts of the API calls flows start or end at: launches and host blocks."""
+    blocks = L.loc[L["block"] >= 0, "block_start_ns"].astype(np.int64)
+    return np.unique(np.r_[L["api_start_ns"].to_numpy(dtype=np.int64), blocks.to_numpy()])
 
 
 def _api(w: EventWriter, tracks: _Tracks, api: pd.DataFrame, names: dict[int, str],
-         order: dict[int, int], want: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    found: dict[tuple[int, int], int] = {}
+         order: dict[int, int], wanted: np.ndarray) -> pd.Series:
+    """The CUDA API calls per host thread; the track of each call that starts at one of the
+    ``wanted`` times, by (thread, start)."""
     d = _sorted(api, ["tid"])
-    for tid, g in d.groupby("tid", sort=False):
-        pid, lane = (tid >> 24) & 0xFFFFFF, lanes(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-        for (s, e, corr, name), k in zip(
-                g[["start_ns", "end_ns", "corr_id", "name"]].itertuples(index=False), lane,
-                strict=True):
-            t = tracks.get(pid, ("api", tid), f"{_thread(tid, names)}: CUDA API",
-                           2 * order[tid] + 1, int(k))
-            if (tid, s) in want:
-                found[(tid, s)] = t
-            w.write({"ph": "X", "cat": "cuda_api", "name": str(name), "pid": pid, "tid": t,
-                     "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
-    return found
+    t = _thread_tracks(tracks, d, "api", lambda tid: f"{_thread(tid, names)}: CUDA API",
+                       lambda tid: 2 * order[tid] + 1, os_tid=False)
+    tid, start = d["tid"].to_numpy(), d["start_ns"].to_numpy()
+    w.write_slices("cuda_api", json_texts(d["name"]), (tid >> 24) & 0xFFFFFF, t, start,
+                   d["end_ns"].to_numpy(), {"corr_id": d["corr_id"].to_numpy()})
+    keep = np.isin(start, wanted)
+    found = pd.Series(t[keep], index=pd.MultiIndex.from_arrays([tid[keep], start[keep]]))
+    return found[~found.index.duplicated(keep="last")]
+
+
+def _op_names(ops: pd.DataFrame) -> np.ndarray:
+    """Each eager op's slice name, made once per distinct kind, copy kind and size."""
+    keys = ops[["kind", "copy_kind", "bytes"]].astype({"kind": str})
+    codes, distinct = pd.MultiIndex.from_frame(keys).factorize()
+    names = [_op_name(k, c, b) for k, c, b in distinct]
+    out: np.ndarray = np.array(names, dtype=object)[codes]
+    return out
 
 
 def _op_name(kind: str, copy_kind: int, nbytes: int) -> str:
@@ -159,26 +195,26 @@ def _gpu(w: EventWriter, tracks: _Tracks, L: pd.DataFrame,
         "n_ops": r["n_ops"], "klass": r["klass"].astype(str)})
     eager = pd.DataFrame({
         "proc": ops["proc"], "device": ops["device"], "stream": ops["stream"],
-        "start_ns": ops["start_ns"], "end_ns": ops["end_ns"],
-        "name": [_op_name(str(k), c, b) for k, c, b in
-                 zip(ops["kind"], ops["copy_kind"], ops["bytes"], strict=True)],
+        "start_ns": ops["start_ns"], "end_ns": ops["end_ns"], "name": _op_names(ops),
         "launch": -1, "n_ops": 1, "klass": ""})
     d = _sorted(pd.concat([replays, eager], ignore_index=True), ["proc", "device", "stream"])
-    replay_tid: dict[int, int] = {}
-    for (proc, device, stream), g in d.groupby(["proc", "device", "stream"], sort=False):
-        pid = proc & 0xFFFFFF
-        lane = lanes(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-        for row, k in zip(g.itertuples(index=False), lane, strict=True):
-            t = tracks.get(pid, ("gpu", device, stream), f"GPU {device} stream {stream}",
-                           10_000 + device * 1000 + stream % 1000, int(k))
-            ev: dict[str, Any] = {"ph": "X", "cat": "gpu", "name": row.name, "pid": pid,
-                                  "tid": t, "ts_ns": row.start_ns,
-                                  "dur_ns": row.end_ns - row.start_ns}
-            if row.launch >= 0:
-                replay_tid[row.launch] = t
-                ev["args"] = {"launch": row.launch, "ops": row.n_ops, "class": row.klass}
-            w.write(ev)
-    return replay_tid
+    proc, device, stream = (d[c].to_numpy() for c in ("proc", "device", "stream"))
+    start, end = d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
+    t = np.empty(len(d), dtype=np.int64)
+    for run in _runs(proc, device, stream):
+        pid, dev, st = int(proc[run.start]) & 0xFFFFFF, int(device[run.start]), \
+            int(stream[run.start])
+        t[run] = tracks.of_lanes(lanes(start[run], end[run]), pid, ("gpu", dev, st),
+                                 f"GPU {dev} stream {st}", 10_000 + dev * 1000 + st % 1000)
+    name, pid_of = json_texts(d["name"]), proc & 0xFFFFFF
+    launch = d["launch"].to_numpy()
+    replay = launch >= 0
+    w.write_slices("gpu", name[replay], pid_of[replay], t[replay], start[replay], end[replay],
+                   {"launch": launch[replay], "ops": d["n_ops"].to_numpy()[replay],
+                    "class": json_texts(d["klass"].to_numpy()[replay])})
+    w.write_slices("gpu", name[~replay], pid_of[~replay], t[~replay], start[~replay],
+                   end[~replay])
+    return dict(zip(launch[replay].tolist(), t[replay].tolist(), strict=True))
 
 
 def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
@@ -199,91 +235,141 @@ def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
                  "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
 
 
-def _python_line(row: Any) -> str | None:
-    if isinstance(row.src_file, str) and row.src_file and not pd.isna(row.src_line):
-        text = f": {row.src_text.strip()}" if isinstance(row.src_text, str) and row.src_text else ""
-        return f"{row.src_file}:{int(row.src_line)}{text}"
-    return None
+def _distinct(values: Any, text: Callable[[Any], str | None]) -> np.ndarray:
+    """``text(v)`` of each value, made once per distinct value (missing ones included): an
+    object array, None where ``text`` gives None."""
+    codes, distinct = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
+    out: np.ndarray = np.array([text(v) for v in distinct] + [None], dtype=object)[codes]
+    return out
 
 
-def _launch_args(row: Any) -> dict[str, Any]:
-    args = {"launch": row.launch, "class": str(row.klass), "steady": bool(row.steady),
-            "step": None if row.step is None or pd.isna(row.step) else int(row.step),
-            "phase": row.phase or None, "op": row.op if isinstance(row.op, str) else None,
-            "api_chain": row.api_chain or None,
-            "window_us": None if pd.isna(row.window_ns) else round(row.window_ns / 1e3, 2),
-            "gpu_idle_us": None if pd.isna(row.gpu_idle_ns) else round(row.gpu_idle_ns / 1e3, 2),
-            "python_line": _python_line(row)}
-    return {k: v for k, v in args.items() if v is not None}
+def _us(ns: Any) -> str | None:
+    """Nanoseconds as microseconds to two decimals, as JSON; None where missing."""
+    return None if pd.isna(ns) else json.dumps(round(ns / 1e3, 2))
+
+
+def _text(v: Any) -> str | None:
+    """A non-empty text as JSON; None otherwise."""
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, str) and v else None
+
+
+def _python_lines(L: pd.DataFrame) -> np.ndarray:
+    """Each launch's Python line of its stall site (``file:line: text``), as JSON; None where
+    it has none."""
+    if "src_file" not in L.columns:
+        return np.full(len(L), None, dtype=object)
+    sites = pd.MultiIndex.from_arrays([L["src_file"].astype(object), L["src_line"].astype(object),
+                                       L["src_text"].astype(object)])
+    codes, distinct = sites.factorize()
+
+    def line(file: Any, number: Any, text: Any) -> str | None:
+        if not (isinstance(file, str) and file and not pd.isna(number)):
+            return None
+        said = f": {text.strip()}" if isinstance(text, str) and text else ""
+        return json.dumps(f"{file}:{int(number)}{said}", ensure_ascii=False)
+
+    out: np.ndarray = np.array([line(*site) for site in distinct] + [None], dtype=object)[codes]
+    return out
+
+
+def _launch_args(L: pd.DataFrame) -> np.ndarray:
+    """Each launch's findings as the fields of a JSON object (without its braces), the
+    missing ones left out: launch, class, steady, step, phase, op, API chain, window and GPU
+    idle (us), and the Python line of the stall site."""
+    step = L["step"] if "step" in L.columns else pd.Series(None, index=L.index, dtype=object)
+    fields = {
+        "launch": L["launch"].astype(str).to_numpy(dtype=object),
+        "class": json_texts(L["klass"].astype(str)),
+        "steady": np.where(L["steady"].to_numpy(dtype=bool), "true", "false").astype(object),
+        "step": _distinct(step, lambda v: None if v is None or pd.isna(v) else str(int(v))),
+        "phase": _distinct(L["phase"], _text),
+        "op": _distinct(L["op"], lambda v: _text(v) if v != "" else '""'),
+        "api_chain": _distinct(L["api_chain"], _text),
+        "window_us": _distinct(L["window_ns"], _us),
+        "gpu_idle_us": _distinct(L["gpu_idle_ns"], _us),
+        "python_line": _python_lines(L),
+    }
+    out = np.full(len(L), "", dtype=object)
+    for key, value in fields.items():
+        given = ~pd.isna(value)
+        piece = np.full(len(L), "", dtype=object)
+        piece[given] = np.where(out[given] == "", "", ",") + f'"{key}":' + value[given]
+        out = out + piece
+    return out
 
 
 def _findings(w: EventWriter, tracks: _Tracks, L: pd.DataFrame) -> None:
-    cols = ["launch", "proc", "klass", "steady", "step", "phase", "op", "api_chain", "window_ns",
-            "gpu_idle_ns", "src_file", "src_line", "src_text", "api_start_ns", "api_end_ns",
-            "next_api_start_ns", "block_start_ns", "gpu_end_ns", "next_gpu_start_ns", "waited"]
-    d = L[[c for c in cols if c in L.columns]].sort_values(["proc", "api_start_ns"], kind="stable")
-    for proc, g in d.groupby("proc", sort=False):
-        pid = proc & 0xFFFFFF
-        klass, window, idle = Lanes(), Lanes(), Lanes()
-        idle_rows = []
-        for row in g.itertuples(index=False):
-            args = _launch_args(row)
-            start = int(row.api_start_ns)
-            end = int(row.next_api_start_ns) if not pd.isna(row.next_api_start_ns) \
-                else int(row.api_end_ns)
-            t = tracks.get(pid, ("class",), "nsysscope: class per launch", 20_000,
-                           klass.add(start, end))
-            w.write({"ph": "X", "cat": "nsysscope", "name": str(row.klass), "pid": pid,
-                     "tid": t, "ts_ns": start, "dur_ns": end - start, "args": args})
-            if row.waited and not pd.isna(row.block_start_ns):
-                s, e = int(row.api_end_ns), int(row.block_start_ns)
-                t = tracks.get(pid, ("window",), "nsysscope: overlap window", 20_001,
-                               window.add(s, max(s, e)))
-                w.write({"ph": "X", "cat": "nsysscope", "name": "overlap window", "pid": pid,
-                         "tid": t, "ts_ns": s, "dur_ns": e - s, "args": args})
-            if not pd.isna(row.gpu_end_ns) and not pd.isna(row.next_gpu_start_ns) \
-                    and row.next_gpu_start_ns > row.gpu_end_ns:
-                idle_rows.append((int(row.gpu_end_ns), int(row.next_gpu_start_ns), row, args))
-        for s, e, row, args in sorted(idle_rows, key=lambda x: (x[0], -x[1])):
-            t = tracks.get(pid, ("idle",), "nsysscope: GPU idle (named by cause)", 20_002,
-                           idle.add(s, e))
-            # the slice spans the whole gap; gpu_idle_us leaves out the eager work inside it
-            w.write({"ph": "X", "cat": "nsysscope", "name": str(row.klass), "pid": pid,
-                     "tid": t, "ts_ns": s, "dur_ns": e - s,
-                     "args": args | {"gpu_gap_us": round((e - s) / 1e3, 2)}})
+    """Per process, three tracks of nsysscope's findings: the class of each launch (from its
+    launch call to the next), its overlap window, and the GPU idle gap after its replay."""
+    d = L.sort_values(["proc", "api_start_ns"], kind="stable")
+    args = _launch_args(d)
+    proc = d["proc"].to_numpy()
+    pid = proc & 0xFFFFFF
+    start, end = d["api_start_ns"].to_numpy(), d["api_end_ns"].to_numpy()
+    nxt = d["next_api_start_ns"].to_numpy()
+    class_end = np.where(np.isnan(nxt), end, np.nan_to_num(nxt)).astype(np.int64)
+    block = d["block_start_ns"].to_numpy()
+    waited = d["waited"].to_numpy(dtype=bool) & ~np.isnan(block)
+    window_end = np.nan_to_num(block).astype(np.int64)
+    gpu_end, next_gpu = d["gpu_end_ns"].to_numpy(), d["next_gpu_start_ns"].to_numpy()
+    idle = ~np.isnan(gpu_end) & ~np.isnan(next_gpu) & (next_gpu > gpu_end)
+    idle_start, idle_end = np.nan_to_num(gpu_end).astype(np.int64), \
+        np.nan_to_num(next_gpu).astype(np.int64)
+    klass = json_texts(d["klass"].astype(str))
+    window_name = np.full(len(d), json.dumps("overlap window"), dtype=object)
+    for run in _runs(proc):
+        p, rows = int(pid[run.start]), np.arange(run.start, run.stop)
+        w_rows = rows[waited[run]]
+        i_rows = rows[idle[run]]
+        i_rows = i_rows[np.lexsort((-idle_end[i_rows], idle_start[i_rows]))]
+        gap = _distinct(idle_end[i_rows] - idle_start[i_rows],
+                        lambda ns: json.dumps(round(ns / 1e3, 2)))
+        for what, take, s, e, name, body, slot, label in (
+                ("class", rows, start[rows], class_end[rows], klass[rows], args[rows], 20_000,
+                 "nsysscope: class per launch"),
+                ("window", w_rows, end[w_rows], window_end[w_rows], window_name[w_rows],
+                 args[w_rows], 20_001, "nsysscope: overlap window"),
+                # the slice spans the whole gap; gpu_idle_us leaves out the eager work in it
+                ("idle", i_rows, idle_start[i_rows], idle_end[i_rows], klass[i_rows],
+                 args[i_rows] + ',"gpu_gap_us":' + gap, 20_002,
+                 "nsysscope: GPU idle (named by cause)")):
+            t = tracks.of_lanes(lanes(s, np.maximum(s, e)), p, (what,), label, slot)
+            w.write_events({"ph": "X", "cat": "nsysscope"},
+                           {"name": name, "pid": np.full(len(take), p), "tid": t,
+                            "args": "{" + body + "}"}, s, e - s)
 
 
-def _flows(w: EventWriter, L: pd.DataFrame, api_tid: dict[tuple[int, int], int],
-           gpu_tid: dict[int, int], names: dict[int, str]) -> None:
+def _flows(w: EventWriter, L: pd.DataFrame, api_tid: pd.Series, gpu_tid: dict[int, int]) -> None:
     """Launch call -> replay, replay -> the host call that waited on it (flow events bound to
-    the enclosing slices)."""
-    flow = 0
-    cols = ["launch", "tid", "proc", "api_start_ns", "api_end_ns", "gpu_start_ns", "gpu_end_ns",
-            "block", "block_tid", "block_start_ns", "block_end_ns"]
-    for row in L[cols].itertuples(index=False):
-        if pd.isna(row.gpu_start_ns) or row.launch not in gpu_tid:
-            continue
-        pid, g0, g1 = row.proc & 0xFFFFFF, int(row.gpu_start_ns), int(row.gpu_end_ns)
-        src = api_tid.get((row.tid, row.api_start_ns))
-        if src is not None:
-            flow += 1
-            _flow(w, flow, "launch -> replay", pid,
-                  (src, row.api_start_ns + (row.api_end_ns - row.api_start_ns) // 2),
-                  (gpu_tid[row.launch], g0 + (g1 - g0) // 2))
-        if row.block >= 0:
-            b0, b1 = int(row.block_start_ns), int(row.block_end_ns)
-            dst = api_tid.get((row.block_tid, b0))
-            if dst is not None:
-                flow += 1
-                # to the end of the wait: it returned when the replay finished
-                _flow(w, flow, "replay -> host wait", pid,
-                      (gpu_tid[row.launch], g0 + (g1 - g0) // 2),
-                      (dst, max(b0, b1 - 1)), dst_pid=(row.block_tid >> 24) & 0xFFFFFF)
+    the enclosing slices), numbered in the order of the launches."""
+    replay = pd.Series(gpu_tid, dtype=np.int64)
+    r = L[L["gpu_start_ns"].notna() & L["launch"].isin(replay.index)]
+    g0, g1 = r["gpu_start_ns"].to_numpy().astype(np.int64), r["gpu_end_ns"].to_numpy().astype(
+        np.int64)
+    mid = g0 + (g1 - g0) // 2
+    on = replay.reindex(r["launch"]).to_numpy()
+    a0, a1 = r["api_start_ns"].to_numpy(), r["api_end_ns"].to_numpy()
+    src = _track_of(api_tid, r["tid"].to_numpy(), a0)
+    block = r["block"].to_numpy() >= 0
+    b0 = np.nan_to_num(r["block_start_ns"].to_numpy()).astype(np.int64)
+    b1 = np.nan_to_num(r["block_end_ns"].to_numpy()).astype(np.int64)
+    block_tid = r["block_tid"].to_numpy()
+    dst = np.where(block, _track_of(api_tid, block_tid, b0), -1)
+    first, second = src >= 0, dst >= 0
+    ids = np.cumsum(first.astype(np.int64) + second)  # each launch's flows, in turn
+    pid = r["proc"].to_numpy() & 0xFFFFFF
+    for name, has, fid, src_tid, src_ts, dst_tid, dst_ts, dst_pid in (
+            ("launch -> replay", first, ids - second, src, a0 + (a1 - a0) // 2, on, mid, pid),
+            # to the end of the wait: it returned when the replay finished
+            ("replay -> host wait", second, ids, on, mid, dst, np.maximum(b0, b1 - 1),
+             (block_tid >> 24) & 0xFFFFFF)):
+        w.write_events({"ph": "s", "cat": "nsysscope.flow", "name": name},
+                       {"id": fid[has], "pid": pid[has], "tid": src_tid[has]}, src_ts[has])
+        w.write_events({"ph": "f", "bp": "e", "cat": "nsysscope.flow", "name": name},
+                       {"id": fid[has], "pid": dst_pid[has], "tid": dst_tid[has]}, dst_ts[has])
 
 
-def _flow(w: EventWriter, fid: int, name: str, pid: int, src: tuple[int, int],
-          dst: tuple[int, int], dst_pid: int | None = None) -> None:
-    w.write({"ph": "s", "cat": "nsysscope.flow", "name": name, "id": fid, "pid": pid,
-             "tid": src[0], "ts_ns": src[1]})
-    w.write({"ph": "f", "bp": "e", "cat": "nsysscope.flow", "name": name, "id": fid,
-             "pid": pid if dst_pid is None else dst_pid, "tid": dst[0], "ts_ns": dst[1]})
+def _track_of(api_tid: pd.Series, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The track of each API call (thread, start) in ``api_tid``; -1 where it has none."""
+    at = api_tid.index.get_indexer(pd.MultiIndex.from_arrays([tid, start]))
+    return np.where(at >= 0, api_tid.to_numpy()[np.maximum(at, 0)], -1)

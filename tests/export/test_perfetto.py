@@ -167,6 +167,29 @@ def test_two_processes_and_all_kernels(tmp_path):
     assert lanes == list(range(2, len(lanes) + 2))
 
 
+def test_a_launch_without_a_phase_is_still_strict_json(tmp_path):
+    """Two launches of the two-process sample have no phase (244 and 260, the last, of pid
+    1882): their findings were written as ``"phase":NaN``, which JSON has no word for (Python
+    reads it, strict readers do not). Every launch's findings are there, theirs without the
+    phase."""
+
+    def refuse(word: str) -> None:
+        raise ValueError(f"not JSON: {word}")
+
+    out = export(TWOPROC, tmp_path / "two.json.gz")
+    with gzip.open(out, "rt", encoding="utf-8") as f:
+        events = json.load(f, parse_constant=refuse)["traceEvents"]
+    L = analyze(load(TWOPROC)).launches
+    no_phase = set(zip(L.loc[L["phase"].isna(), "proc"] & 0xFFFFFF,
+                       L.loc[L["phase"].isna(), "launch"], strict=True))
+    assert no_phase == {(1882, 244), (1882, 260)}
+    classes = {(e["pid"], e["args"]["launch"]): e["args"] for e in events
+               if e.get("cat") == "nsysscope" and e["name"] != "overlap window"
+               and "gpu_gap_us" not in e["args"]}
+    assert len(classes) == len(L) == 400
+    assert {k for k, args in classes.items() if "phase" not in args} == no_phase
+
+
 def test_all_kernels_of_a_graph_traced_export_says_it_has_none(tmp_path):
     """nsys's default --cuda-graph-trace=graph records no kernel of a replay: --all-kernels
     wrote the default timeline without a word. Each replay is still one slice, with its

@@ -1,0 +1,112 @@
+"""The Chrome trace writer's two ways of writing an event agree: a table of events formatted a
+block at a time (by DuckDB) gives the lines that one ``json.dumps`` per event gives, and the
+lanes found without walking the slices are the ones :class:`Lanes` gives by walking them."""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsysscope.export.chrome_json import EventWriter, Lanes, _Behind, json_texts, lanes
+
+
+def _walked(start: list[int], end: list[int]) -> list[int]:
+    lane = Lanes()
+    return [lane.add(s, e) for s, e in zip(start, end, strict=True)]
+
+
+@st.composite
+def slices(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    """Slices of one track in lanes' order (by start, the longest first), small times so
+    that they touch, nest, cross and tie often; some of zero length."""
+    n = draw(st.integers(0, 12))
+    start = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n))
+    length = draw(st.lists(st.integers(0, 8), min_size=n, max_size=n))
+    pairs = sorted(zip(start, (s + d for s, d in zip(start, length, strict=True)), strict=True),
+                   key=lambda p: (p[0], -p[1]))
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(slices())
+def test_lanes_are_the_walks_lanes(track):
+    start, end = track
+    assert lanes(np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)).tolist() == \
+        _walked(start, end)
+
+
+def test_lanes_of_nested_and_following_slices_are_all_the_first():
+    """A thread's push/pop ranges: nested, back to back, a mark at a parent's start; and the
+    same with one range that crosses its parent's end, which takes a lane of its own."""
+    start = [0, 0, 0, 2, 5, 10, 10, 12]
+    end = [10, 4, 0, 3, 10, 20, 11, 20]
+    assert lanes(np.array(start), np.array(end)).tolist() == [0] * 8 == _walked(start, end)
+    start[4], end[4] = 5, 11  # ends after its parent [0, 10)
+    assert lanes(np.array(start), np.array(end)).tolist() == _walked(start, end)
+    assert _walked(start, end)[4] == 1
+
+
+def _one_at_a_time(events: list[dict]) -> list[str]:
+    out = io.StringIO()
+    w = EventWriter(out)  # type: ignore[arg-type]
+    for e in events:
+        w.write(dict(e))
+    return out.getvalue().lstrip("\n").split(",\n")
+
+
+def _in_blocks(events: list[dict]) -> list[str]:
+    out = io.StringIO()
+    w = EventWriter(out)  # type: ignore[arg-type]
+    w.write_slices("cat %d \"x\"", json_texts([e["name"] for e in events]),
+                   np.array([e["pid"] for e in events], dtype=np.int64),
+                   np.array([e["tid"] for e in events], dtype=np.int64),
+                   np.array([e["ts_ns"] for e in events], dtype=np.int64),
+                   np.array([e["ts_ns"] + e["dur_ns"] for e in events], dtype=np.int64),
+                   {"corr_id": np.array([e["args"]["corr_id"] for e in events], dtype=np.int64),
+                    "what": json_texts([e["args"]["what"] for e in events])})
+    assert w.count == len(events)
+    return out.getvalue().lstrip("\n").split(",\n")
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "name": TEXT | st.sampled_from(["cudaGraphLaunch", '"quoted" \\ %s %d', "步骤 7 🚀"]),
+    "pid": st.integers(0, 2**24 - 1), "tid": st.integers(0, 2**40),
+    "ts_ns": st.integers(-10**12, 10**15), "dur_ns": st.integers(-5, 10**9),
+    "what": TEXT, "corr_id": st.integers(-1, 2**40)}), min_size=1, max_size=30))
+def test_a_table_of_events_is_written_as_one_event_at_a_time(rows):
+    """Names with quotes, backslashes, printf's own %s, CJK and emoji; negative times (the
+    microseconds of -1 ns are -0.001); negative durations (written as 0)."""
+    events = [{"ph": "X", "cat": "cat %d \"x\"", "name": r["name"], "pid": r["pid"],
+               "tid": r["tid"], "args": {"corr_id": r["corr_id"], "what": r["what"]},
+               "ts_ns": r["ts_ns"], "dur_ns": r["dur_ns"]} for r in rows]
+    assert _in_blocks(events) == _one_at_a_time(events)
+    for line in _in_blocks(events):
+        json.loads(line)
+
+
+def test_a_failed_write_is_raised_by_the_next_write_or_the_close():
+    """Compressing on a thread of its own must not hide a full disk."""
+
+    class Full(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:  # type: ignore[override]
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = _Behind(Full())  # type: ignore[arg-type]
+    out.write("x" * 10)
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(100):  # the thread takes a moment to meet the error
+            out.write("y")
+        out.close()
