@@ -251,14 +251,24 @@ class Lanes:
         return len(self.stacks) - 1
 
 
-def lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """:class:`Lanes` over arrays already sorted by start (ties: longest first). Where no
-    slice crosses another (each nests in the slices open at its start, or none is open) every
-    slice takes lane 0, seen without walking them (:func:`_crossing`)."""
-    if not _crossing(start, end):
+def lanes(start: np.ndarray, end: np.ndarray, track: Lanes | None = None) -> np.ndarray:
+    """:class:`Lanes` over arrays already sorted by start (ties: longest first): of a new
+    track, or of ``track`` (its slices so far; left as these slices leave it, as for a track
+    read a block at a time). Where no earlier slice is still open at the first start and no
+    slice crosses another (each nests in the slices open at its start, or none is open),
+    every slice takes lane 0, seen without walking them (:func:`_crossing`)."""
+    track = Lanes() if track is None else track
+    if len(start) == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = int(start[0])
+    for stack in track.stacks:  # what add(first) would pop: ended by then
+        while stack and stack[-1] <= first:
+            stack.pop()
+    if not any(track.stacks) and not _crossing(start, end):
+        # the slices still open at the last start: nested, so a stack, innermost last
+        track.stacks = [end[end > start[-1]].tolist()]
         return np.zeros(len(start), dtype=np.int64)
-    lane = Lanes()
-    return np.fromiter((lane.add(int(s), int(e)) for s, e in zip(start, end, strict=True)),
+    return np.fromiter((track.add(int(s), int(e)) for s, e in zip(start, end, strict=True)),
                        dtype=np.int64, count=len(start))
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..trace.gpu_work import gpu_op_rows
+from ..trace.gpu_work import gpu_op_blocks
 from ..util.version import __version__
 from .chrome_json import EventWriter, Lanes, json_texts, lanes, open_trace
 
@@ -219,20 +219,36 @@ def _gpu(w: EventWriter, tracks: _Tracks, L: pd.DataFrame,
 
 def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
                    L: pd.DataFrame) -> None:
-    """Every kernel, copy and memset of every replay, streamed from the export."""
-    graph = set(zip(L["proc"].tolist(), L["corr_id"].tolist(), strict=True))
-    lane: dict[tuple[int, int, int], Lanes] = {}
-    for proc, device, stream, s, e, corr, name in gpu_op_rows(db):
-        if (proc, corr) not in graph:
-            continue
-        key = (proc, device, stream)
-        k = lane.setdefault(key, Lanes()).add(s, e)
-        pid = proc & 0xFFFFFF
-        t = tracks.get(pid, ("kernels", device, stream),
-                       f"GPU {device} stream {stream}: graph kernels",
-                       10_000 + device * 1000 + stream % 1000, k)
-        w.write({"ph": "X", "cat": "gpu_graph", "name": name, "pid": pid, "tid": t,
-                 "ts_ns": s, "dur_ns": e - s, "args": {"corr_id": corr}})
+    """Every kernel, copy and memset of every replay, read from the export a block at a time;
+    each stream's lanes carried from block to block."""
+    procs = np.unique(L["proc"].to_numpy())
+    graph = np.unique(_op_key(procs, L["proc"].to_numpy(), L["corr_id"].to_numpy()))
+    lane_state: dict[tuple[int, int, int], Lanes] = {}
+    for block in gpu_op_blocks(db):
+        proc, corr = block["proc"].to_numpy(), block["corr_id"].to_numpy()
+        known = np.isin(proc, procs)
+        keep = known & np.isin(_op_key(procs, np.where(known, proc, procs[0]), corr), graph)
+        d = block[keep]
+        proc, device, stream = (d[c].to_numpy() for c in ("proc", "device", "stream"))
+        start, end = d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
+        t = np.empty(len(d), dtype=np.int64)
+        for run in _runs(proc, device, stream):
+            pid, dev, st = int(proc[run.start]) & 0xFFFFFF, int(device[run.start]), \
+                int(stream[run.start])
+            key = (int(proc[run.start]), dev, st)
+            lane = lanes(start[run], end[run], lane_state.setdefault(key, Lanes()))
+            t[run] = tracks.of_lanes(lane, pid, ("kernels", dev, st),
+                                     f"GPU {dev} stream {st}: graph kernels",
+                                     10_000 + dev * 1000 + st % 1000)
+        w.write_slices("gpu_graph", json_texts(d["name"]), proc & 0xFFFFFF, t, start, end,
+                       {"corr_id": d["corr_id"].to_numpy()})
+
+
+def _op_key(procs: np.ndarray, proc: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """(process, correlation id) as one integer: the process's place among ``procs`` (which
+    holds it), and the 32-bit correlation id."""
+    return np.searchsorted(procs, proc).astype(np.int64) << 32 | (corr.astype(np.int64)
+                                                                  & 0xFFFFFFFF)
 
 
 def _distinct(values: Any, text: Callable[[Any], str | None]) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The GPU side: each graph launch's replay, aggregated in SQL, and the eager GPU work; and
-every GPU op one at a time, for a timeline of every graph node (:func:`gpu_op_rows`).
+every GPU op a block at a time, for a timeline of every graph node (:func:`gpu_op_blocks`).
 
 The big tables (kernels, copies, memsets: ~200 rows per replay with
 ``--cuda-graph-trace=node``, 98 % of a trace's rows) are folded as they are read: a replay's
@@ -215,11 +215,16 @@ def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def gpu_op_rows(db: os.PathLike[str] | str) -> Iterator[tuple[int, int, int, int, int, int, str]]:
-    """Every kernel, copy and memset of the export ``db``, one at a time: process key, device,
-    stream, start, end, correlation id and a name (a kernel's short name, ``memcpy N B``), by
-    process, device, stream and start (ties: the longest first). For a timeline of every graph
-    node (``export --all-kernels``): millions of rows, streamed from SQLite, never all held."""
+#: the columns of :func:`gpu_op_blocks`
+GPU_OP_COLUMNS = ["proc", "device", "stream", "start_ns", "end_ns", "corr_id", "name"]
+
+
+def gpu_op_blocks(db: os.PathLike[str] | str, rows: int = 100_000) -> Iterator[pd.DataFrame]:
+    """Every kernel, copy and memset of the export ``db``, ``rows`` at a time
+    (:data:`GPU_OP_COLUMNS`: process key, device, stream, start, end, correlation id and a
+    name, a kernel's short name or ``memcpy N B``), by process, device, stream and start (ties:
+    the longest first). For a timeline of every graph node (``export --all-kernels``):
+    millions of rows, sorted by SQLite, never all held."""
     conn = connect_readonly(Path(db))
     try:
         tables = {r[0] for r in conn.execute(
@@ -233,7 +238,7 @@ def gpu_op_rows(db: os.PathLike[str] | str) -> Iterator[tuple[int, int, int, int
         if not parts:
             return
         cur = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3, 4, 5 DESC")
-        while rows := cur.fetchmany(10_000):
-            yield from rows
+        while block := cur.fetchmany(rows):
+            yield pd.DataFrame.from_records(block, columns=GPU_OP_COLUMNS)
     finally:
         conn.close()

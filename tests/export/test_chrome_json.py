@@ -1,6 +1,7 @@
 """The Chrome trace writer's two ways of writing an event agree: a table of events formatted a
 block at a time (by DuckDB) gives the lines that one ``json.dumps`` per event gives, and the
-lanes found without walking the slices are the ones :class:`Lanes` gives by walking them."""
+lanes found without walking the slices (of a whole track, or of a track a block at a time)
+are the ones :class:`Lanes` gives by walking them."""
 
 from __future__ import annotations
 
@@ -39,6 +40,21 @@ def test_lanes_are_the_walks_lanes(track):
     start, end = track
     assert lanes(np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)).tolist() == \
         _walked(start, end)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(slices(), st.lists(st.integers(0, 12), max_size=3))
+def test_lanes_of_a_track_read_in_blocks_are_the_walks_lanes(track, cuts):
+    """``export --all-kernels`` reads a stream's kernels a block at a time: the lanes carried
+    from block to block are the ones of one walk over them all."""
+    start, end = track
+    state = Lanes()
+    got: list[int] = []
+    bounds = [0, *sorted(min(c, len(start)) for c in cuts), len(start)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
+                     state).tolist()
+    assert got == _walked(start, end)
 
 
 def test_lanes_of_nested_and_following_slices_are_all_the_first():
