@@ -210,11 +210,13 @@ class _Behind(io.TextIOBase):
         return len(text)
 
     def close(self) -> None:
-        """Wait for what was written to be written; raise its error, if any."""
-        if not self.closed:
-            self._put(None)
-            self._thread.join()
-            super().close()
+        """Wait for what was written to be written; raise its error, if any (once: a second
+        close, or the one at garbage collection, says nothing)."""
+        if self.closed:
+            return
+        self._queue.put(None)  # taken even after an error: the thread drains to the end
+        self._thread.join()
+        super().close()
         if self._error is not None:
             raise self._error
 

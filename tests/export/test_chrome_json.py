@@ -123,6 +123,10 @@ def test_a_failed_write_is_raised_by_the_next_write_or_the_close():
     out = _Behind(Full())  # type: ignore[arg-type]
     out.write("x" * 10)
     with pytest.raises(OSError, match="No space left"):
-        for _ in range(100):  # the thread takes a moment to meet the error
-            out.write("y")
-        out.close()
+        try:
+            for _ in range(100):  # the thread takes a moment to meet the error
+                out.write("y")
+        finally:
+            out.close()  # as open_trace closes it: the thread ends, the error is said once
+    assert not out._thread.is_alive()
+    out.close()
