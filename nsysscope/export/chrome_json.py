@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,9 @@ from ..util.atomic import atomic_file
 
 if TYPE_CHECKING:
     import duckdb
+
+#: a column of :meth:`EventWriter.write_events`: integers, or JSON texts (:func:`json_texts`)
+Column: TypeAlias = np.ndarray | pd.Categorical
 
 #: rows of a table of events formatted at a time (:meth:`EventWriter.write_events`): 4-10 MB
 #: of text (100,000 rows took 0.1 GB more memory for the same time)
@@ -77,31 +80,31 @@ class EventWriter:
         self.out.write(("\n" if self.count == 0 else ",\n") + body[:-1] + extra + "}")
         self.count += 1
 
-    def write_slices(self, cat: str, name: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+    def write_slices(self, cat: str, name: Column, pid: np.ndarray, tid: np.ndarray,
                      start_ns: np.ndarray, end_ns: np.ndarray,
-                     args: Mapping[str, np.ndarray] | None = None) -> None:
+                     args: Mapping[str, Column] | None = None) -> None:
         """One complete (``"X"``) event per row of a track's slices: ``name`` holds JSON texts
         (:func:`json_texts`), ``args`` the fields of each slice's ``args``."""
         self.write_events({"ph": "X", "cat": cat}, {"name": name, "pid": pid, "tid": tid},
                           start_ns, end_ns - start_ns, args)
 
-    def write_events(self, fixed: Mapping[str, Any], columns: Mapping[str, np.ndarray],
+    def write_events(self, fixed: Mapping[str, Any], columns: Mapping[str, Column],
                      ts_ns: np.ndarray, dur_ns: np.ndarray | None = None,
-                     args: Mapping[str, np.ndarray] | None = None) -> None:
+                     args: Mapping[str, Column] | None = None) -> None:
         """One event per row, as :meth:`write` writes it: the ``fixed`` fields, the
         ``columns`` (integers, or JSON texts: :func:`json_texts`), ``args`` (an object of
         such columns), then ``ts`` and ``dur`` (never below 0). Formatted by DuckDB a
         :data:`BLOCK` of rows at a time."""
-        data: dict[str, np.ndarray] = {"t": np.asarray(ts_ns, dtype=np.int64)}
+        data: dict[str, Column] = {"t": np.asarray(ts_ns, dtype=np.int64)}
         if dur_ns is not None:
             data["d"] = np.maximum(np.asarray(dur_ns, dtype=np.int64), 0)
 
-        def fields(named: Mapping[str, np.ndarray]) -> str:
+        def fields(named: Mapping[str, Column]) -> str:
             out = []
             for key, values in named.items():
                 column = f"c{len(data)}"
                 data[column] = values
-                integer = np.issubdtype(np.asarray(values).dtype, np.integer)
+                integer = pd.api.types.is_integer_dtype(values)
                 out.append(f"{_literal(json.dumps(key))}:{'%d' if integer else '%s'}")
             return ",".join(out)
 
@@ -136,13 +139,14 @@ class EventWriter:
         self.write(ev)
 
 
-def json_texts(values: pd.Series | np.ndarray) -> np.ndarray:
+def json_texts(values: pd.Series | np.ndarray | list[Any]) -> pd.Categorical:
     """Each value as a JSON text (``null`` where missing), made once per distinct value: for
-    the names and texts of :meth:`EventWriter.write_slices`."""
+    the names and texts of :meth:`EventWriter.write_slices`. Categorical: DuckDB formats a
+    categorical column 3-4x faster than one of Python strings."""
     codes, distinct = pd.factorize(pd.Series(values))
     texts = [json.dumps(str(v), ensure_ascii=False) for v in distinct] + ["null"]
-    out: np.ndarray = np.array(texts, dtype=object)[codes]
-    return out
+    return pd.Categorical.from_codes(np.where(codes < 0, len(distinct), codes),
+                                     categories=pd.Index(texts, dtype=object))
 
 
 def _literal(text: str) -> str:

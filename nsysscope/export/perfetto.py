@@ -295,7 +295,7 @@ def _launch_args(L: pd.DataFrame) -> np.ndarray:
     step = L["step"] if "step" in L.columns else pd.Series(None, index=L.index, dtype=object)
     fields = {
         "launch": L["launch"].astype(str).to_numpy(dtype=object),
-        "class": json_texts(L["klass"].astype(str)),
+        "class": np.asarray(json_texts(L["klass"].astype(str)), dtype=object),
         "steady": np.where(L["steady"].to_numpy(dtype=bool), "true", "false").astype(object),
         "step": _distinct(step, lambda v: None if v is None or pd.isna(v) else str(int(v))),
         "phase": _distinct(L["phase"], _text),
