@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from ..trace.columnar import interrupted
 from ..util.atomic import atomic_file
 
 if TYPE_CHECKING:
@@ -121,6 +122,10 @@ class EventWriter:
                 con.register("block", pd.DataFrame({k: v[lo:lo + BLOCK] for k, v in data.items()}))
                 lines = con.execute(query, {"template": template}).fetchnumpy()["line"]
                 self.write_lines(lines.tolist())
+        except Exception as e:
+            if interrupted(e):  # DuckDB's word for Ctrl-C: an error of its own
+                raise KeyboardInterrupt from None
+            raise
         finally:
             con.unregister("block")
 
@@ -291,8 +296,8 @@ def _crossing(start: np.ndarray, end: np.ndarray) -> bool:
     if n < 2:
         return False
     step, tie = np.diff(s), np.diff(e)
-    if (step < 0).any() or ((step == 0) & (tie > 0)).any():
-        return True  # not in Lanes' order: let it walk them
+    if (step < 0).any() or ((step == 0) & (tie > 0)).any() or (e < s).any():
+        return True  # not in Lanes' order, or a slice ending before it starts: walk them
     i = np.arange(n)
     # slices ending at or before s[i]: those before i, and zero-length ones at s[i] from i on
     # (a zero-length slice sorts last among those starting with it)
