@@ -25,6 +25,7 @@ from ..trace.files import (
     XZ_MAGIC,
     sqlite_uri,
 )
+from ..trace.nsys_rep import STAMP_TABLE
 from ..trace.schema import truncation
 from ..trace.sources import resolve
 from ..util.text import clipped
@@ -97,7 +98,11 @@ def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
-    return sorted(t for t in utils_db(conn).table_names() if not t.startswith("sqlite_"))
+    """The export's tables, less SQLite's own and nsysscope's stamp of the report an export
+    was made from (:data:`~nsysscope.trace.nsys_rep.STAMP_TABLE`: a size and a hash, which
+    the scrubbed copy drops)."""
+    return sorted(t for t in utils_db(conn).table_names()
+                  if not t.startswith("sqlite_") and t != STAMP_TABLE)
 
 
 def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:

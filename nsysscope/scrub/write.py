@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..trace.formats import file_kind, is_kineto
+from ..trace.nsys_rep import STAMP_TABLE
 from ..util.atomic import replace, target, temp_beside
 from .cells import decode_text, is_valid_unicode, stored_text
 from .context import (
@@ -287,6 +288,7 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
                 deleted["StringIds"] = deleted.get("StringIds", 0) + len(orphans)
             nk = _drop_kernel_names(out, ctx) if drop_kernel_names else 0
             nn = _drop_nvtx_text(out, ctx) if drop_nvtx_text else 0
+            out.execute(f"DROP TABLE IF EXISTS {STAMP_TABLE}")  # nsysscope's, not the trace's
             out.execute("COMMIT")
             remaining = tuple(leaks_of(list(scan_findings(out, ctx, keep))))
             db.vacuum()
