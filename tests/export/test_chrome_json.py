@@ -152,3 +152,17 @@ def test_ctrl_c_inside_duckdb_is_an_interruption(monkeypatch):
     one = np.array([1], dtype=np.int64)
     with pytest.raises(KeyboardInterrupt):
         w.write_slices("x", json_texts(["a"]), one, one, one, one)
+
+
+def test_many_distinct_names_are_written_the_same(monkeypatch):
+    """Past FEW_TEXTS distinct names (NVTX step names) they go to DuckDB as Python strings,
+    not as a categorical: the same lines either way."""
+    import nsysscope.export.chrome_json as chrome_json
+
+    events = [{"ph": "X", "cat": "cat %d \"x\"", "name": f"step {i} \u6b65 %s", "pid": 7,
+               "tid": i, "args": {"corr_id": i, "what": "w"}, "ts_ns": 1000 * i - 5,
+               "dur_ns": i} for i in range(50)]
+    few = _in_blocks(events)
+    monkeypatch.setattr(chrome_json, "FEW_TEXTS", 10)
+    assert isinstance(json_texts([e["name"] for e in events]), np.ndarray)
+    assert _in_blocks(events) == few == _one_at_a_time(events)
