@@ -198,15 +198,9 @@ def _gpu(w: EventWriter, tracks: _Tracks, L: pd.DataFrame,
         "start_ns": ops["start_ns"], "end_ns": ops["end_ns"], "name": _op_names(ops),
         "launch": -1, "n_ops": 1, "klass": ""})
     d = _sorted(pd.concat([replays, eager], ignore_index=True), ["proc", "device", "stream"])
-    proc, device, stream = (d[c].to_numpy() for c in ("proc", "device", "stream"))
+    t = _stream_tracks(tracks, d, "gpu")
     start, end = d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
-    t = np.empty(len(d), dtype=np.int64)
-    for run in _runs(proc, device, stream):
-        pid, dev, st = int(proc[run.start]) & 0xFFFFFF, int(device[run.start]), \
-            int(stream[run.start])
-        t[run] = tracks.of_lanes(lanes(start[run], end[run]), pid, ("gpu", dev, st),
-                                 f"GPU {dev} stream {st}", 10_000 + dev * 1000 + st % 1000)
-    name, pid_of = json_texts(d["name"]), proc & 0xFFFFFF
+    name, pid_of = json_texts(d["name"]), d["proc"].to_numpy() & 0xFFFFFF
     launch = d["launch"].to_numpy()
     replay = launch >= 0
     w.write_slices("gpu", name[replay], pid_of[replay], t[replay], start[replay], end[replay],
@@ -215,6 +209,27 @@ def _gpu(w: EventWriter, tracks: _Tracks, L: pd.DataFrame,
     w.write_slices("gpu", name[~replay], pid_of[~replay], t[~replay], start[~replay],
                    end[~replay])
     return dict(zip(launch[replay].tolist(), t[replay].tolist(), strict=True))
+
+
+def _stream_tracks(tracks: _Tracks, d: pd.DataFrame, kind: str,
+                   carried: dict[tuple[int, int, int], Lanes] | None = None) -> np.ndarray:
+    """The Chrome ``tid`` of each GPU op of ``d`` (sorted by process, device, stream, then as
+    :func:`lanes` wants): per stream, one track of ``kind`` (``gpu``: replays and eager work;
+    ``kernels``: every graph node) and its extra lanes; ``carried``: each stream's lanes so
+    far, for ops read a block at a time."""
+    proc, device, stream = (d[c].to_numpy() for c in ("proc", "device", "stream"))
+    start, end = d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
+    suffix = ": graph kernels" if kind == "kernels" else ""
+    t = np.empty(len(d), dtype=np.int64)
+    for run in _runs(proc, device, stream):
+        dev, st = int(device[run.start]), int(stream[run.start])
+        track = None if carried is None else \
+            carried.setdefault((int(proc[run.start]), dev, st), Lanes())
+        t[run] = tracks.of_lanes(lanes(start[run], end[run], track),
+                                 int(proc[run.start]) & 0xFFFFFF, (kind, dev, st),
+                                 f"GPU {dev} stream {st}{suffix}",
+                                 10_000 + dev * 1000 + st % 1000)
+    return t
 
 
 def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
@@ -229,18 +244,9 @@ def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
         known = np.isin(proc, procs)
         keep = known & np.isin(_op_key(procs, np.where(known, proc, procs[0]), corr), graph)
         d = block[keep]
-        proc, device, stream = (d[c].to_numpy() for c in ("proc", "device", "stream"))
-        start, end = d["start_ns"].to_numpy(), d["end_ns"].to_numpy()
-        t = np.empty(len(d), dtype=np.int64)
-        for run in _runs(proc, device, stream):
-            pid, dev, st = int(proc[run.start]) & 0xFFFFFF, int(device[run.start]), \
-                int(stream[run.start])
-            key = (int(proc[run.start]), dev, st)
-            lane = lanes(start[run], end[run], lane_state.setdefault(key, Lanes()))
-            t[run] = tracks.of_lanes(lane, pid, ("kernels", dev, st),
-                                     f"GPU {dev} stream {st}: graph kernels",
-                                     10_000 + dev * 1000 + st % 1000)
-        w.write_slices("gpu_graph", json_texts(d["name"]), proc & 0xFFFFFF, t, start, end,
+        t = _stream_tracks(tracks, d, "kernels", lane_state)
+        w.write_slices("gpu_graph", json_texts(d["name"]), d["proc"].to_numpy() & 0xFFFFFF, t,
+                       d["start_ns"].to_numpy(), d["end_ns"].to_numpy(),
                        {"corr_id": d["corr_id"].to_numpy()})
 
 
