@@ -56,11 +56,38 @@ def read_head(p: Path, n: int = 64) -> bytes:
         raise UnreadableInput(f"{p}: empty file")
     return head
 
+#: how much of each end of a file is read for its fingerprint (and a report's version)
+END_BYTES = 1 << 16
+
+
+def file_ends(p: Path) -> tuple[int, bytes, bytes]:
+    """``p``'s size, first and last 64 KiB (overlapping in a smaller file). Raises OSError."""
+    with p.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(END_BYTES)
+        f.seek(max(0, size - END_BYTES))
+        return size, head, f.read()
+
+
+def content_fingerprint(p: Path) -> tuple[int, bytes]:
+    """``p``'s size and the SHA-256 of its size, first and last 64 KiB: another capture
+    differs there (a report's header and trailer; a compressed file's first block and its
+    index), and two reads cost well under a millisecond where hashing the whole file would
+    cost seconds. Raises OSError."""
+    size, head, tail = file_ends(p)
+    return size, hashlib.sha256(f"{size}|".encode() + head + tail).digest()
+
+
 def fingerprint(p: Path) -> str:
+    """What names ``p``'s entry in the cache: its path, size, modification time and
+    :func:`content_fingerprint`. The time alone took another file copied over ``p`` with
+    ``cp -p`` or ``touch -r`` for the first, and reused its decompressed copy."""
     st = p.stat()
     # the path's own bytes (a name that is not UTF-8 is held in surrogates)
-    key = os.fsencode(p.resolve()) + f"|{st.st_size}|{st.st_mtime_ns}".encode()
+    key = os.fsencode(p.resolve()) + f"|{st.st_size}|{st.st_mtime_ns}|".encode() + \
+        content_fingerprint(p)[1]
     return hashlib.sha256(key).hexdigest()[:16]
+
 
 def cache_entry(p: Path) -> Path:
     """Where the cache keeps the export or decompressed copy of ``p`` (:mod:`.cache`)."""

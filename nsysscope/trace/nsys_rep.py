@@ -15,7 +15,6 @@ note saying so.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shlex
@@ -34,6 +33,8 @@ from .files import (
     cache_entry,
     cache_folder,
     cache_temp,
+    content_fingerprint,
+    file_ends,
     sqlite_uri,
     stem,
 )
@@ -99,35 +100,13 @@ def _exported_from(export: Path, report: Path) -> bool:
         if not (export.is_file() and
                 export.stat().st_mtime_ns == report.stat().st_mtime_ns):
             return False
-        return _stamp_of(export) == report_fingerprint(report)
+        return _stamp_of(export) == content_fingerprint(report)
     except OSError:
         return False
 
 
 #: the table nsysscope adds to its export of a report: the report's size and fingerprint
 STAMP_TABLE = "NSYSSCOPE_EXPORTED_FROM"
-
-#: how much of each end of a report is read for its version and fingerprint
-_END_BYTES = 1 << 16
-
-
-def _ends(report: Path) -> tuple[int, bytes, bytes]:
-    """``report``'s size, first and last 64 KiB (overlapping in a smaller file). Raises
-    OSError."""
-    with report.open("rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        head = f.read(_END_BYTES)
-        f.seek(max(0, size - _END_BYTES))
-        return size, head, f.read()
-
-
-def report_fingerprint(report: Path) -> tuple[int, bytes]:
-    """``report``'s size and the SHA-256 of its size, first and last 64 KiB: another capture
-    differs there (its header and trailer), and two reads cost a cache hit well under a
-    millisecond where hashing the whole report would cost seconds. Raises OSError."""
-    size, head, tail = _ends(report)
-    return size, hashlib.sha256(f"{size}|".encode() + head + tail).digest()
-
 
 def _stamp(export: Path, made_from: tuple[int, bytes]) -> None:
     """Write the size and fingerprint of the report ``export`` was made from into it, a
@@ -183,7 +162,7 @@ _VERSION_IN_REPORT = (
 def report_version(report: Path) -> str | None:
     """The nsys version that wrote a ``.nsys-rep``, when the report names it."""
     try:
-        _size, head, tail = _ends(report)
+        _size, head, tail = file_ends(report)
     except OSError:
         return None
     for pattern in _VERSION_IN_REPORT:
@@ -229,14 +208,42 @@ def exported(report: Path, nsys: str | None) -> Path:
             touch(cached)
             return cached
     try:
-        exe = find_nsys(nsys, report)
+        return _export(report, find_nsys(nsys, report), beside, cached)
     except NsysUnavailable as e:
+        unstamped = None if cache_disabled() else _unstamped_export(report, beside, cached)
+        if unstamped is not None:
+            note(f"reading {unstamped.name}, the export an earlier nsysscope made of "
+                 f"{report.name}: it has the report's time but no fingerprint to check it "
+                 "by, and no nsys here can export the report again")
+            return unstamped
         older = report.with_name(name + ".sqlite")
         if older.is_file():
             raise NsysUnavailable(f"{e} ({older.name} beside it is older than the report, so "
                                   "it was not used; pass it directly if it is this "
                                   "capture's export)") from None
         raise
+
+
+def _unstamped_export(report: Path, *exports: Path) -> Path | None:
+    """The first of ``exports`` that an nsysscope before :data:`STAMP_TABLE` made of
+    ``report``: whole, with the report's modification time and no stamp. Where nsys can run
+    such an export is made again (the time alone took a ``cp -p`` of another capture for
+    this one); where it cannot, it is read, with a note, rather than refusing a report that
+    was read before."""
+    for export in exports:
+        try:
+            same_time = export.stat().st_mtime_ns == report.stat().st_mtime_ns
+        except OSError:
+            continue
+        if same_time and _stamp_of(export) is None and is_whole(export):
+            return export
+    return None
+
+
+def _export(report: Path, exe: str, beside: Path, cached: Path) -> Path:
+    """Export ``report`` with ``exe`` to ``beside``, or to ``cached`` in the user cache folder
+    where that folder cannot be written, stamped as :func:`_exported_from` recognises it.
+    Raises NsysUnavailable (nsys cannot run or read this report) or UnreadableInput."""
     try:
         if cache_disabled():
             raise OSError("--no-cache")
@@ -248,7 +255,7 @@ def exported(report: Path, nsys: str | None) -> Path:
     try:
         # taken before nsys reads the report: one replaced meanwhile does not match its
         # export, and is exported again by the next run
-        made, made_from = report.stat().st_mtime_ns, report_fingerprint(report)
+        made, made_from = report.stat().st_mtime_ns, content_fingerprint(report)
         try:
             proc = subprocess.run(
                 [exe, "export", "--type", "sqlite", "--force-overwrite", "true",

@@ -40,6 +40,7 @@ from .files import (
     cache_entry,
     cache_folder,
     cache_temp,
+    content_fingerprint,
     read_head,
 )
 from .nsys_rep import exported
@@ -53,8 +54,11 @@ def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
     saying anything again."""
     p = Path(path)
     head = read_head(p)
-    st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, nsys, str(cache_dir()),
+    try:
+        st, (_size, content) = p.stat(), content_fingerprint(p)
+    except OSError as e:  # read_head could: the file changed since
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, content, nsys, str(cache_dir()),
            cache_disabled())
     known = _RESOLVED.get(key)
     if known is not None and known.exists():
@@ -63,8 +67,9 @@ def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
     return db
 
 
-#: what :func:`resolve` found for a file, by path, size, modification time, nsys and cache
-_RESOLVED: dict[tuple[str, int, int, str | None, str, bool], Path] = {}
+#: what :func:`resolve` found for a file, by path, size, modification time, content (a file
+#: copied over another keeping its time is another file), nsys and cache
+_RESOLVED: dict[tuple[str, int, int, bytes, str | None, str, bool], Path] = {}
 
 T = TypeVar("T")
 

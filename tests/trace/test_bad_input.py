@@ -500,6 +500,31 @@ def test_two_processes_decompress_one_xz_without_a_torn_cache(sample_path, tmp_p
     assert fingerprint(src) == before
 
 
+def test_a_compressed_trace_replaced_keeping_size_and_time_is_decompressed_again(
+        sample_path, tmp_path):
+    """The cached copy of a compressed trace was named by the trace's path, size and time:
+    another capture copied over it with the first one's size and time (``cp -p`` of a file
+    padded as gzip allows, ``touch -r``) was analysed as the first, from the old copy. Its
+    first and last 64 KiB now name the copy too."""
+    cache, trace = tmp_path / "cache", tmp_path / "run.sqlite.gz"
+    case1, healthy = (gzip.compress(lzma.decompress(sample_path(name).read_bytes()),
+                                    compresslevel=1) for name in ("case1", "healthy"))
+    size = max(len(case1), len(healthy))
+    case1, healthy = case1.ljust(size, b"\0"), healthy.ljust(size, b"\0")  # gzip's padding
+    env = {"NSYSSCOPE_CACHE": str(cache)}
+    trace.write_bytes(case1)
+    r = report(trace, "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["classes"]["gpu_to_cpu"] == CASE1_STEADY
+    stamp = trace.stat().st_mtime_ns
+    trace.write_bytes(healthy)
+    os.utime(trace, ns=(stamp, stamp))
+    r = report(trace, "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["classes"]["gpu_to_cpu"] == 0  # the healthy capture's
+    assert len(list(cache.iterdir())) == 2
+
+
 def test_a_damaged_cache_entry_is_made_again_not_blamed_on_the_trace(sample_path, tmp_path):
     """A cached copy cut short (a full disk, a crash) or overwritten made every later run say
     that the intact .xz was a truncated export (exit 5), until the cache was cleared by hand.

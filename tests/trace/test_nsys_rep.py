@@ -340,9 +340,11 @@ def test_a_report_replaced_with_the_same_time_and_size_is_exported_again(fake_ns
         assert exports(log) == 2
     finally:
         folder.chmod(0o755)
+    # beside the report its one export is replaced; in the user cache each capture has an
+    # entry of its own (its name holds the report's fingerprint), the first's left to eviction
     made = (sorted(folder.glob("*.nsysscope-cache.sqlite")) if where == "beside" else
             sorted((tmp_path / "user-cache").iterdir()))
-    assert len(made) == 1 and sqlite_ok(made[0])
+    assert len(made) == (1 if where == "beside" else 2) and all(map(sqlite_ok, made))
 
 
 def test_an_export_without_a_fingerprint_is_made_again(fake_nsys, tmp_path):
@@ -365,3 +367,33 @@ def test_an_export_without_a_fingerprint_is_made_again(fake_nsys, tmp_path):
     assert exports(log) == 1
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("run.nsys-rep")) \
         == ["bin", "exports.log", "run.nsysscope-cache.sqlite"]  # no journal, no temporary
+
+
+def test_without_nsys_an_export_without_a_fingerprint_is_read_with_a_note(fake_nsys, tmp_path):
+    """Where no nsys can export the report again, the export an older nsysscope left beside it
+    (the report's time, no fingerprint) is read, as that nsysscope read it, with a note; one
+    stamped from another capture is not (exit 6)."""
+    exe, log = fake_nsys
+    rep = fake_report(tmp_path / "run.nsys-rep", CPU_ONLY)
+    old = rep.with_name("run.nsysscope-cache.sqlite")
+    old.write_bytes(lzma.decompress(CPU_ONLY.read_bytes()))
+    stamp = rep.stat().st_mtime_ns
+    os.utime(old, ns=(stamp, stamp))
+    no_nsys_env = {"NSYS": None, "PATH": str(tmp_path / "empty-bin")}
+    before = fingerprint(old)
+    proc = report(rep, env=no_nsys_env, cwd=tmp_path)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == (
+        "nsysscope: note: reading run.nsysscope-cache.sqlite, the export an earlier nsysscope "
+        "made of run.nsys-rep: it has the report's time but no fingerprint to check it by, and "
+        f"no nsys here can export the report again\nnsysscope: error: {rep}: {NO_CUDA}\n")
+    assert fingerprint(old) == before
+    # with nsys it is made again, stamped; then another capture's stamped export is not read
+    assert_one_line_error(report(rep, env={"NSYS": str(exe)}, cwd=tmp_path), 3,
+                          f"{rep}: {NO_CUDA}")
+    assert exports(log) == 1
+    shutil.copyfile(fake_report(tmp_path / "other.nsys-rep", PARTIAL), rep)
+    os.utime(rep, ns=(stamp, stamp))
+    proc = report(rep, env=no_nsys_env, cwd=tmp_path)
+    assert proc.returncode == 6 and "needs nsys, and none was found" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1
