@@ -17,6 +17,7 @@ from .report_parts import (
     latent_line,
     latent_reason,
     metrics_rows,
+    nvtx_of,
     process_rows,
     split_sites,
     verdict,
@@ -65,7 +66,7 @@ def render(result: Any) -> str:
                 "longer than the threshold before the next replay (the host was late). "
                 f"{cell(late[0].fix)}", "",
                 "| launches | GPU idle | where | NVTX |", "|---|---|---|---|"]
-        out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | `{cell(x.nvtx_path or '-')}` |"
+        out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | `{cell(nvtx_of(x))}` |"
                 for x in late]
     if s.latent:
         out += ["", f"**{LATENT_HEADING}** ({latent_reason(s)})", ""] + \

@@ -108,6 +108,18 @@ def chain(site: StallSite) -> str:
     return f"{site.api_chain} ({polls}mean block {us(site.mean_block_us)})"
 
 
+def nvtx_of(site: StallSite) -> str:
+    """The NVTX path of the site's first launch, and that it is the first of many where it
+    is: a site gathers launches of every step, and "step 6 > sample" alone read as if step 6
+    were the only one that stalled."""
+    return (site.nvtx_path or "-") + first_of(site)
+
+
+def first_of(site: StallSite) -> str:
+    """`` (the first of N)`` after what a site shows of its first launch, where it has more."""
+    return f" (the first of {site.count})" if site.nvtx_path and site.count > 1 else ""
+
+
 LATENT_HEADING = "Also seen, not (yet) costing you"
 
 

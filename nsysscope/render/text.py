@@ -22,6 +22,7 @@ from .report_parts import (
     latent_line,
     latent_reason,
     metrics_rows,
+    nvtx_of,
     process_rows,
     split_sites,
     verdict,
@@ -67,7 +68,7 @@ def _site_lines(i: int, site: StallSite, width: int, rate: float | None) -> list
                     "those in the blocks)", width, "     line:  ", " " * 12)
     if site.api_chain:
         out += wrap(chain(site), width, "     chain: ", " " * 12)
-    out += wrap(f"{site.nvtx_path or '-'}   thread: {site.thread}", width, "     NVTX:  ",
+    out += wrap(f"{nvtx_of(site)}   thread: {site.thread}", width, "     NVTX:  ",
                 " " * 12)
     out += wrap(site.fix, width, "     fix:   ", " " * 12)
     return out
@@ -80,7 +81,7 @@ def _late_lines(late: list[StallSite], width: int) -> list[str]:
                      "(the host was late), longest first", width, "", "")]
     for site in late:
         out += wrap(f"{plural(site.count, 'launch', 'launches')}, {us(site.lost_us)} GPU idle "
-                    f"-- {site.where}   ({site.nvtx_path or '-'}, thread {site.thread})", width,
+                    f"-- {site.where}   ({nvtx_of(site)}, thread {site.thread})", width,
                     "  - ")
     out += wrap(late[0].fix, width, "  fix: ", " " * 7)
     return out

@@ -161,3 +161,23 @@ def test_no_window_says_why(analysed):
     verdict that overlap works."""
     out = registry.render("report", "text", analysed("case2_cpubound"))
     assert "overlap window p10/p50/p90  n/a: the host never waited on a launch" in out
+
+
+def test_a_sites_nvtx_path_is_said_to_be_its_first_launchs(analysed):
+    """A site gathers launches of every step; its NVTX path is its first launch's, and every
+    format says so ("step 6 > sample" alone read as if only step 6 stalled). A site of one
+    launch says nothing more."""
+    s = analysed("case1").summary
+    site = s.sites[0]
+    assert site.count > 1 and site.nvtx_path.startswith("step ")
+    said = f"{site.nvtx_path} (the first of {site.count})"
+    assert said in registry.render("report", "text", s, width=200)
+    assert f"<code>{site.nvtx_path.replace('>', '&gt;')}</code> (the first of {site.count})" \
+        in registry.render("report", "html", s)
+    one = dataclasses.replace(s, sites=[dataclasses.replace(site, count=1)])
+    assert f"{site.nvtx_path}   thread" in registry.render("report", "text", one, width=200)
+    assert "the first of" not in registry.render("report", "html", one)
+    late = analysed("case2_cpubound").summary.sites[-1]
+    assert late.klass == "launch_bound" and late.count > 1
+    assert f"`{late.nvtx_path} (the first of {late.count})`" in \
+        registry.render("report", "markdown", analysed("case2_cpubound").summary)

@@ -15,6 +15,7 @@ from ..report_parts import (
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
+    first_of,
     gain,
     header,
     latent_line,
@@ -68,7 +69,7 @@ def _site_card(i: int, site: StallSite) -> str:
                      f"{src.agreement:.0%} of those inside the blocks)"))
     if site.api_chain:
         rows.append(("API chain", f"<code>{escape(chain(site))}</code>"))
-    rows.append(("NVTX", f"<code>{escape(site.nvtx_path or '-')}</code>"))
+    rows.append(("NVTX", f"<code>{escape(site.nvtx_path or '-')}</code>{first_of(site)}"))
     rows.append(("thread", escape(site.thread)))
     rows.append(("example", f"launch {site.example_launch} "
                             f"(<code>t.launches.loc[{site.example_launch}]</code> in a notebook)"))
