@@ -42,6 +42,7 @@ def _results(name: str) -> dict:
                                   "results_2026-12-03_light1e5_2026_303fd23.json",
                                   "results_2026-12-04_light1e5_ffc4ef9.json",
                                   "results_2026-12-05_light1e5_3621388.json",
+                                  "results_2026-12-05_bc5e7a7.json",
                                   "results_2026-12-02_87eeac6.json",
                                   "results_2026-12-02_sample_87eeac6.json",
                                   "results_2026-12-02_090ff44.json",
