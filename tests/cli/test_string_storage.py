@@ -5,6 +5,8 @@ how pandas stores a string."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -43,3 +45,40 @@ def test_the_cli_report_equals_the_api_report_with_pyarrow_strings(monkeypatch, 
         assert a.launches.select_dtypes("str").dtypes.map(lambda d: d.storage).eq(
             "pyarrow").all()
         assert r.stdout == render.render("report", "json", a)
+
+
+def _program(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m nsysscope ARGS``: the program itself (:func:`nsysscope.cli.run`), which
+    the in-process runner of the other tests does not go through."""
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *flags, "-m", "nsysscope", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_program_imports_pandas_without_pyarrow_and_says_the_same():
+    """pyarrow installed, the program still does not import it (``-X importtime`` lists the
+    attempt, a few microseconds, but none of pyarrow's modules), and its report is the
+    in-process command's, made with pandas and pyarrow both loaded."""
+    path = str(SAMPLES / "h200_twoproc_healthy_case1_200.sqlite.xz")
+    p = _program("report", path, "--format", "json", importtime=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "pandas" in imported and "pyarrow.lib" not in imported
+    assert not {m for m in imported if m.startswith("pyarrow.")}
+    r = CliRunner().invoke(cli, ["report", path, "--format", "json"])
+    assert r.exit_code == 0 and p.stdout == r.stdout
+
+
+def test_the_programs_parquet_is_the_in_process_commands(tmp_path):
+    """``--per-launch FILE.parquet`` imports pyarrow after pandas ran without it: the same
+    table, cell for cell and type for type, as the in-process command writes."""
+    path = str(SAMPLES / "h200_case2_300.sqlite.xz")
+    ours, theirs = tmp_path / "program.parquet", tmp_path / "runner.parquet"
+    p = _program("report", path, "--per-launch", str(ours))
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = CliRunner().invoke(cli, ["report", path, "--per-launch", str(theirs)])
+    assert r.exit_code == 0, r.output
+    a, b = pd.read_parquet(ours), pd.read_parquet(theirs)
+    assert len(a) == 300
+    pd.testing.assert_frame_equal(a, b)
