@@ -67,9 +67,11 @@ def bootstrap_median_diff(x: np.ndarray, y: np.ndarray, n_boot: int = _BOOTSTRAP
 def _boot_medians(data: bytes, n_boot: int, seed: int) -> np.ndarray:
     """Medians of ``n_boot`` resamples (memoised: one distribution meets many in a sweep),
     exactly ``np.median(v[idx], axis=1)`` for the resamples ``idx``: each resample is sorted
-    as the ranks of its values, 16-bit integers where the sample has fewer than 32768 (which
-    numpy sorts by radix, 3x faster than partitioning the values), and its middle ranks
-    name its median (4000 values x 1000 resamples: 86 -> 50 ms)."""
+    as the ranks of its values, and its middle ranks name its median (4000 values x 1000
+    resamples: 86 -> 50 ms). The ranks are 16-bit integers where the sample has fewer than
+    32768, which numpy sorts by radix when asked for a stable sort; its default sort takes
+    3.3x longer on a CPU without AVX-512 (the 2-core bench box: 5000 values x 1000 resamples,
+    0.31 -> 0.09 s; bench/README.md). Integers sort to the same order either way."""
     v = np.frombuffer(data, dtype=float)
     n = len(v)
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
@@ -77,7 +79,7 @@ def _boot_medians(data: bytes, n_boot: int, seed: int) -> np.ndarray:
     rank = np.empty(n, dtype=np.int16 if n < 1 << 15 else np.int64)
     rank[order] = np.arange(n)
     ranks = rank[idx]
-    ranks.sort(axis=1)
+    ranks.sort(axis=1, kind="stable" if ranks.dtype == np.int16 else "quicksort")
     ranked = v[order]  # the (n - 1) // 2-th and n // 2-th smallest: one value for an odd n
     medians: np.ndarray = (ranked[ranks[:, (n - 1) // 2]] + ranked[ranks[:, n // 2]]) / 2
     return medians
