@@ -272,39 +272,66 @@ class Lanes:
 def lanes(start: np.ndarray, end: np.ndarray, track: Lanes | None = None) -> np.ndarray:
     """:class:`Lanes` over arrays already sorted by start (ties: longest first): of a new
     track, or of ``track`` (its slices so far; left as these slices leave it, as for a track
-    read a block at a time). Where no earlier slice is still open at the first start and no
-    slice crosses another (each nests in the slices open at its start, or none is open),
-    every slice takes lane 0, seen without walking them (:func:`_crossing`)."""
+    read a block at a time).
+
+    Only the runs of slices that need it are walked (:func:`_to_walk`): where no slice is
+    open at a start the walk begins afresh, and in a run where every slice nests in the
+    slices open at its start (or none is open) every slice takes lane 0. One crossing pair
+    among a stream's million kernels (clock skew: some in every H200 sample) walks that pair's
+    run, not the stream."""
     track = Lanes() if track is None else track
     if len(start) == 0:
         return np.zeros(0, dtype=np.int64)
-    first = int(start[0])
+    s, e = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    first = int(s[0])
     for stack in track.stacks:  # what add(first) would pop: ended by then
         while stack and stack[-1] <= first:
             stack.pop()
-    if not any(track.stacks) and not _crossing(start, end):
-        # the slices still open at the last start: nested, so a stack, innermost last
-        track.stacks = [end[end > start[-1]].tolist()]
-        return np.zeros(len(start), dtype=np.int64)
-    return np.fromiter((track.add(int(s), int(e)) for s, e in zip(start, end, strict=True)),
-                       dtype=np.int64, count=len(start))
+    # a slice carried over from the last block and still open (a stack's first: its outermost)
+    carried = max((stack[0] for stack in track.stacks if stack), default=None)
+    walk = _to_walk(s, e, carried)
+    out = np.zeros(len(s), dtype=np.int64)
+    at = np.flatnonzero(walk)
+    out[at] = np.fromiter((track.add(int(a), int(b)) for a, b in zip(s[at], e[at], strict=True)),
+                          dtype=np.int64, count=len(at))
+    if not walk[-1]:
+        # the last run nests, and every earlier slice has ended by its first start: what is
+        # open at the last start is a stack, innermost last
+        track.stacks = [e[e > s[-1]].tolist()]
+    return out
 
 
-def _crossing(start: np.ndarray, end: np.ndarray) -> bool:
-    """Whether a slice starts inside an earlier one and ends after it (or the slices are not
-    in :func:`lanes`' order): where none does, :class:`Lanes` puts every slice in lane 0.
+def _to_walk(s: np.ndarray, e: np.ndarray, carried: int | None) -> np.ndarray:
+    """Which slices :func:`lanes` walks: every slice of a run (slices from one start at which
+    nothing is open, ``carried`` the latest end of a slice open from an earlier block, to the
+    next) in which a slice crosses another, and the run a carried slice is open in; all of
+    them where the slices are not in :class:`Lanes`' order or one ends before it starts."""
+    n = len(s)
+    step, tie = np.diff(s), np.diff(e)
+    if (step < 0).any() or ((step == 0) & (tie > 0)).any() or (e < s).any():
+        return np.ones(n, dtype=bool)  # not in Lanes' order, or a slice ending before it starts
+    reach = np.maximum.accumulate(e)
+    if carried is not None:
+        reach = np.maximum(reach, carried)
+    run = np.cumsum(np.r_[False, reach[:-1] <= s[1:]])  # each slice's run: 0, 1, ...
+    bad = np.zeros(int(run[-1]) + 1, dtype=bool)
+    bad[run[_crossing(s, e)]] = True
+    bad[0] |= carried is not None
+    walk: np.ndarray = bad[run]
+    return walk
+
+
+def _crossing(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Which slices (in :class:`Lanes`' order, none ending before it starts) start inside an
+    earlier one and end after it: where none of a run does, :class:`Lanes` puts every slice
+    of the run in lane 0.
 
     By induction over the slices in order: while none crosses, the slices open at a start
     ``s`` (ending after it) nest, and the innermost is the last one that started at the
     depth below, the depth being how many slices are open. So it is enough that each slice
-    ends within that one."""
-    s, e = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    ends within that one (a slice whose parent is found in an earlier run is counted as
+    crossing: its run is walked, which is never wrong)."""
     n = len(s)
-    if n < 2:
-        return False
-    step, tie = np.diff(s), np.diff(e)
-    if (step < 0).any() or ((step == 0) & (tie > 0)).any() or (e < s).any():
-        return True  # not in Lanes' order, or a slice ending before it starts: walk them
     i = np.arange(n)
     # slices ending at or before s[i]: those before i, and zero-length ones at s[i] from i on
     # (a zero-length slice sorts last among those starting with it)
@@ -313,12 +340,13 @@ def _crossing(start: np.ndarray, end: np.ndarray) -> bool:
     ended_before = np.searchsorted(np.sort(e), s, side="right") - (zero[group_end] - zero[i])
     depth = i - ended_before  # slices before i still open at its start
     inner = depth > 0
+    crossing = np.zeros(n, dtype=bool)
     if not inner.any():
-        return False
+        return crossing
     keys = np.sort(depth * n + i)
     at = np.searchsorted(keys, (depth[inner] - 1) * n + i[inner]) - 1
     parent_key = keys[np.maximum(at, 0)]
     parent = parent_key % n
     found = (at >= 0) & (parent_key // n == depth[inner] - 1)
-    nests = found & (e[parent] > s[inner]) & (e[inner] <= e[parent])
-    return not nests.all()
+    crossing[inner] = ~(found & (e[parent] > s[inner]) & (e[inner] <= e[parent]))
+    return crossing

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..trace.gpu_work import gpu_op_blocks
+from ..trace.gpu_work import gpu_op_blocks, op_window_bounds
 from ..util.version import __version__
 from .chrome_json import EventWriter, Lanes, json_texts, lanes, open_trace
 
@@ -234,12 +234,12 @@ def _stream_tracks(tracks: _Tracks, d: pd.DataFrame, kind: str,
 
 def _graph_kernels(w: EventWriter, tracks: _Tracks, db: os.PathLike[str] | str,
                    L: pd.DataFrame) -> None:
-    """Every kernel, copy and memset of every replay, read from the export a block at a time;
-    each stream's lanes carried from block to block."""
+    """Every kernel, copy and memset of every replay, read from the export a time window at a
+    time and written a block at a time; each stream's lanes carried from block to block."""
     procs = np.unique(L["proc"].to_numpy())
     graph = np.unique(_op_key(procs, L["proc"].to_numpy(), L["corr_id"].to_numpy()))
     lane_state: dict[tuple[int, int, int], Lanes] = {}
-    for block in gpu_op_blocks(db):
+    for block in gpu_op_blocks(db, op_window_bounds(L["gpu_start_ns"], L["n_ops"])):
         proc, corr = block["proc"].to_numpy(), block["corr_id"].to_numpy()
         known = np.isin(proc, procs)
         keep = known & np.isin(_op_key(procs, np.where(known, proc, procs[0]), corr), graph)

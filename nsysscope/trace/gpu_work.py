@@ -1,5 +1,6 @@
 """The GPU side: each graph launch's replay, aggregated in SQL, and the eager GPU work; and
-every GPU op a block at a time, for a timeline of every graph node (:func:`gpu_op_blocks`).
+every graph op a time window at a time, for a timeline of every graph node
+(:func:`gpu_op_blocks`).
 
 The big tables (kernels, copies, memsets: ~200 rows per replay with
 ``--cuda-graph-trace=node``, 98 % of a trace's rows) are folded as they are read: a replay's
@@ -12,8 +13,9 @@ launch, and one per eager op, ever reaches Python. With
 from __future__ import annotations
 
 import functools
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -217,28 +219,106 @@ def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
 
 #: the columns of :func:`gpu_op_blocks`
 GPU_OP_COLUMNS = ["proc", "device", "stream", "start_ns", "end_ns", "corr_id", "name"]
+#: per table: the column that names an op (a kernel's short name, a StringIds id; a copy's or
+#: a memset's size) and how its name reads
+_OP_NAMES = {"CUPTI_ACTIVITY_KIND_KERNEL": ("IFNULL(shortName, -1)", None),
+             "CUPTI_ACTIVITY_KIND_MEMCPY": ("IFNULL(bytes, -1)", "memcpy {} B"),
+             "CUPTI_ACTIVITY_KIND_MEMSET": ("IFNULL(bytes, -1)", "memset {} B")}
 
 
-def gpu_op_blocks(db: os.PathLike[str] | str, rows: int = 100_000) -> Iterator[pd.DataFrame]:
-    """Every kernel, copy and memset of the export ``db``, ``rows`` at a time
+def gpu_op_blocks(db: os.PathLike[str] | str, bounds: Sequence[int] = (),
+                  rows: int = 100_000) -> Iterator[pd.DataFrame]:
+    """Every kernel, copy and memset of the graph replays of the export ``db`` (where the
+    export marks them: ``graphNodeId``; every op of an older one), ``rows`` at a time
     (:data:`GPU_OP_COLUMNS`: process key, device, stream, start, end, correlation id and a
-    name, a kernel's short name or ``memcpy N B``), by process, device, stream and start (ties:
-    the longest first). For a timeline of every graph node (``export --all-kernels``):
-    millions of rows, sorted by SQLite, never all held."""
-    conn = connect_readonly(Path(db))
-    try:
-        tables = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        named = {"CUPTI_ACTIVITY_KIND_KERNEL": "COALESCE((SELECT value FROM StringIds WHERE id = "
-                                               "shortName), 'kernel')",
-                 "CUPTI_ACTIVITY_KIND_MEMCPY": "'memcpy ' || bytes || ' B'",
-                 "CUPTI_ACTIVITY_KIND_MEMSET": "'memset ' || bytes || ' B'"}
-        parts = [f'SELECT globalPid >> 24, deviceId, streamId, start, "end", correlationId, '
-                 f"{name} FROM {table}" for table, name in named.items() if table in tables]
-        if not parts:
-            return
-        cur = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3, 4, 5 DESC")
-        while block := cur.fetchmany(rows):
-            yield pd.DataFrame.from_records(block, columns=GPU_OP_COLUMNS)
-    finally:
-        conn.close()
+    name, a kernel's short name or ``memcpy N B``), for a timeline of every graph node
+    (``export --all-kernels``).
+
+    Read a time window at a time (``bounds``: the ascending start times between windows,
+    :func:`op_window_bounds`), each window with one read of each table (nsysscope's column
+    reader: no Python object per value) and sorted by process, device, stream and start
+    (ties: the longest first, then by correlation id, then in table and row order): so a
+    stream's ops come in order of start from window to window, and millions of them are
+    never all held."""
+    path = Path(db)
+    with Schema(connect_readonly(path), path) as s:
+        present = [t for t in _OP_NAMES if s.has(t)]
+        names = _OpNames(s)
+        edges = [np.iinfo(np.int64).min, *bounds, np.iinfo(np.int64).max]
+        for lo, hi in itertools.pairwise(edges):
+            window = [_ops_of(s, t, lo, hi, names) for t in present]
+            if not window:
+                return
+            proc, device, stream, start, end, corr, name = (
+                np.concatenate(cols) for cols in zip(*window, strict=True))
+            order = np.lexsort((corr, -end, start, stream, device, proc))
+            block = frame(GPU_OP_COLUMNS[:-1], [v[order] for v in
+                                                (proc, device, stream, start, end, corr)])
+            block["name"] = names.categorical(name[order])
+            for at in range(0, len(block), rows):
+                yield block.iloc[at:at + rows]
+
+
+def op_window_bounds(gpu_start_ns: np.ndarray, n_ops: np.ndarray,
+                     rows: int = 500_000) -> list[int]:
+    """The start times between the time windows :func:`gpu_op_blocks` reads, so that each
+    holds about ``rows`` graph ops, from each replay's first start and count of ops (a
+    replay without GPU work: NaN, left out). Any times would give the same ops: these only
+    bound how many are held at once."""
+    start = np.asarray(gpu_start_ns, dtype=np.float64)
+    known = np.isfinite(start)
+    order = np.argsort(start[known], kind="stable")
+    done = np.cumsum(np.asarray(n_ops, dtype=np.int64)[known][order])
+    cut = np.searchsorted(done, np.arange(rows, int(done[-1]) if len(done) else 0, rows))
+    bounds: list[int] = np.unique(start[known][order][cut].astype(np.int64)).tolist()
+    return bounds
+
+
+def _ops_of(s: Schema, table: str, lo: int, hi: int,
+            names: _OpNames) -> list[np.ndarray]:
+    """``table``'s graph ops that start in ``[lo, hi)``: process key, device, stream, start,
+    end, correlation id, and a code of the op's name (:class:`_OpNames`)."""
+    column, _ = _OP_NAMES[table]
+    nodes = "graphNodeId IS NOT NULL AND " if "graphNodeId" in s.columns(table) else ""
+    gpid, device, stream, start, end, corr, named = s.read(
+        f'SELECT IFNULL(globalPid, -1), deviceId, streamId, start, "end", '
+        f"IFNULL(correlationId, -1), {column} FROM {table} "
+        f"WHERE {nodes}start >= ? AND start < ?", "iiiiiii", (lo, hi), split=table)
+    return [process_of_pid(gpid), device, stream, start, end, corr,
+            names.code(table, named)]
+
+
+class _OpNames:
+    """The names of GPU ops as codes into one list of distinct names: a table's naming value
+    (a StringIds id, a size) to its name's code, and codes to a categorical of the names."""
+
+    def __init__(self, s: Schema) -> None:
+        self.s = s
+        self.codes: dict[tuple[str, int], int] = {}  # (table, naming value): code
+        self.names: dict[str, int] = {}  # name: code
+
+    def code(self, table: str, values: np.ndarray) -> np.ndarray:
+        """The code of each op's name (-1: none, a copy of unknown size)."""
+        distinct, inverse = np.unique(values, return_inverse=True)
+        form = _OP_NAMES[table][1]
+        new = [int(v) for v in distinct if (table, int(v)) not in self.codes]
+        text = self._strings(new) if form is None else \
+            {v: form.format(v) for v in new if v >= 0}
+        for v in new:
+            name = text.get(v, "kernel" if form is None else None)
+            self.codes[(table, v)] = -1 if name is None else \
+                self.names.setdefault(name, len(self.names))
+        codes = np.array([self.codes[(table, int(v))] for v in distinct], dtype=np.int64)
+        return codes[inverse]
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes, categories=pd.Index(list(self.names),
+                                                                    dtype=object))
+
+    def _strings(self, ids: list[int]) -> dict[int, str]:
+        """StringIds' text of each of ``ids`` it holds."""
+        if not ids or not self.s.has("StringIds"):
+            return {}
+        found = self.s.conn.execute(
+            f"SELECT id, value FROM StringIds WHERE id IN ({','.join(map(str, ids))})")
+        return {int(i): v for i, v in found if v is not None}

@@ -10,11 +10,19 @@ import io
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsysscope.export.chrome_json import EventWriter, Lanes, _Behind, json_texts, lanes
+from nsysscope.export.chrome_json import (
+    EventWriter,
+    Lanes,
+    _Behind,
+    _to_walk,
+    json_texts,
+    lanes,
+)
 
 
 def _walked(start: list[int], end: list[int]) -> list[int]:
@@ -57,6 +65,54 @@ def test_lanes_of_a_track_read_in_blocks_are_the_walks_lanes(track, cuts):
         got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
                      state).tolist()
     assert got == _walked(start, end)
+
+
+@st.composite
+def runs_of_slices(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    """Several tracks of :func:`slices` one after the other, each starting where the last one
+    reached or later (touching it or after a gap): runs of which some cross and some nest."""
+    start: list[int] = []
+    end: list[int] = []
+    for _ in range(draw(st.integers(1, 5))):
+        s, e = draw(slices())
+        base = max(end + start, default=0) + draw(st.integers(0, 3))
+        start += [base + v for v in s]
+        end += [base + v for v in e]
+    return start, end
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(runs_of_slices(), st.lists(st.integers(0, 60), max_size=3))
+def test_lanes_of_runs_read_in_blocks_are_the_walks_lanes(track, cuts):
+    """Runs walked and runs not walked, whole and a block at a time: one walk's lanes."""
+    start, end = track
+    assert lanes(np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)).tolist() == \
+        _walked(start, end)
+    state = Lanes()
+    got: list[int] = []
+    bounds = [0, *sorted(min(c, len(start)) for c in cuts), len(start)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
+                     state).tolist()
+    assert got == _walked(start, end)
+
+
+def test_only_the_runs_with_crossing_kernels_are_walked(analysed):
+    """The case1 H200 sample's graph ops, 66,600 on one stream back to back, of which three
+    start before the one before them ends (clock skew): the lanes are the walk's, and only
+    the runs holding such a pair are walked (6 slices; before, the whole stream)."""
+    from nsysscope.trace import resolve
+    from nsysscope.trace.gpu_work import gpu_op_blocks
+
+    ops = pd.concat(gpu_op_blocks(resolve(analysed("case1").trace.source)))
+    busiest = ops.groupby(["proc", "device", "stream"]).size().idxmax()
+    k = ops.set_index(["proc", "device", "stream"]).loc[busiest]
+    start, end = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
+    crossing = int(((start[1:] < end[:-1]) & (end[1:] > end[:-1])).sum())
+    walked = int(_to_walk(start, end, None).sum())
+    assert len(start) > 10_000 and crossing > 0
+    assert 2 * crossing <= walked <= 20 * crossing  # each pair's run: a few slices
+    assert lanes(start, end).tolist() == _walked(start.tolist(), end.tolist())
 
 
 def test_lanes_of_nested_and_following_slices_are_all_the_first():
