@@ -30,6 +30,17 @@ def _walked(start: list[int], end: list[int]) -> list[int]:
     return [lane.add(s, e) for s, e in zip(start, end, strict=True)]
 
 
+def _lanes_in_blocks(start: list[int], end: list[int], cuts: list[int]) -> list[int]:
+    """:func:`lanes` of a track given a block at a time (cut at ``cuts``), carried over."""
+    state = Lanes()
+    got: list[int] = []
+    bounds = [0, *sorted(min(c, len(start)) for c in cuts), len(start)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
+                     state).tolist()
+    return got
+
+
 @st.composite
 def slices(draw: st.DrawFn) -> tuple[list[int], list[int]]:
     """Slices of one track in lanes' order (by start, the longest first), small times so
@@ -58,13 +69,7 @@ def test_lanes_of_a_track_read_in_blocks_are_the_walks_lanes(track, cuts):
     """``export --all-kernels`` reads a stream's kernels a block at a time: the lanes carried
     from block to block are the ones of one walk over them all."""
     start, end = track
-    state = Lanes()
-    got: list[int] = []
-    bounds = [0, *sorted(min(c, len(start)) for c in cuts), len(start)]
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
-                     state).tolist()
-    assert got == _walked(start, end)
+    assert _lanes_in_blocks(start, end, cuts) == _walked(start, end)
 
 
 @st.composite
@@ -88,13 +93,7 @@ def test_lanes_of_runs_read_in_blocks_are_the_walks_lanes(track, cuts):
     start, end = track
     assert lanes(np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)).tolist() == \
         _walked(start, end)
-    state = Lanes()
-    got: list[int] = []
-    bounds = [0, *sorted(min(c, len(start)) for c in cuts), len(start)]
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        got += lanes(np.array(start[a:b], dtype=np.int64), np.array(end[a:b], dtype=np.int64),
-                     state).tolist()
-    assert got == _walked(start, end)
+    assert _lanes_in_blocks(start, end, cuts) == _walked(start, end)
 
 
 def test_only_the_runs_with_crossing_kernels_are_walked(analysed):

@@ -9,8 +9,9 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from test_columnar import ENGINES, use
 
-from nsysscope.trace import columnar, resolve, stepped
+from nsysscope.trace import resolve
 from nsysscope.trace.gpu_work import GPU_OP_COLUMNS, gpu_op_blocks, op_window_bounds
 
 #: the query the blocks were read with before (one SQLite sort of the three tables, a Python
@@ -57,16 +58,11 @@ def sample(request, sample_path):
     return request.param, db, _by_sqlite(db)
 
 
-@pytest.mark.parametrize("engine", ["stepped", "duckdb", "sqlite3"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_one_window_is_sqlites_own_sort(sample, engine, monkeypatch):
     """One window (no bounds): the rows, order and names of SQLite's sort (66,600 graph ops in
     case1, 88,800 over two processes), through each column reader."""
-    if engine == "stepped" and not stepped.available():
-        pytest.skip("C reader not built")
-    if engine != "stepped":
-        monkeypatch.setattr(columnar, "available", lambda: False)
-    if engine == "sqlite3":
-        monkeypatch.setattr(columnar, "attach", lambda db: None)
+    use(engine, monkeypatch)
     _, db, expected = sample
     got = _read(db, [])
     assert len(got) == len(expected) > 60_000
