@@ -95,41 +95,51 @@ def _reach(b: pd.DataFrame, w: pd.DataFrame) -> list[_Columns]:
     return out
 
 
-_Edge = tuple[int, int, np.ndarray, np.ndarray]
+#: one dependency edge: the source stream, the waits' times in issue order, and the latest
+#: record awaited so far at each
+_Edge = tuple[int, np.ndarray, np.ndarray]
 
 
-def _edges(w: pd.DataFrame) -> list[_Edge]:
-    """Per edge (waiting stream, source stream), in order of its first wait: the waits'
-    times in issue order, and the latest record awaited so far at each (a later wait can
-    name an earlier record)."""
+def _edges(w: pd.DataFrame) -> dict[int, list[_Edge]]:
+    """Per waiting stream, its edges (one per source stream, in order of its first wait): the
+    waits' times in issue order, and the latest record awaited so far at each (a later wait
+    can name an earlier record)."""
     edge, _ = pd.factorize(pd.MultiIndex.from_arrays([w["stream"], w["src_stream"]]))
     order = np.lexsort((w["wait_ns"].to_numpy(), edge))
     stream, src = w["stream"].to_numpy()[order], w["src_stream"].to_numpy()[order]
     wait_ns = w["wait_ns"].to_numpy(dtype=np.float64)[order]
     record_ns = w["record_ns"].to_numpy(dtype=np.float64)[order]
     cut = np.flatnonzero(np.diff(edge[order])) + 1
-    return [(stream[a], src[a], wait_ns[a:z], np.maximum.accumulate(record_ns[a:z]))
-            for a, z in zip(np.r_[0, cut], np.r_[cut, len(order)], strict=True) if z > a]
+    out: dict[int, list[_Edge]] = {}
+    for a, z in zip(np.r_[0, cut], np.r_[cut, len(order)], strict=True):
+        if z > a:
+            out.setdefault(int(stream[a]), []).append(
+                (int(src[a]), wait_ns[a:z], np.maximum.accumulate(record_ns[a:z])))
+    return out
 
 
-def _follow(edges: list[_Edge], origin: int, boundary: np.ndarray,
+def _follow(edges: dict[int, list[_Edge]], origin: int, boundary: np.ndarray,
             hops: int) -> dict[int, np.ndarray]:
     """How far blocks on stream ``origin`` with these boundaries reach on each stream they
-    reach (-inf: not this block). A fixed point: each pass follows one more hop, and there
-    are at most ``hops``."""
+    reach (-inf: not this block). A fixed point, one hop a round from the streams whose reach
+    grew in the last (at most ``hops`` rounds): only the edges out of those are followed,
+    so a round costs what the streams reached lead to, not every edge of the process (a
+    server's thousands of streams: 61 of 141 s of a two-rank 10^5 trace went to following
+    every edge in every round for every stream)."""
     cov = {origin: boundary}
+    grew = [origin]
     for _ in range(hops):
-        changed = False
-        for s, x, wait_ns, latest_record in edges:
-            if s not in cov:
-                continue
-            i = np.searchsorted(wait_ns, cov[s], side="left") - 1  # waits enqueued before
-            reached = np.where(i >= 0, latest_record[np.maximum(i, 0)], -np.inf)
-            before = cov.get(x, np.full(len(boundary), -np.inf))
-            grown = reached > before
-            if grown.any():
-                cov[x] = np.where(grown, reached, before)
-                changed = True
-        if not changed:
+        now: dict[int, None] = {}  # the streams whose reach grew this round, in order
+        for s in grew:
+            for x, wait_ns, latest_record in edges.get(s, ()):
+                i = np.searchsorted(wait_ns, cov[s], side="left") - 1  # waits enqueued before
+                reached = np.where(i >= 0, latest_record[np.maximum(i, 0)], -np.inf)
+                before = cov.get(x, np.full(len(boundary), -np.inf))
+                grown = reached > before
+                if grown.any():
+                    cov[x] = np.where(grown, reached, before)
+                    now[x] = None
+        if not now:
             break
+        grew = list(now)
     return cov

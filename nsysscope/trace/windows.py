@@ -1,7 +1,9 @@
 """A long trace read one time window at a time, so that its analysis holds one window's
 events at once, not all of them (:func:`nsysscope.analysis.windows.analyze_windows`).
 
-Windows are cut between graph launches, every :data:`WINDOW_LAUNCHES` of them. A window owns
+Windows are cut between graph launches, every :data:`WINDOW_LAUNCHES` of them, or fewer where
+the trace holds more rows per launch than a single-process engine (:func:`launches_per_window`:
+a window holds about :data:`WINDOW_ROWS` rows, whatever a launch brings). A window owns
 the launches whose call starts in it, and reads a little more on each side
 (:data:`MARGIN_LAUNCHES` launches of every process): a launch is judged from the events around
 it (its replay, the host block after it, the NVTX ranges around that), and these margins hold
@@ -43,8 +45,13 @@ from .sources import read_resolved, resolve
 from .tables import collectives_table, wanted_api_ids
 from .time_range import TimeRange
 
-#: launches a window owns (one window's analysis holds ~6 KB per launch: bench/README.md)
+#: launches a window owns at most (one window's analysis holds ~6 KB per launch of the light
+#: replica, ~51 rows of the copied tables a launch: bench/README.md)
 WINDOW_LAUNCHES = 50_000
+#: rows of the copied tables a window owns about: a two-rank tensor-parallel server copies
+#: ~295 a launch (NCCL's calls, events and syncs), and 50,000 of its launches a window held
+#: 2.6 GB (0.88 GB so); the light replica's windows stay at 50,000 launches
+WINDOW_ROWS = 2_600_000
 #: launches of every process a window reads before and after its own: a launch's wait comes
 #: up to two steps after it, and a step is one launch (the one-graph samples need 1 before
 #: and 3 after) or, with piecewise CUDA graphs, one per piece (24 in the samples, ~33 for a
@@ -86,6 +93,15 @@ class Window:
         return inside
 
 
+def launches_per_window(launches: int, rows: int) -> int:
+    """How many launches a window owns in a trace of ``launches`` graph launches and ``rows``
+    rows in the copied tables: :data:`WINDOW_ROWS` rows' worth, at most
+    :data:`WINDOW_LAUNCHES`, but not fewer than ten times the margin a window reads on each
+    side (fewer would read mostly margin)."""
+    fit = int(WINDOW_ROWS * launches / rows) if rows > 0 else WINDOW_LAUNCHES
+    return min(WINDOW_LAUNCHES, max(10 * MARGIN_LAUNCHES, fit))
+
+
 def plan_windows(launches: pd.DataFrame, per_window: int = WINDOW_LAUNCHES,
                  margin: int = MARGIN_LAUNCHES) -> list[Window]:
     """The windows of a trace whose graph launches are ``launches`` (``proc, start_ns``):
@@ -125,10 +141,11 @@ def _margin(own: list[np.ndarray], t: int | None, n: int, side: int) -> int | No
 
 class TraceWindows:
     """An nsys export copied for reading in :class:`Window`\\ s (a context manager: the copy
-    is deleted on exit). :meth:`traces` yields each window's :class:`Trace`."""
+    is deleted on exit). :meth:`traces` yields each window's :class:`Trace`; ``per_window``:
+    the launches a window owns (None: :func:`launches_per_window`)."""
 
     def __init__(self, path: str | Path, db: Path, duck: Any,
-                 per_window: int = WINDOW_LAUNCHES, margin: int = MARGIN_LAUNCHES) -> None:
+                 per_window: int | None = None, margin: int = MARGIN_LAUNCHES) -> None:
         self.path, self.db, self._duck = Path(path), db, duck
         self._dir: Path | None = None
         self._schema = Schema(connect_readonly(db), self.path, duck=duck)
@@ -136,8 +153,12 @@ class TraceWindows:
             self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
             with damage_reported(path):
                 self._wanted = wanted_api_ids(self._schema)  # the CUDA calls the loader reads
-                self._copy()
-                self.windows = plan_windows(self._launches(), per_window, margin)
+                #: rows copied, of all the tables
+                self.rows = self._copy()
+                launches = self._launches()
+                self.windows = plan_windows(
+                    launches, per_window or launches_per_window(len(launches), self.rows),
+                    margin)
         except BaseException:
             self.close()
             raise
@@ -181,43 +202,48 @@ class TraceWindows:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _copy(self) -> None:
+    def _copy(self) -> int:
         """The columns the loader reads of each event table (of the CUDA calls, only the
-        calls it reads), to Parquet in the table's order; a view of each in its place."""
+        calls it reads), to Parquet in the table's order; a view of each in its place. The
+        rows copied, of all tables."""
         d = self._duck
         d.execute("SET preserve_insertion_order = false")  # each core writes as it reads
         assert self._dir is not None  # made before the copy starts
         compression = copy_compression(self.db, self._dir)
-        views = []
+        views: list[str] = []
+        rows = 0
         with progress(f"copying {self.path.name} to read it in windows",
                       total=len(_COPIED)) as bar:
             for table in _COPIED:
-                views += self._copy_table(table, compression)
+                sql, copied = self._copy_table(table, compression)
+                views += sql
+                rows += copied
                 bar.advance()
         d.execute("SET preserve_insertion_order = true")
         d.execute("USE memory")
         for view in views:
             d.execute(view)
         d.execute("SET search_path = 'memory.main,trace.main'")  # the rest: from the export
+        return rows
 
-    def _copy_table(self, table: str, compression: str) -> list[str]:
+    def _copy_table(self, table: str, compression: str) -> tuple[list[str], int]:
         """Copy ``table`` (:meth:`_copy`), ``compression`` its Parquet codec; the SQL of its
-        view, if it has anything to copy."""
+        view, if it has anything to copy, and the rows copied."""
         cols = sorted(self._schema.columns(table) & _COLUMNS)
         if not cols:
-            return []
+            return [], 0
         where = ""
         if table == _RUNTIME:
             where = f" WHERE nameId IN ({','.join(map(str, self._wanted))})"
         assert self._dir is not None
         out = sql_text(self._dir / f"{table}.parquet")
         listed = ", ".join(f'"{c}"' for c in cols)
-        self._duck.execute(f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}"
-                           f"{where}) TO '{out}' "
-                           f"(FORMAT parquet, COMPRESSION {compression})")
+        copied = self._duck.execute(
+            f"COPY (SELECT rowid AS rowid, {listed} FROM trace.main.{table}{where}) TO '{out}' "
+            f"(FORMAT parquet, COMPRESSION {compression})").fetchone()
         # in the table's order again (ties keep it): each window sorts only what it reads
-        return [f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}') "
-                "ORDER BY rowid"]
+        return ([f"CREATE VIEW memory.main.{table} AS SELECT * FROM read_parquet('{out}') "
+                 "ORDER BY rowid"], int(copied[0]) if copied else 0)
 
     def _launches(self) -> pd.DataFrame:
         """``proc, start_ns`` of every graph launch."""
@@ -239,7 +265,7 @@ def copy_compression(db: Path, folder: Path) -> str:
 def in_windows(path: str | Path, nsys: str | None = None, per_window: int | None = None,
                calls: int | None = None) -> TraceWindows | None:
     """``path`` ready to read in windows of ``per_window`` launches (default
-    :data:`WINDOW_LAUNCHES`) when it holds more than ``calls`` CUDA calls (default
+    :func:`launches_per_window`) when it holds more than ``calls`` CUDA calls (default
     :data:`WINDOWED_CALLS`), else None: read it whole with :func:`.load.load`, which also
     says what is wrong with a file that cannot be read (nothing is reported here)."""
     if not is_long(path, nsys, calls):
@@ -274,7 +300,7 @@ def _windows_of(path: str | Path, db: Path, per_window: int | None) -> TraceWind
     import duckdb
 
     try:
-        return TraceWindows(path, db, duck, per_window or WINDOW_LAUNCHES)
+        return TraceWindows(path, db, duck, per_window)
     except (duckdb.Error, OSError) as e:  # no room for the copy, say: read it whole
         if interrupted(e):  # Ctrl-C while copying: stop, as everywhere else
             raise KeyboardInterrupt from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import tempfile
 
 import numpy as np
@@ -18,7 +19,9 @@ from frames import comparable  # tests/ is on sys.path
 from nsysscope.analysis.windows import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
-from nsysscope.trace.windows import in_windows, plan_windows
+from nsysscope.trace.schema import Schema, connect_readonly
+from nsysscope.trace.tables import wanted_api_ids
+from nsysscope.trace.windows import in_windows, launches_per_window, plan_windows
 
 #: small enough that every sample has several windows, each edge next to a few launches
 SMALL = 40
@@ -84,6 +87,50 @@ def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2, 
     assert json.loads(part.summary.to_json(with_distributions=True)) == \
         json.loads(whole.summary.to_json(with_distributions=True))
     assert any("2 groups of ranks" in note for note in part.summary.notes)
+
+
+def test_a_window_holds_about_so_many_rows_whatever_a_launch_brings():
+    """The light 10^5 replica copies 5,085,300 rows (~51 a launch): windows of the most
+    launches, as before rows counted. A two-rank server's ~295 a launch (the tp2 replica's
+    29,497,000): 8,814 launches a window (its 10^5 launches in 50,000-launch windows held
+    2.6 GB). Never fewer than ten margins."""
+    assert launches_per_window(100_000, 5_085_300) == trace_windows.WINDOW_LAUNCHES
+    assert launches_per_window(100_000, 29_497_000) == 8_814
+    assert launches_per_window(100_000, 10**12) == 10 * trace_windows.MARGIN_LAUNCHES
+    assert launches_per_window(0, 0) == trace_windows.WINDOW_LAUNCHES
+
+
+def test_windows_cut_by_rows_give_the_whole_traces_analysis(sample_path, analysed, monkeypatch):
+    """The two-rank sample (127,000 rows copied for 200 launches: NCCL's set-up, calls,
+    events and syncs) with windows of 40,000 rows: the rows copied are the export's own
+    count of them, the windows own ``launches_per_window`` launches each (the last one at
+    least half that), and together they give the whole trace's analysis."""
+    monkeypatch.setattr(trace_windows, "WINDOW_ROWS", 40_000)
+    monkeypatch.setattr(trace_windows, "MARGIN_LAUNCHES", 4)  # the floor only: 40 launches
+    path = sample_path("tp2_case1")
+    tw = in_windows(path, calls=0)
+    assert tw is not None
+    conn = sqlite3.connect(tw.db)
+    wanted = ",".join(map(str, wanted_api_ids(Schema(connect_readonly(tw.db), path))))
+    counted = sum(conn.execute(f"SELECT count(*) FROM {t}" + (
+        f" WHERE nameId IN ({wanted})" if t == "CUPTI_ACTIVITY_KIND_RUNTIME" else ""
+    )).fetchone()[0] for t in trace_windows._COPIED
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone())
+    conn.close()
+    launches = len(analysed("tp2_case1").launches)
+    per_window = launches_per_window(launches, counted)
+    assert tw.rows == counted and 40 < per_window < launches // 2
+    owned = [int(w.owns(analysed("tp2_case1").launches["api_start_ns"].to_numpy()).sum())
+             for w in tw.windows]
+    assert len(owned) >= 2 and sum(owned) == launches
+    assert owned[:-1] == [per_window] * (len(owned) - 1) and per_window // 2 <= owned[-1] \
+        < 2 * per_window
+    part = analyze_windows(tw)
+    whole = analysed("tp2_case1")
+    pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
+                                  check_dtype=False)
+    assert json.loads(part.summary.to_json(with_distributions=True)) == \
+        json.loads(whole.summary.to_json(with_distributions=True))
 
 
 def test_windows_own_every_launch_once_and_read_around_it(analysed):
