@@ -26,6 +26,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,9 @@ from .time_range import TimeRange
 WINDOW_LAUNCHES = 50_000
 #: rows of the copied tables a window owns about: a two-rank tensor-parallel server copies
 #: ~295 a launch (NCCL's calls, events and syncs), and 50,000 of its launches a window held
-#: 2.6 GB (0.88 GB so); the light replica's windows stay at 50,000 launches
-WINDOW_ROWS = 2_600_000
+#: 2.6 GB (0.74 GB so, with the next window read meanwhile); the light replicas' ~51 a launch
+#: make windows of ~39,000 launches (as fast as 50,000 at 10^6: bench/README.md)
+WINDOW_ROWS = 2_000_000
 #: launches of every process a window reads before and after its own: a launch's wait comes
 #: up to two steps after it, and a step is one launch (the one-graph samples need 1 before
 #: and 3 after) or, with piecewise CUDA graphs, one per piece (24 in the samples, ~33 for a
@@ -164,17 +166,31 @@ class TraceWindows:
             raise
 
     def traces(self) -> Iterator[tuple[Trace, Window]]:
-        """Each window's trace, read when asked for (one at a time in memory). Past the last
-        one the copy is closed: DuckDB's caches (~140 MB at 10^6 launches) and the temporary
-        folder are gone before the windows' rows are joined."""
+        """Each window's trace. The next window is read (DuckDB, on threads of its own) while
+        the caller analyses this one, so two windows are in memory at most (the light 10^6
+        replica, side by side: 101 -> 93 s and 0.52 -> 0.64 GB). Past the last one the copy
+        is closed: DuckDB's caches (~140 MB at 10^6 launches) and the temporary folder are
+        gone before the windows' rows are joined."""
         n = len(self.windows)
-        with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar:
-            for w in self.windows:
-                with damage_reported(self.path):
-                    trace = read_trace(self._schema, self.path, self.db, w.read)
-                yield trace, w
-                bar.advance()
+        with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar, \
+                ThreadPoolExecutor(1, thread_name_prefix="nsysscope-window") as pool:
+            ahead = pool.submit(self._read, self.windows[0])
+            try:
+                for i, w in enumerate(self.windows):
+                    trace = ahead.result()
+                    if i + 1 < n:
+                        ahead = pool.submit(self._read, self.windows[i + 1])
+                    yield trace, w
+                    del trace  # (the caller's is gone by now too)
+                    bar.advance()
+            except BaseException:  # an error, Ctrl-C, or the caller stopped: the read ahead
+                self._duck.interrupt()  # ends now, not when done
+                raise
         self.close()
+
+    def _read(self, w: Window) -> Trace:
+        with damage_reported(self.path):
+            return read_trace(self._schema, self.path, self.db, w.read)
 
     def collectives(self) -> pd.DataFrame:
         """Every NCCL kernel of the whole trace (:func:`.tables.collectives_table`): which

@@ -90,12 +90,13 @@ def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2, 
 
 
 def test_a_window_holds_about_so_many_rows_whatever_a_launch_brings():
-    """The light 10^5 replica copies 5,085,300 rows (~51 a launch): windows of the most
-    launches, as before rows counted. A two-rank server's ~295 a launch (the tp2 replica's
-    29,497,000): 8,814 launches a window (its 10^5 launches in 50,000-launch windows held
-    2.6 GB). Never fewer than ten margins."""
-    assert launches_per_window(100_000, 5_085_300) == trace_windows.WINDOW_LAUNCHES
-    assert launches_per_window(100_000, 29_497_000) == 8_814
+    """The light 10^5 replica copies 5,085,300 rows (~51 a launch): windows of 39,329
+    launches. A two-rank server's ~295 a launch (the tp2 replica's 29,497,000): 6,780
+    launches a window (its 10^5 launches in 50,000-launch windows held 2.6 GB). Never more
+    than :data:`WINDOW_LAUNCHES`, nor fewer than ten margins."""
+    assert launches_per_window(100_000, 5_085_300) == 39_329
+    assert launches_per_window(100_000, 29_497_000) == 6_780
+    assert launches_per_window(100_000, 1_000) == trace_windows.WINDOW_LAUNCHES
     assert launches_per_window(100_000, 10**12) == 10 * trace_windows.MARGIN_LAUNCHES
     assert launches_per_window(0, 0) == trace_windows.WINDOW_LAUNCHES
 
