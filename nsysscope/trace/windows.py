@@ -26,7 +26,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,9 @@ class TraceWindows:
                  per_window: int | None = None, margin: int = MARGIN_LAUNCHES) -> None:
         self.path, self.db, self._duck = Path(path), db, duck
         self._dir: Path | None = None
+        #: where the next window is read while the caller analyses one (:meth:`traces`)
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="nsysscope-window")
+        self._ahead: Future[Trace] | None = None
         self._schema = Schema(connect_readonly(db), self.path, duck=duck)
         try:
             self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
@@ -172,20 +175,15 @@ class TraceWindows:
         is closed: DuckDB's caches (~140 MB at 10^6 launches) and the temporary folder are
         gone before the windows' rows are joined."""
         n = len(self.windows)
-        with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar, \
-                ThreadPoolExecutor(1, thread_name_prefix="nsysscope-window") as pool:
-            ahead = pool.submit(self._read, self.windows[0])
-            try:
-                for i, w in enumerate(self.windows):
-                    trace = ahead.result()
-                    if i + 1 < n:
-                        ahead = pool.submit(self._read, self.windows[i + 1])
-                    yield trace, w
-                    del trace  # (the caller's is gone by now too)
-                    bar.advance()
-            except BaseException:  # an error, Ctrl-C, or the caller stopped: the read ahead
-                self._duck.interrupt()  # ends now, not when done
-                raise
+        with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar:
+            ahead = self._ahead = self._reader.submit(self._read, self.windows[0])
+            for i, w in enumerate(self.windows):
+                trace = ahead.result()
+                if i + 1 < n:
+                    ahead = self._ahead = self._reader.submit(self._read, self.windows[i + 1])
+                yield trace, w
+                del trace  # (the caller's is gone by now too)
+                bar.advance()
         self.close()
 
     def _read(self, w: Window) -> Trace:
@@ -205,7 +203,13 @@ class TraceWindows:
         return self._schema.fallbacks
 
     def close(self) -> None:
-        """Close the export and DuckDB, and delete the copy (again: nothing to do)."""
+        """End the read ahead, if any (an analysis stopped or failed), close the export and
+        DuckDB, and delete the copy (again: nothing to do)."""
+        while self._ahead is not None and not self._ahead.done():
+            self._duck.interrupt()  # the query under way; the read may be between two
+            wait([self._ahead], timeout=0.05)
+        self._ahead = None
+        self._reader.shutdown()
         self._schema.close()
         self._duck.close()
         if self._dir is not None:

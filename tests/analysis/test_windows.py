@@ -380,6 +380,33 @@ def test_a_windowed_analysis_keeps_the_whole_ones_types_and_steps(sample_path, a
     assert again[0] is not None and again[0] == again[1]
 
 
+def test_a_stop_while_the_next_window_is_read_ends_the_read(sample_path, monkeypatch):
+    """Ctrl-C in a window's analysis, the next window being read meanwhile: the stop comes
+    through, the read ahead ends (no thread left reading), and the copy is deleted."""
+    import threading
+
+    from nsysscope.analysis import windows as analysis_windows
+
+    analysed_windows = []
+    real = analysis_windows.launch_rows
+
+    def stopped(trace, *args, **kwargs):
+        analysed_windows.append(len(trace.api))
+        if len(analysed_windows) == 2:
+            raise KeyboardInterrupt
+        return real(trace, *args, **kwargs)
+
+    monkeypatch.setattr(analysis_windows, "launch_rows", stopped)
+    tw = in_windows(sample_path("case1"), per_window=SMALL, calls=0)
+    assert tw is not None and len(tw.windows) > 3
+    folder = tw._dir
+    with pytest.raises(KeyboardInterrupt):
+        analyze_windows(tw)
+    assert len(analysed_windows) == 2 and analysed_windows[1] > 0
+    assert tw._ahead is None and tw._dir is None and not folder.exists()
+    assert not [t for t in threading.enumerate() if t.name.startswith("nsysscope-window")]
+
+
 def test_a_windowed_analysis_that_is_stopped_leaves_no_rows_on_disk(sample_path, monkeypatch,
                                                                      tmp_path):
     """The windows' rows go to a temporary folder; an analysis stopped (Ctrl-C) or failing
