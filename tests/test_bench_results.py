@@ -46,6 +46,8 @@ def _results(name: str) -> dict:
                                   "results_2026-12-05_light1e5_f48b9d6.json",
                                   "results_2026-12-05_light1e4_sample_f48b9d6.json",
                                   "results_2026-12-05_light1e4_sample_0956d43.json",
+                                  "results_2026-12-05_tp2_1e5_1ae6348.json",
+                                  "results_2026-12-05_tp2_1e5_9c4476c.json",
                                   "results_2026-12-02_87eeac6.json",
                                   "results_2026-12-02_sample_87eeac6.json",
                                   "results_2026-12-02_090ff44.json",
