@@ -20,6 +20,24 @@ the source run that starts after the previous one ended:
   streams of its own, so its last launch stays the last one on its stream and every launch
   keeps its class.
 
+``--ranks R`` also copies the processes: rank copy ``r`` (0-based) of every replica is each
+source process again, at the same times, as another process on other GPUs, the way a server
+of R times the source's tensor-parallel ranks records them in one export:
+
+* pids shifted by ``r * P`` (P: the largest pid + 1), in nsys' global thread and process ids
+  (``globalTid``, ``globalPid``, ``endGlobalTid``: the pid above bit 24) and in plain pid
+  columns (``pid``, ``processId``);
+* devices shifted by ``r * D`` (D: the largest device id + 1): ``deviceId``,
+  ``srcDeviceId``, ``dstDeviceId``, and the GPU tables' own ids (``TARGET_INFO_GPU``,
+  ``TARGET_INFO_CUDA_DEVICE``);
+* ids as the source's: a process numbers its own correlations, streams, contexts and
+  events, and the source's ranks already share them (each counts from 1);
+* the process and thread tables (``PROCESSES``, ``ThreadNames``) and the GPU tables get a
+  row per rank copy.
+
+Rank copies of one replica end their collectives together, as the source's ranks do, so
+the server's ranks form one group of ``R`` times the source's.
+
 Sentinels (NULL, ``0xFFFFFFFF`` for 32-bit ids, correlation id 0) are never shifted.
 Tables with times or correlation ids (e.g. ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``) are
 replicated; threads, processes, strings, enums and metadata are copied once; ``ANALYSIS_DETAILS`` is
@@ -36,7 +54,7 @@ table are untouched, so the analysis classes stay the same and only ``n_ops`` sh
 Usage::
 
     python bench/replicate.py SRC.sqlite[.xz] DST.sqlite (--k K | --launches N)
-                              [--graph-op-stride M]
+                              [--graph-op-stride M] [--ranks R]
 """
 
 from __future__ import annotations
@@ -66,6 +84,14 @@ ID_COLUMNS = {
 }
 # tables without times that are replicated (one row per stream / context)
 REPLICATED_UNTIMED = {"TARGET_INFO_CUDA_STREAM", "TARGET_INFO_CUDA_CONTEXT_INFO"}
+# --ranks: nsys global ids, with the pid above bit 24; plain pids; device ids
+GLOBAL_PID_COLUMNS = {"globalTid", "globalPid", "endGlobalTid"}
+PID_COLUMNS = {"pid", "processId"}
+DEVICE_COLUMNS = {"deviceId", "srcDeviceId", "dstDeviceId"}
+# tables copied once per rank copy (processes, threads, GPUs), and their device id columns
+PER_RANK = {"PROCESSES": set(), "ThreadNames": set(), "TARGET_INFO_GPU": {"id", "cuDevice",
+            "pwGpuId"}, "TARGET_INFO_CUDA_DEVICE": {"gpuId", "cudaId"}}
+PID_BITS = 24  # the pid field of a global id
 # tables copied once even though they carry times
 COPY_ONCE = {"DIAGNOSTIC_EVENT", "ANALYSIS_DETAILS"}
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -97,8 +123,9 @@ def graph_launches(conn: sqlite3.Connection, schema: str = "main") -> int:
         "OR value LIKE 'cuGraphLaunch%')").fetchone()[0]
 
 
-def _plan(conn: sqlite3.Connection) -> dict:
-    """Which tables to replicate, the time shift and the per-id-space shifts."""
+def _plan(conn: sqlite3.Connection, ranks: int = 1) -> dict:
+    """Which tables to replicate, the time shift, the per-id-space shifts and, for
+    ``ranks`` > 1, the pid and device shifts of a rank copy."""
     tables = [r[0] for r in conn.execute(
         "SELECT name FROM s.sqlite_master WHERE type='table' ORDER BY rowid")]
     cols = {t: _columns(conn, "s", t) for t in tables}
@@ -132,21 +159,55 @@ def _plan(conn: sqlite3.Connection) -> dict:
     dt = int(t_max - t_min) + 1_000_000
     shifts = {space: (((hi >> 32) + 1) << 32) if space == "graph" else hi + 1
               for space, hi in maxima.items()}
-    return dict(tables=tables, cols=cols, replicated=replicated, dt=dt, shifts=shifts)
+    pid, device = _rank_shifts(conn, tables, cols) if ranks > 1 else (0, 0)
+    if (pid * ranks) >> PID_BITS:
+        raise SystemExit(f"{ranks} rank copies of pids up to {pid - 1} overflow nsys' pid field")
+    return dict(tables=tables, cols=cols, replicated=replicated, dt=dt, shifts=shifts,
+                ranks=ranks, pid=pid, device=device)
 
 
-def _expr(col: str, plan: dict) -> str:
+def _rank_shifts(conn: sqlite3.Connection, tables: list[str],
+                 cols: dict[str, list[str]]) -> tuple[int, int]:
+    """The pid and device shifts of one rank copy: the largest pid and device id + 1."""
+    pid = device = 0
+    for t in tables:
+        for c in cols[t]:
+            if c in GLOBAL_PID_COLUMNS:
+                q = f"SELECT MAX(({_q(c)} >> {PID_BITS}) & {(1 << PID_BITS) - 1}) FROM s.{_q(t)}"
+            elif c in PID_COLUMNS:
+                q = f"SELECT MAX({_q(c)}) FROM s.{_q(t)}"
+            elif c in DEVICE_COLUMNS or c in PER_RANK.get(t, ()):
+                hi = conn.execute(f"SELECT MAX({_q(c)}) FROM s.{_q(t)} "
+                                  f"WHERE {_q(c)} < {SENTINEL32}").fetchone()[0]
+                device = max(device, int(hi or 0) + 1)
+                continue
+            else:
+                continue
+            pid = max(pid, int(conn.execute(q).fetchone()[0] or 0) + 1)
+    return pid, device
+
+
+def _expr(table: str, col: str, plan: dict) -> str:
+    """``col`` of ``table`` in copy ``c`` (``c.k``: its time replica, ``c.r``: its rank
+    copy)."""
     q = _q(col)
     if col in TIME_COLUMNS:
-        return f"{q} + r.k * {plan['dt']}"
+        return f"{q} + c.k * {plan['dt']}"
+    if plan["ranks"] > 1:
+        if col in GLOBAL_PID_COLUMNS:
+            return f"{q} + c.r * {plan['pid'] << PID_BITS}"
+        if col in PID_COLUMNS:
+            return f"{q} + c.r * {plan['pid']}"
+        if col in DEVICE_COLUMNS or col in PER_RANK.get(table, ()):
+            return f"CASE WHEN {q} >= {SENTINEL32} THEN {q} ELSE {q} + c.r * {plan['device']} END"
     space = ID_COLUMNS.get(col)
     if space not in plan["shifts"]:
         return q
     d = plan["shifts"][space]
     if space == "graph":
-        return f"{q} + r.k * {d}"
+        return f"{q} + c.k * {d}"
     keep = f"{q} >= {SENTINEL32}" + (f" OR {q} = 0" if space == "correlation" else "")
-    return f"CASE WHEN {keep} THEN {q} ELSE {q} + r.k * {d} END"
+    return f"CASE WHEN {keep} THEN {q} ELSE {q} + c.k * {d} END"
 
 
 def _kept_kernels(conn: sqlite3.Connection, stride: int) -> str:
@@ -163,10 +224,11 @@ def _kept_kernels(conn: sqlite3.Connection, stride: int) -> str:
 
 
 def replicate(src: str | Path, dst: str | Path, k: int | None = None,
-              launches: int | None = None, graph_op_stride: int = 1,
+              launches: int | None = None, graph_op_stride: int = 1, ranks: int = 1,
               log=None) -> dict:
     """Write ``dst``: the export ``src`` replicated ``k`` times (or enough for ``launches``
-    graph launches). Returns a dict of what was written."""
+    graph launches), each replica ``ranks`` times in processes. Returns a dict of what was
+    written."""
     src, dst = Path(src), Path(dst)
     log = log or (lambda msg: None)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -186,10 +248,11 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
         if k is None:
             if not launches or not per_copy:
                 raise SystemExit("give --k, or --launches with a source that has graph launches")
-            k = math.ceil(launches / per_copy)
-        plan = _plan(conn)
-        conn.execute("CREATE TEMP TABLE reps (k INTEGER PRIMARY KEY)")
-        conn.executemany("INSERT INTO reps VALUES (?)", [(i,) for i in range(k)])
+            k = math.ceil(launches / (per_copy * ranks))
+        plan = _plan(conn, ranks)
+        conn.execute("CREATE TEMP TABLE copies (i INTEGER PRIMARY KEY, k INTEGER, r INTEGER)")
+        conn.executemany("INSERT INTO copies VALUES (?, ?, ?)",
+                         [(j * ranks + r, j, r) for j in range(k) for r in range(ranks)])
         conn.execute("BEGIN")
         for _name, sql in conn.execute(
                 "SELECT name, sql FROM s.sqlite_master WHERE type='table' AND sql IS NOT NULL "
@@ -198,12 +261,14 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
         for t in plan["tables"]:
             cols = plan["cols"][t]
             names = ", ".join(_q(c) for c in cols)
-            if t in plan["replicated"]:
+            if t in plan["replicated"] or (ranks > 1 and t in PER_RANK):
                 where = _kept_kernels(conn, graph_op_stride) if (
                     t == KERNEL and graph_op_stride > 1 and "graphNodeId" in cols) else ""
-                exprs = ", ".join(_expr(c, plan) for c in cols)
+                exprs = ", ".join(_expr(t, c, plan) for c in cols)
+                copies = "temp.copies" if t in plan["replicated"] else \
+                    "(SELECT * FROM temp.copies WHERE k = 0)"
                 sql = (f"INSERT INTO main.{_q(t)} ({names}) SELECT {exprs} "
-                       f"FROM temp.reps r CROSS JOIN s.{_q(t)} t{where}")
+                       f"FROM {copies} c CROSS JOIN s.{_q(t)} t{where}")
             else:
                 sql = f"INSERT INTO main.{_q(t)} ({names}) SELECT {names} FROM s.{_q(t)}"
             t1 = time.perf_counter()
@@ -226,7 +291,7 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
         tmp.unlink(missing_ok=True)
         if is_tmp:
             plain.unlink(missing_ok=True)
-    return dict(path=str(dst), k=k, launches=n_launches, source_launches=per_copy,
+    return dict(path=str(dst), k=k, ranks=ranks, launches=n_launches, source_launches=per_copy,
                 bytes=dst.stat().st_size, seconds=round(time.perf_counter() - t0, 1),
                 dt_ns=plan["dt"], graph_op_stride=graph_op_stride)
 
@@ -241,11 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph-op-stride", type=int, default=1, metavar="M",
                     help="reduced variant: keep every M-th graph kernel per launch (plus "
                          "first and last)")
+    ap.add_argument("--ranks", type=int, default=1, metavar="R",
+                    help="copy each replica's processes R times (other pids and GPUs)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     log = (lambda m: None) if a.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     info = replicate(a.src, a.dst, k=a.k, launches=a.launches,
-                     graph_op_stride=a.graph_op_stride, log=log)
+                     graph_op_stride=a.graph_op_stride, ranks=a.ranks, log=log)
     print(" ".join(f"{key}={val}" for key, val in info.items()))
     return 0
 

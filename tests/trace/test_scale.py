@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from nsysscope import analyze, load
+from nsysscope.analysis.collectives import communicators
 from nsysscope.trace import columnar, resolve, tables
 from nsysscope.trace.gpu_work import GpuWork
 from nsysscope.trace.schema import Schema, connect_readonly
@@ -104,6 +105,37 @@ def test_reduced_variant_keeps_spans_and_classes(sample_path, tmp_path, analysed
         assert np.array_equal(shift, a.launches[col].to_numpy(), equal_nan=True)
     kept = b.launches["n_ops"].to_numpy()[: len(a.launches)]
     assert (kept < a.launches["n_ops"].to_numpy()).all() and (kept >= 2).all()
+
+
+def test_rank_copies_are_more_processes_of_one_server(sample_path, tmp_path, analysed):
+    """bench/replicate.py --ranks: the two-rank sample copied 4 times in processes is an
+    eight-rank server in one export: 8 pids on 8 GPUs, each rank copy's launches its source
+    rank's (the same times and correlation ids, as the processes of a real export number
+    their own), classed and timed alike, and its collectives one group of 8 ranks (they end
+    together) in which each rank waits as its source rank did."""
+    src = resolve(sample_path("tp2_case1"))
+    dst = tmp_path / "tp8.sqlite"
+    info = rep.replicate(src, dst, k=1, ranks=4)
+    a, b = analysed("tp2_case1"), analyze(load(dst))
+    assert info["launches"] == 4 * info["source_launches"] == 4 * len(a.launches)
+    assert b.trace.processes["proc"].nunique() == 8
+    assert sorted(b.trace.graph_work["device"].unique()) == list(range(8))
+    assert communicators(b.trace.collectives).nunique() == 1
+    source_pid = dict(zip(a.trace.processes["proc"], a.trace.processes["pid"], strict=True))
+    pid_shift = max(source_pid.values()) + 1
+    keys = ["corr_id", "api_start_ns", "klass", "window_ns", "gpu_idle_ns", "n_ops", "stall",
+            "collective_wait_ns"]
+    for proc, pid in zip(b.trace.processes["proc"], b.trace.processes["pid"], strict=True):
+        mine = b.launches[b.launches["proc"] == proc].reset_index(drop=True)
+        src_proc = next(p for p, q in source_pid.items() if q == pid % pid_shift)
+        theirs = a.launches[a.launches["proc"] == src_proc].reset_index(drop=True)
+        assert len(mine) == len(theirs) == 100
+        for col in keys:
+            assert _same(mine[col].astype(str), theirs[col].astype(str)), (pid, col)
+    waits = b.processes.set_index("pid")["collective_wait_ns"]
+    src_waits = a.processes.set_index("pid")["collective_wait_ns"]
+    assert (src_waits > 0).all() and src_waits.nunique() == 2
+    assert (waits.to_numpy() == src_waits.loc[waits.index % pid_shift].to_numpy()).all()
 
 
 def test_duckdb_and_sqlite3_read_the_same_tables(replica, monkeypatch):
