@@ -169,22 +169,23 @@ def _plan(conn: sqlite3.Connection, ranks: int = 1) -> dict:
 def _rank_shifts(conn: sqlite3.Connection, tables: list[str],
                  cols: dict[str, list[str]]) -> tuple[int, int]:
     """The pid and device shifts of one rank copy: the largest pid and device id + 1."""
-    pid = device = 0
+    pid = device = -1
     for t in tables:
         for c in cols[t]:
+            q = _q(c)
             if c in GLOBAL_PID_COLUMNS:
-                q = f"SELECT MAX(({_q(c)} >> {PID_BITS}) & {(1 << PID_BITS) - 1}) FROM s.{_q(t)}"
+                pid = max(pid, _largest(conn, t, f"({q} >> {PID_BITS}) & {(1 << PID_BITS) - 1}"))
             elif c in PID_COLUMNS:
-                q = f"SELECT MAX({_q(c)}) FROM s.{_q(t)}"
+                pid = max(pid, _largest(conn, t, q))
             elif c in DEVICE_COLUMNS or c in PER_RANK.get(t, ()):
-                hi = conn.execute(f"SELECT MAX({_q(c)}) FROM s.{_q(t)} "
-                                  f"WHERE {_q(c)} < {SENTINEL32}").fetchone()[0]
-                device = max(device, int(hi or 0) + 1)
-                continue
-            else:
-                continue
-            pid = max(pid, int(conn.execute(q).fetchone()[0] or 0) + 1)
-    return pid, device
+                device = max(device, _largest(conn, t, q, f"{q} < {SENTINEL32}"))
+    return pid + 1, device + 1
+
+
+def _largest(conn: sqlite3.Connection, table: str, expr: str, where: str = "1") -> int:
+    """The largest ``expr`` over the source's ``table`` (-1: no value)."""
+    hi = conn.execute(f"SELECT MAX({expr}) FROM s.{_q(table)} WHERE {where}").fetchone()[0]
+    return -1 if hi is None else int(hi)
 
 
 def _expr(table: str, col: str, plan: dict) -> str:
@@ -250,6 +251,7 @@ def replicate(src: str | Path, dst: str | Path, k: int | None = None,
                 raise SystemExit("give --k, or --launches with a source that has graph launches")
             k = math.ceil(launches / (per_copy * ranks))
         plan = _plan(conn, ranks)
+        # each copy: its number (the order copies are written in), time replica, rank copy
         conn.execute("CREATE TEMP TABLE copies (i INTEGER PRIMARY KEY, k INTEGER, r INTEGER)")
         conn.executemany("INSERT INTO copies VALUES (?, ?, ?)",
                          [(j * ranks + r, j, r) for j in range(k) for r in range(ranks)])
