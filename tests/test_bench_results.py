@@ -33,7 +33,8 @@ def _results(name: str) -> dict:
     return json.loads((BENCH / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["results.json", "results_2026-12-03_memory_a205a81.json",
+@pytest.mark.parametrize("name", ["results.json", "results_2026-12-03_b137a13.json",
+                                  "results_2026-12-03_memory_a205a81.json",
                                   "results_2026-12-02_7d10e83.json",
                                   "results_2026-12-03_light1e5_1248_b137a13.json",
                                   "results_2026-12-03_light1e5_1251_b137a13.json",
