@@ -40,7 +40,8 @@ the server's ranks form one group of ``R`` times the source's.
 
 Sentinels (NULL, ``0xFFFFFFFF`` for 32-bit ids, correlation id 0) are never shifted.
 Tables with times or correlation ids (e.g. ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``) are
-replicated; threads, processes, strings, enums and metadata are copied once; ``ANALYSIS_DETAILS`` is
+replicated; threads, processes, strings, enums and metadata are copied once (threads,
+processes and GPUs once per rank copy with ``--ranks``); ``ANALYSIS_DETAILS`` is
 stretched to cover all replicas. The schema is the source's own ``CREATE TABLE`` text.
 
 Everything runs inside SQLite (``INSERT ... SELECT`` over a cross join with a table of
@@ -177,9 +178,14 @@ def _rank_shifts(conn: sqlite3.Connection, tables: list[str],
                 pid = max(pid, _largest(conn, t, f"({q} >> {PID_BITS}) & {(1 << PID_BITS) - 1}"))
             elif c in PID_COLUMNS:
                 pid = max(pid, _largest(conn, t, q))
-            elif c in DEVICE_COLUMNS or c in PER_RANK.get(t, ()):
+            elif _is_device(t, c):
                 device = max(device, _largest(conn, t, q, f"{q} < {SENTINEL32}"))
     return pid + 1, device + 1
+
+
+def _is_device(table: str, col: str) -> bool:
+    """Whether ``col`` of ``table`` holds a device id (shifted in a rank copy)."""
+    return col in DEVICE_COLUMNS or col in PER_RANK.get(table, ())
 
 
 def _largest(conn: sqlite3.Connection, table: str, expr: str, where: str = "1") -> int:
@@ -199,7 +205,7 @@ def _expr(table: str, col: str, plan: dict) -> str:
             return f"{q} + c.r * {plan['pid'] << PID_BITS}"
         if col in PID_COLUMNS:
             return f"{q} + c.r * {plan['pid']}"
-        if col in DEVICE_COLUMNS or col in PER_RANK.get(table, ()):
+        if _is_device(table, col):
             return f"CASE WHEN {q} >= {SENTINEL32} THEN {q} ELSE {q} + c.r * {plan['device']} END"
     space = ID_COLUMNS.get(col)
     if space not in plan["shifts"]:
