@@ -94,6 +94,8 @@ def _parts_beside(db: str | None, n: int) -> Iterator[list[str] | None]:
 #: whether this worker process is analysing a trace (:func:`_analyse_in_worker`), and
 #: whether it is already stopping (:func:`_stop_worker`)
 _busy = _stopping = False
+#: seconds a worker stopped mid-trace has for its clean-up before it leaves regardless
+STOP_GRACE_S = 5.0
 
 
 def worker_args(jobs: int) -> tuple[int, bool, str]:
@@ -126,6 +128,12 @@ def _stop_worker(signum: int, frame: object) -> None:
         return
     _stopping = True
     if _busy:
+        # the clean-up's deadline: an interrupt that lands where the analysis turns it into
+        # something else, or between two lines of the clean-up, must not leave a worker
+        # waiting for work the parent will never send (the batch then never ended)
+        deadline = threading.Timer(STOP_GRACE_S, os._exit, args=(130,))
+        deadline.daemon = True
+        deadline.start()
         raise KeyboardInterrupt
     os._exit(130)
 
@@ -140,6 +148,9 @@ def _analyse_in_worker(path: str, config: AnalysisConfig | None, nsys: str | Non
         os._exit(130)
     finally:
         _busy = False
+        if _stopping:  # stopped, though the analysis ended otherwise (an interrupted read
+            # can end as the trace's error): leave all the same
+            os._exit(130)
 
 
 def workers_for(paths: list[Path], jobs: int | None) -> int:

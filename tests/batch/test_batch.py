@@ -296,3 +296,44 @@ def test_a_worker_holds_text_as_the_process_that_started_it(storage):
             1, mp_context=mp.get_context("spawn"), initializer=run.init_worker,
             initargs=run.worker_args(1)) as pool:
         assert pool.submit(pd.get_option, "mode.string_storage").result() == storage
+
+
+_STOPPED_WORKER = """
+import os, signal, sys, time
+from nsysscope.batch import run
+
+run.STOP_GRACE_S = 0.5
+run.init_worker(1, True, "python")
+
+
+def analysis(*_):  # a trace under analysis, Ctrl-C in the middle of it
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:  # what an analysis may make of it
+        if sys.argv[1] == "result":  # a result: the trace's error
+            return "an error"
+        while True:  # or nothing it hands back
+            time.sleep(0.01)
+
+
+run.analyze_one = analysis
+run._analyse_in_worker("t.sqlite", None, None, None)
+print("back for more work")
+"""
+
+
+@pytest.mark.parametrize("made_of_it", ["result", "nothing"])
+def test_a_worker_stopped_mid_trace_leaves_whatever_the_analysis_makes_of_it(made_of_it):
+    """Ctrl-C in a worker analysing a trace raises KeyboardInterrupt there, for its
+    clean-up; an analysis that turned it into the trace's error sent the worker back to wait
+    for work, where the parent's SIGTERM was ignored (a second signal), and ``report -j``
+    never ended. A stopped worker leaves once the trace is done, and at the latest after
+    ``STOP_GRACE_S``."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", _STOPPED_WORKER, made_of_it],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 130, p.stderr
+    assert "back for more work" not in p.stdout
