@@ -52,8 +52,8 @@ class AnalysisConfig:
     #: a line needs this share of a site's samples to be reported as a site of its own; the
     #: stalls of rarer lines join the site's dominant line (keeps sites stable under jitter)
     min_line_share: float = 0.2
-    #: where to find the engine's source files for the line text (None: the trace's working
-    #: directory when it exists here, then the current directory)
+    #: the folder the engine's source files are read under, for the line text (None: the
+    #: current directory); nothing outside it is read, whatever path the trace names
     source_root: str | None = None
 
     def __post_init__(self) -> None:

@@ -177,9 +177,9 @@ def attach_source_lines(launches: pd.DataFrame, samples: PythonSamples | None,
     df.loc[at, "src_samples"] = mine.reindex(pair).fillna(0).to_numpy(dtype=np.int64)
     df.loc[rows.index, "src_block_samples"] = totals.reindex(rows["block"].to_numpy()).fillna(0) \
         .to_numpy(dtype=np.int64)
-    roots = source_roots(cfg, samples.working_dir)
-    text = {c: source_text(lines.loc[c, "file"], lines.loc[c, "line"], roots,
-                           samples.working_dir, lines.loc[c, "function"])
+    root = source_root(cfg)
+    text = {c: source_text(lines.loc[c, "file"], lines.loc[c, "line"], root,
+                           lines.loc[c, "function"])
             for c in np.unique(codes)}
     df.loc[at, "src_text"] = [text[c] for c in codes]
     return df
@@ -222,52 +222,71 @@ def _assign(rows: pd.DataFrame, votes: pd.DataFrame, min_share: float) -> np.nda
 
 
 # -- the line's text ------------------------------------------------------------------------
+#
+# A frame's file name is the trace's, i.e. the sender's: a shared trace may name
+# ``/proc/self/environ`` or ``../../.ssh/id_rsa``. So a file is looked up only under the one
+# root the user gave (``source_root``, else the current folder), after resolving links and
+# ``..``; only a regular file with a Python suffix, of a plausible size, without NUL bytes; and
+# only one line of it comes back, cut to :data:`MAX_TEXT` characters.
 
-def source_roots(cfg: AnalysisConfig, working_dir: str | None) -> tuple[Path, ...]:
-    """Folders to resolve relative source paths against, first match wins: ``source_root``
-    when given, the profiled process's working directory when it exists here, then (with no
-    ``source_root``) the current directory."""
-    roots: list[Path] = []
-    if cfg.source_root:
-        roots.append(Path(cfg.source_root))
-    if working_dir and os.path.isabs(working_dir):
-        roots.append(Path(working_dir))
-    if not cfg.source_root:
-        roots.append(Path.cwd())
-    return tuple(dict.fromkeys(roots))
+#: the suffixes of the files a Python frame's line is read from
+SOURCE_SUFFIXES = frozenset({".py", ".pyw", ".pyx", ".pxd", ".pyi"})
+#: the largest source file read: CPython's own biggest modules are ~0.3 MB, generated ones
+#: (protobuf, vendored tables) ~1 MB; past that it is no source file a frame points at
+MAX_SOURCE_BYTES = 2_000_000
+#: the most trailing parts of a recorded path matched under the root (deeper trees are rare:
+#: site-packages paths run ~8-12 parts)
+MAX_DEPTH = 16
+#: the longest line text kept (the rest cut, with an ellipsis)
+MAX_TEXT = 200
 
 
-def source_text(file: str | None, line: int | None, roots: Iterable[Path] = (),
-                working_dir: str | None = None, function: str | None = None) -> str | None:
-    """The text of ``file:line`` (stripped), or None when the file cannot be found. A relative
-    path is looked up under each root; an absolute one as is, then, when it lies under the
-    trace's ``working_dir``, under each root. Scrubbed placeholders (``<stdlib>/..``,
-    ``<path>/..``) and pseudo-files (``<string>``) are never found.
+def source_root(cfg: AnalysisConfig) -> Path:
+    """The one folder source files are read under: ``source_root`` when given, else the
+    current folder. Never a folder the trace names (its working directory is the sender's)."""
+    return Path(cfg.source_root) if cfg.source_root else Path.cwd()
+
+
+def candidate_paths(file: str) -> list[Path]:
+    """The relative paths under the root that may hold ``file``, longest first.
+
+    ``file`` as the trace records it: a path relative to the profiled process's folder, or an
+    absolute one from the machine it ran on (``/home/dev/serving/probes/x.py``), matched by
+    its suffixes (``home/dev/serving/probes/x.py`` ... ``probes/x.py``, ``x.py``). Nothing
+    before a ``..`` is kept, so no candidate climbs out of the root."""
+    parts = [p for p in file.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        parts = parts[len(parts) - parts[::-1].index(".."):]
+    parts = parts[-MAX_DEPTH:]  # a name of 10^5 slashes is not 10^5 lookups
+    return [Path(*parts[i:]) for i in range(len(parts))]
+
+
+def source_text(file: str | None, line: int | None, root: Path,
+                function: str | None = None) -> str | None:
+    """The text of ``file:line`` (stripped, at most :data:`MAX_TEXT` characters) from a file
+    under ``root``, or None when no such file is found there. Scrubbed placeholders
+    (``<stdlib>/..``, ``<path>/..``) and pseudo-files (``<string>``) are never found.
 
     With ``function`` (the name the sample recorded), a file whose line is not inside a
-    function of that name is taken to be another version of the source than the one profiled,
-    and no text is returned rather than the wrong one."""
+    function of that name is taken to be another version of the source than the one profiled
+    (or another file with the same name), and the next candidate is tried: no text rather than
+    the wrong one."""
     if not file or line is None or pd.isna(line) or int(line) < 1 or file.startswith("<"):
         return None
-    p = Path(file)
-    rel: Path | None = p
-    candidates = []
-    if p.is_absolute():
-        candidates.append(p)
-        rel = None
-        if working_dir and os.path.isabs(working_dir):
-            try:
-                rel = p.relative_to(working_dir)
-            except ValueError:
-                rel = None
-    if rel is not None:
-        candidates += [root / rel for root in roots]
-    for c in candidates:
-        lines = _lines(c)
-        if lines is not None and int(line) <= len(lines):
-            if function and not _inside(lines, int(line), function):
-                continue
-            return lines[int(line) - 1].strip()
+    if os.path.splitext(file)[1] not in SOURCE_SUFFIXES:
+        return None
+    try:
+        real_root = root.resolve(strict=True)
+    except OSError:
+        return None
+    for rel in candidate_paths(file):
+        lines = _lines(real_root, rel)
+        if lines is None or int(line) > len(lines):
+            continue
+        if function and not _inside(lines, int(line), function):
+            continue
+        text = lines[int(line) - 1].strip()
+        return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "\u2026"
     return None
 
 
@@ -301,20 +320,28 @@ def _inside(lines: tuple[str, ...], line: int, function: str) -> bool:
     return function == "<module>"
 
 
-def _lines(path: Path) -> tuple[str, ...] | None:
+def _lines(root: Path, rel: Path) -> tuple[str, ...] | None:
+    """The lines of ``root / rel`` when, links and ``..`` resolved, it is a regular file under
+    ``root`` with a Python suffix, at most :data:`MAX_SOURCE_BYTES`, holding no NUL byte."""
     try:
+        path = (root / rel).resolve(strict=True)
         st = path.stat()
-    except OSError:
+    except (OSError, RuntimeError, ValueError):  # missing, a link loop, a NUL in the name
         return None
-    if not stat.S_ISREG(st.st_mode):  # a FIFO would wait for a writer forever
+    if not path.is_relative_to(root) or path.suffix not in SOURCE_SUFFIXES:
         return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:  # a FIFO would wait
+        return None  # for a writer forever
     return _read_lines(str(path), st.st_mtime_ns, st.st_size)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _read_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return tuple(f.read().splitlines())
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
     except OSError:
         return None
+    if len(data) > MAX_SOURCE_BYTES or b"\0" in data:  # grown since, or not text
+        return None
+    return tuple(data.decode("utf-8", errors="replace").splitlines())

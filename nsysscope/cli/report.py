@@ -53,9 +53,10 @@ from .options import (
                                            "links to it.")
 @click.option("--source-root", type=click.Path(exists=True, file_okay=False, path_type=str),
               default=None, metavar="DIR",
-              help="Where the profiled program's source files are, to show the text of each "
-                   "stall's line (default: the trace's working directory, then the current "
-                   "one).")
+              help="The folder the profiled program's source is in, to show the text of each "
+                   "stall's line (default: the current one). Only Python files under it are "
+                   "read; a path recorded on another machine is matched by its end "
+                   "(/home/dev/app/x.py as DIR/app/x.py or DIR/x.py).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Several traces: analyse N at a time in worker processes (default: one "
                    "per CPU).")

@@ -71,7 +71,6 @@ class PythonSamples:
     samples: pd.DataFrame
     frames: pd.DataFrame
     marks: int = 0  # sampling marks in the trace, parsed or not
-    working_dir: str | None = None  # the profiled process's working directory, if recorded
 
     @property
     def ok(self) -> bool:
@@ -127,7 +126,7 @@ def _read(conn: sqlite3.Connection, windows: Windows | None, path: str | Path) -
         marks = _marks(conn)
     if isinstance(marks, PythonSamples):  # nothing to parse
         return marks
-    arr, payload, wd = marks
+    arr, payload = marks
     rowid, tid, t, with_json = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
     if callable(windows):
         windows = windows()
@@ -136,17 +135,15 @@ def _read(conn: sqlite3.Connection, windows: Windows | None, path: str | Path) -
     with damage_reported(path):
         texts = _payloads(conn, payload, rowid)
         samples, frames = _parse(texts, tid, t, _strings(conn))
-    return PythonSamples(OK, samples, frames, marks=len(arr), working_dir=wd)
+    return PythonSamples(OK, samples, frames, marks=len(arr))
 
 
-def _marks(conn: sqlite3.Connection) -> PythonSamples | tuple[np.ndarray, list[str], str | None]:
-    """The export's sample marks (``rowid, globalTid, start, has a payload``, one row each),
-    the SQL of their payload and the working directory; or the samples, where there are none
-    to parse."""
+def _marks(conn: sqlite3.Connection) -> PythonSamples | tuple[np.ndarray, list[str]]:
+    """The export's sample marks (``rowid, globalTid, start, has a payload``, one row each)
+    and the SQL of their payload; or the samples, where there are none to parse."""
     cols = _columns(conn, "NVTX_EVENTS")
     if not {"eventType", "domainId", "globalTid", "start"} <= cols:
         return PythonSamples.none()
-    wd = _working_dir(conn)
     types = dict(conn.execute("SELECT name, id FROM ENUM_NSYS_EVENT_TYPE").fetchall()) \
         if _columns(conn, "ENUM_NSYS_EVENT_TYPE") >= {"name", "id"} else {}
     mark, create = types.get("NvtxMark", 34), types.get("NvtxDomainCreate", 75)
@@ -176,11 +173,11 @@ def _marks(conn: sqlite3.Connection) -> PythonSamples | tuple[np.ndarray, list[s
     head = conn.execute(f"SELECT n.rowid, n.globalTid, n.start, {has_json} {base}",
                         (DOMAIN,)).fetchall()
     if not head:
-        return replace(PythonSamples.none(), working_dir=wd)
+        return PythonSamples.none()
     arr = np.array(head, dtype=np.int64)
     if not arr[:, 3].any():
-        return replace(PythonSamples.none(NO_PAYLOAD), marks=len(arr), working_dir=wd)
-    return arr, payload, wd
+        return replace(PythonSamples.none(NO_PAYLOAD), marks=len(arr))
+    return arr, payload
 
 
 def _payloads(conn: sqlite3.Connection, payload: list[str], rowid: np.ndarray) -> list[str | None]:
@@ -290,11 +287,3 @@ def inside(tid: np.ndarray, t: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
         i = np.searchsorted(starts, t[q], side="right") - 1
         out[q] = (i >= 0) & (reach[np.maximum(i, 0)] >= t[q])
     return out
-
-
-def _working_dir(conn: sqlite3.Connection) -> str | None:
-    if not {"name", "value"} <= _columns(conn, "META_DATA_CAPTURE"):
-        return None
-    row = conn.execute("SELECT value FROM META_DATA_CAPTURE "
-                       "WHERE name LIKE 'PROCESS_%:WORKING_DIR' ORDER BY name LIMIT 1").fetchone()
-    return row[0] if row and row[0] else None
