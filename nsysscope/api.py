@@ -1,6 +1,6 @@
 """The notebook-friendly front door: ``t = nsysscope.open("trace.sqlite")``.
 
-It calls what the CLI calls (:func:`~nsysscope.analysis.windows.analyze_file`, the renderers),
+It calls what the CLI calls (:func:`~nsysscope.analysis.pipeline.analyze_file`, the renderers),
 with the trace's events kept for its plots, as ``report -o x.html`` keeps them (a long trace's
 are read again for the steps a timeline shows: ``t.analysis.trace`` holds none); it only keeps
 the results around and shows them as DataFrames and rich HTML. Importing it imports
@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from . import render  # noqa: F401 - registers the renderers
-from .analysis import Analysis, AnalysisConfig, analyze
-from .analysis.windows import analyze_file
+from .analysis import Analysis, AnalysisConfig, analyze, analyze_file
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
 from .trace import TimeRange, Trace, load

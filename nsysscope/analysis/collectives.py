@@ -100,7 +100,7 @@ def communicators(collectives: pd.DataFrame, within_ns: int = GROUP_NS) -> pd.Se
     left out. A loop over pairs of processes (a server's handful), each pair compared in numpy.
 
     A long trace read in time windows is grouped once, from all its kernels
-    (:func:`~nsysscope.analysis.windows.analyze_windows`): a window decides nothing alone."""
+    (:func:`~nsysscope.analysis.pipeline.analyze_windows`): a window decides nothing alone."""
     if collectives.empty or "proc" not in collectives:
         return pd.Series(dtype="int64", index=pd.Index([], name="proc"))
     known = collectives[collectives["proc"] != -1]  # -1: no process known (nsys); a Kineto

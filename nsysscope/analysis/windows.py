@@ -1,5 +1,6 @@
-"""A long trace analysed one time window at a time (:mod:`nsysscope.trace.windows`), and
-:func:`analyze_file`, which decides whether a trace is read whole or in windows.
+"""The launch rows of a trace made a time window at a time: one window after the other (a
+long trace read in windows, :mod:`nsysscope.trace.windows`: :func:`windowed_rows`) or all at
+once in forked processes (:func:`parallel_rows`); :mod:`.pipeline` chooses.
 
 Each window's :class:`~nsysscope.analysis.LaunchRows` are kept for what the window owns (the
 launches whose call starts in it, the blocks, busy time, copies and NVTX steps that start in
@@ -15,9 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from functools import partial
-from pathlib import Path
-from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -25,51 +23,22 @@ import pandas as pd
 from ..trace.apis import LAUNCH_APIS
 from ..trace.arrays import workers
 from ..trace.backwards import backwards_note, backwards_rows
-from ..trace.load import Trace, load
+from ..trace.load import Trace
 from ..trace.slices import trace_in
-from ..trace.time_range import TimeRange, span_of
-from ..trace.windows import MARGIN_LAUNCHES, TraceWindows, Window, in_windows, plan_windows
+from ..trace.windows import MARGIN_LAUNCHES, Window, plan_windows
 from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
-from . import Analysis, LaunchRows, TraceRows, analyze, finish, launch_rows
 from .collectives import communicators
-from .config import AnalysisConfig, config_of
+from .config import AnalysisConfig
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import STEP_COLUMNS, step_ranges
 from .pairs import PairIndex
+from .rows import LaunchRows, TraceRows, launch_rows
 from .stored import Columns, FrameRows, RowStore, SpilledRows, concat
-
-#: what of a trace's events an analysis keeps (:func:`analyze_file`)
-Events = Literal["none", "shown", "all"]
-EVENTS: tuple[Events, ...] = get_args(Events)
 
 #: launches a window of a parallel analysis holds at least (fewer: the processes would
 #: cost more than they save; bench/README.md)
 PARALLEL_LAUNCHES = 10_000
-
-
-def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str | None = None,
-                 time_range: TimeRange | None = None, events: Events = "shown") -> Analysis:
-    """Load and analyse the trace at ``path`` (or ``time_range`` of it). A long one is read in
-    windows, in bounded memory. ``events``: what of the trace's events the analysis keeps in
-    :attr:`Analysis.trace` for what is drawn from them: ``"none"``; ``"shown"``, for
-    timelines of a few steps (a long trace keeps none, and reads the time a timeline shows
-    again: :attr:`Analysis.read_events`); or ``"all"``, for a timeline of the whole trace
-    (read whole)."""
-    cfg = config_of(cfg)
-    if events not in EVENTS:
-        raise ValueError(f"events: one of {', '.join(map(repr, EVENTS))}, not {events!r}")
-    long = events != "all" and span_of(time_range).whole
-    windows = in_windows(path, nsys=nsys) if long else None
-    if windows is not None:
-        analysis = analyze_windows(windows, cfg)
-        if events == "shown":
-            analysis.read_events = partial(load, Path(path).absolute(), nsys)  # (a notebook
-            # may change its folder before it draws)
-        return analysis
-    trace = load(path, nsys=nsys, time_range=time_range)
-    rows = parallel_rows(trace, cfg)
-    return analyze(trace, cfg) if rows is None else finish(trace, rows, cfg)
 
 
 def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
@@ -97,26 +66,10 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
                                _latent([p.latent for p in done]), None))
 
 
-def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
-    """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
-    copy of the export is gone before the summary is made). Its ``trace`` holds what the
-    summary reads (the first window's identity and processes), not the events; its rows
-    are on disk (:mod:`.stored`), their text as categoricals."""
-    cfg = config_of(cfg)
-    with windows:
-        groups = communicators(windows.collectives())
-        outline, rows = windowed_rows(windows.traces(), cfg, groups)
-    try:
-        return finish(outline, rows, cfg)
-    except BaseException:
-        rows.close()  # now: a process stopped by Ctrl-C may exit without finalizers
-        raise
-
-
 def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
                   groups: pd.Series | None = None) -> tuple[Trace, TraceRows]:
     """The rows of the whole trace read in ``windows`` (on disk, its NVTX step ranges too),
-    and the trace without its events (what :func:`~nsysscope.analysis.finish` reads);
+    and the trace without its events (what :func:`.pipeline.finish` reads);
     ``groups``: the whole trace's groups of ranks (:func:`.collectives.communicators`)."""
     return_freed_memory()
     outlines: list[Trace] = []

@@ -1,7 +1,7 @@
 """Analyse many traces: in local worker processes, or on a Dask distributed cluster.
 
 Each worker runs what ``nsysscope report TRACE`` runs
-(:func:`~nsysscope.analysis.windows.analyze_file`: a long trace in windows) and sends back a
+(:func:`~nsysscope.analysis.pipeline.analyze_file`: a long trace in windows) and sends back a
 :class:`~nsysscope.model.TraceResult`: the summary plus the steady-state per-launch overlap
 windows and GPU idle gaps, so the aggregate percentiles are exact over all launches of all
 traces. A trace that cannot be analysed gets its error in its result; the others are still
@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis import AnalysisConfig
+from ..analysis import AnalysisConfig, analyze_file
 from ..analysis.summarise import steady_values
-from ..analysis.windows import analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..export.db import append_parts, write_db
 from ..model import BatchResult, TraceResult

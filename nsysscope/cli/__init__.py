@@ -1,4 +1,6 @@
-"""The ``nsysscope`` command: thin click commands over :mod:`nsysscope.api`.
+"""The ``nsysscope`` command: thin click commands over what :mod:`nsysscope.api` calls too
+(:func:`nsysscope.analysis.analyze_file`, the gate, the batch runner, the renderers), not over
+the facade itself: it keeps results for a notebook, and importing it imports every renderer.
 
 :mod:`.app` is the group and its error handling, one module per command family
 (:mod:`.report`, :mod:`.gate`, :mod:`.scrub`, :mod:`.cache`, :mod:`.export`), :mod:`.options`

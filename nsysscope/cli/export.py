@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..analysis import Analysis
-from ..analysis.windows import analyze_file
+from ..analysis import Analysis, analyze_file
 from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
 from ..trace.windows import is_long

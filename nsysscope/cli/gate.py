@@ -17,7 +17,7 @@ import click
 from click.core import ParameterSource
 
 from .. import render
-from ..analysis.windows import analyze_file
+from ..analysis import analyze_file
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note

@@ -8,8 +8,7 @@ import os
 import click
 
 from .. import render
-from ..analysis import Analysis
-from ..analysis.windows import analyze_file
+from ..analysis import Analysis, analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import is_db_name, per_launch_parts, write_db, write_per_launch_parts

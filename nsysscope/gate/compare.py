@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import Analysis, AnalysisConfig, summarize
+from ..analysis import Analysis, AnalysisConfig, Events, analyze_file, summarize
 from ..analysis.config import config_of
-from ..analysis.windows import Events, analyze_file
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import (
     FAIL,
@@ -256,7 +255,7 @@ def read_side(x: str, config: AnalysisConfig | None = None, nsys: str | None = N
               events: Events = "shown") -> Summary | Analysis:
     """One side as the gate command reads it: a summary file as its Summary, a trace analysed
     once (an HTML page draws its figures from the analysis: ``events``, as
-    :func:`~nsysscope.analysis.windows.analyze_file`)."""
+    :func:`~nsysscope.analysis.pipeline.analyze_file`)."""
     if is_summary_file(x):
         return read_summary(x)
     return analyze_file(x, config, nsys, events=events)

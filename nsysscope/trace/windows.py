@@ -1,5 +1,5 @@
 """A long trace read one time window at a time, so that its analysis holds one window's
-events at once, not all of them (:func:`nsysscope.analysis.windows.analyze_windows`).
+events at once, not all of them (:func:`nsysscope.analysis.pipeline.analyze_windows`).
 
 Windows are cut between graph launches, every :func:`launches_per_window` of them: about
 :data:`WINDOW_ROWS` rows of the event tables' worth, whatever a launch brings (~39,000

@@ -1,7 +1,7 @@
 """A long trace analysed in time windows (``nsysscope.trace.windows``,
-``nsysscope.analysis.windows``) gives the whole trace's analysis, to the nanosecond: checked on
-the real H200 samples cut into windows of 40 launches (5 to 10 per sample, so every kind of
-event lies on some window's edge)."""
+``nsysscope.analysis.pipeline.analyze_windows``) gives the whole trace's analysis, to the
+nanosecond: checked on the real H200 samples cut into windows of 40 launches (5 to 10 per
+sample, so every kind of event lies on some window's edge)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from frames import comparable  # tests/ is on sys.path
 
-from nsysscope.analysis.windows import analyze_file, analyze_windows
+from nsysscope.analysis import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
 from nsysscope.trace.schema import Schema, connect_readonly
@@ -70,12 +70,11 @@ def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2, 
     """The ranks are grouped once, from the whole trace's kernels (each window grouped them
     anew, and near the threshold windows could disagree): the groups, their waits and the note
     are the whole trace's."""
-    import nsysscope.analysis as analysis
     from nsysscope import analyze, load
-    from nsysscope.analysis import windows as analysis_windows
+    from nsysscope.analysis import pipeline, rows
     whole = analyze(load(dp2_tp2))
     calls = []
-    for module in (analysis, analysis_windows):
+    for module in (pipeline, rows):
         real = module.communicators
         monkeypatch.setattr(module, "communicators",
                             lambda c, *a, __real=real: calls.append(len(c)) or __real(c, *a))

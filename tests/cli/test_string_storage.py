@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import nsysscope.cli.report as report_cli
 from nsysscope import render
-from nsysscope.analysis.windows import analyze_file
+from nsysscope.analysis import analyze_file
 from nsysscope.cli.app import cli
 
 pytest.importorskip("pyarrow")  # without it pandas holds text as Python strings anyway

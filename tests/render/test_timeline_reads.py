@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from frames import comparable  # tests/ is on sys.path
 
-from nsysscope.analysis.windows import analyze_file
+from nsysscope.analysis import analyze_file
 from nsysscope.render.html.report import report_page
 from nsysscope.render.plots import TracePlots
 from nsysscope.render.plots.canvas import select

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from nsysscope.analysis.windows import analyze_file
+from nsysscope.analysis import analyze_file
 from nsysscope.trace import resolve
 from nsysscope.trace import windows as trace_windows
 
