@@ -9,7 +9,9 @@ The mode names for what they do are ``readback-after-launch`` (= ``case1``) and
 ``pageable-inputs`` (= ``case2``). ``--tp N`` runs a tensor-parallel engine (one process per
 GPU, NCCL all-reduces captured in the decode graphs), ``--output-copy`` copies the tokens back
 on a side stream (vLLM's async output copy), ``--wait poll|poll-async`` waits by querying
-events, and ``--torch-profile PATH`` writes a Kineto trace of the run.
+events, and ``--torch-profile PATH`` writes a Kineto trace of the run. The serving switches
+(``serving.py``: bursts and idle, batch buckets, start-up checks, prefill, speculative decoding,
+a forward thread, per-step pinned buffers) make it a server under load.
 """
 
 from .config import EngineConfig, ModelConfig, MODES

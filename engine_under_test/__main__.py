@@ -4,18 +4,22 @@ Modes: ``healthy``; ``readback-after-launch`` (alias ``case1``: a GPU->CPU readb
 the launch); ``pageable-inputs`` (alias ``case2``: step inputs copied from pageable memory at
 the launch); ``both``. ``--tp N`` runs N ranks of one tensor-parallel engine (one process per
 GPU, spawned by this command; ``torchrun`` works too); only rank 0 prints and writes ``--json``.
+The serving switches (``--bursts``, ``--buckets``, ``--startup-check``, ``--prefill``,
+``--spec-decode``, ``--forward-thread``, ``--pinned-alloc``) run the engine as a server under
+load (``serving.py``); ``--no-nvtx`` drops the phase ranges.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import sys
 import traceback
 
-from .config import MODE_ALIASES, MODES, WAITS, EngineConfig, ModelConfig
+from .config import MODE_ALIASES, MODES, WAITS, EngineConfig, ModelConfig, canonical_mode
 
 # the default model (6 layers, batch 128) decodes about 0.1 steps/s on a 2-core CPU (1 layer:
 # 0.6 steps/s, with the float64 projections of the CPU backend)
@@ -109,7 +113,61 @@ def parser() -> argparse.ArgumentParser:
                    help="with --torch-profile: no Python stacks (with_stack=False), far less "
                         "host overhead")
     p.add_argument("--json", metavar="PATH", help="also write the metrics as JSON (rank 0)")
+    server = p.add_argument_group("a server under load (serving.py; any of these runs it)")
+    server.add_argument("--startup-check", action="store_true",
+                        help="replay each bucket's graph once right after capturing it, and "
+                             "synchronise (a server's check at start-up)")
+    server.add_argument("--bursts", type=_sizes, metavar="N[,N...]",
+                        help="requests in bursts of these sizes, each after the last one is "
+                             "served and --idle-ms of idle; ends after a last idle period")
+    server.add_argument("--burst-rate", type=_int_at_least(1), default=8, metavar="N",
+                        help="requests of a burst arriving per step (8)")
+    server.add_argument("--idle-ms", type=_non_negative, default=600.0, metavar="MS",
+                        help="idle after each burst: the scheduler polls an empty queue (600)")
+    server.add_argument("--buckets", type=_int_at_least(1), metavar="N",
+                        help="N captured batch sizes (1, 2, 4, 8, then evenly spaced), and the "
+                             "batch kept packed so each step replays the smallest that holds it")
+    server.add_argument("--prefill", action="store_true",
+                        help="admitted requests' prompts run as one eager prefill between "
+                             "decode steps")
+    server.add_argument("--spec-decode", type=_int_at_least(1), metavar="K",
+                        help="speculative decoding: K draft replays and a verify replay a "
+                             "step, the accepted lengths read back after the verify")
+    server.add_argument("--forward-thread", action="store_true",
+                        help="a worker thread launches each step; the scheduler thread waits "
+                             "on its events (sglang's older overlap worker)")
+    server.add_argument("--pinned-alloc", action="store_true",
+                        help="allocate the step's pinned host buffers anew every step")
+    server.add_argument("--max-new-tokens", type=_span, metavar="LO,HI",
+                        help="each request's new tokens, uniform in [LO, HI) (16,160)")
+    server.add_argument("--no-nvtx", action="store_true",
+                        help="no NVTX ranges (and no record_function ranges under "
+                             "--torch-profile)")
+    server.add_argument("--profile-startup", action="store_true",
+                        help="with --torch-profile: profile the start-up (model, graph "
+                             "capture) too, not only the run")
     return p
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of sizes: {text!r}") from None
+    if not sizes or any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be >= 1: {text!r}")
+    return sizes
+
+
+def _span(text: str) -> tuple[int, int]:
+    low, _, high = text.partition(",")
+    try:
+        span = (int(low), int(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not LO,HI: {text!r}") from None
+    if not 1 <= span[0] < span[1]:
+        raise argparse.ArgumentTypeError(f"need 1 <= LO < HI: {text!r}")
+    return span
 
 
 def _model_bytes(m: ModelConfig, batch: int) -> int:
@@ -155,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for opt, path in (("--torch-profile", a.torch_profile), ("--json", a.json)):
         if path and not os.path.isdir(os.path.dirname(path) or "."):
             p.error(f"{opt} {path}: no such directory")
+    _check_serving(p, a, world)
     if a.readback_ranks and max(a.readback_ranks) >= world:
         p.error(f"--readback-ranks {','.join(map(str, a.readback_ranks))}: only {world} rank(s)")
     if info is None and world > 1:
@@ -177,9 +236,68 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _check_serving(p: argparse.ArgumentParser, a: argparse.Namespace, world: int) -> None:
+    """The serving switches' combinations that cannot run, refused in one line."""
+    if a.spec_decode and canonical_mode(a.mode) in ("case1", "both"):
+        p.error("--spec-decode reads the accepted lengths back every step already: "
+                "use --mode healthy or case2")
+    if a.spec_decode and (a.output_copy or a.pieces > 1 or a.wait != "sync"
+                          or a.forward_thread):
+        p.error("--spec-decode runs without --output-copy, --pieces, --wait poll* and "
+                "--forward-thread")
+    if world > 1 and set(_serving(a)) - {"max_new_tokens"}:
+        p.error("the serving switches run on one GPU (no --tp)")
+    if a.profile_startup and not a.torch_profile:
+        p.error("--profile-startup needs --torch-profile")
+
+
+def _serving(a: argparse.Namespace) -> dict:
+    """The serving switches as EngineConfig fields (none when none is given)."""
+    from .config import bucket_sizes
+
+    fields: dict = {}
+    if a.bursts:
+        fields.update(bursts=a.bursts, burst_rate=a.burst_rate, idle_ms=a.idle_ms,
+                      initial_requests=0)
+    if a.buckets:
+        fields.update(graph_batch_sizes=bucket_sizes(a.buckets, a.batch), compact=True)
+    if a.max_new_tokens:
+        fields["max_new_tokens"] = a.max_new_tokens
+    for name in ("startup_check", "prefill", "forward_thread", "pinned_alloc"):
+        if getattr(a, name):
+            fields[name] = True
+    if a.spec_decode:
+        fields["spec_decode"] = a.spec_decode
+    return fields
+
+
+def _engine(model, cfg, backend, tp):
+    from .engine import Engine
+
+    if cfg.serving:
+        from .serving import ServingEngine
+        return ServingEngine(model, cfg, backend)
+    return Engine(model, cfg, backend, tp)
+
+
+def _serving_metrics(engine, cfg) -> dict:
+    """What a serving run measured besides speed (engine_metrics.json's serving columns)."""
+    st = engine.stats
+    busy = engine.gpu_busy_serving
+    return dict(
+        startup_s=round(st.startup_s, 3), graph_sizes=list(engine.scheduler.batch_sizes),
+        startup_check=cfg.startup_check, bursts=list(cfg.bursts), idle_ms=cfg.idle_ms,
+        idle_periods=len(st.idle_s), idle_s=round(sum(st.idle_s), 3),
+        gpu_busy_serving=None if busy is None else round(busy, 4),
+        steps_per_bucket={str(k): v for k, v in sorted(st.steps_per_bucket.items())},
+        prefill=cfg.prefill or bool(cfg.spec_decode), prefill_steps=st.prefills,
+        slot_moves=st.moves, spec_decode=cfg.spec_decode,
+        spec_acceptance=None if st.acceptance is None else round(st.acceptance, 4),
+        forward_thread=cfg.forward_thread, pinned_alloc=cfg.pinned_alloc)
+
+
 def _run(a: argparse.Namespace, info) -> int:
     from .backend import make_backend, resolve_device
-    from .engine import Engine
 
     rank, world = (info.rank, info.world) if info else (0, 1)
     say = print if rank == 0 else (lambda *_, **__: None)
@@ -197,17 +315,24 @@ def _run(a: argparse.Namespace, info) -> int:
         tp = TensorParallel(info, backend.device)
     cfg = EngineConfig(mode=a.mode, steps=a.steps, seed=a.seed, max_batch=a.batch,
                        warmup_steps=min(20, a.steps // 5), overlap=not a.sync,
-                       initial_requests=a.batch, readback=a.readback,
+                       readback=a.readback,
                        stall_every=a.stall_every, host_work_us=a.host_work_us,
                        output_copy=a.output_copy, wait=a.wait, rank=rank,
-                       readback_ranks=a.readback_ranks, pieces=a.pieces)
-    engine = Engine(model, cfg, backend, tp)
+                       readback_ranks=a.readback_ranks, pieces=a.pieces,
+                       **{"initial_requests": a.batch, **_serving(a)})
+    backend.nvtx = not a.no_nvtx
+    profile = contextlib.nullcontext()
     if a.torch_profile:
         from .profiling import rank_path, torch_profile
-        with torch_profile(rank_path(a.torch_profile, rank, world), backend,
-                           stacks=not a.torch_profile_no_stack):
-            result = engine.run()
-    else:
+        profile = torch_profile(rank_path(a.torch_profile, rank, world), backend,
+                                stacks=not a.torch_profile_no_stack, annotate=not a.no_nvtx)
+    engine = None
+    with contextlib.ExitStack() as stack:
+        if a.profile_startup:
+            stack.enter_context(profile)
+        engine = _engine(model, cfg, backend, tp)
+        if not a.profile_startup:
+            stack.enter_context(profile)
         result = engine.run()
     mine = dict(rank=rank, steps_per_s=round(result.steps_per_s, 2),
                 gpu_busy=None if result.gpu_busy is None else round(result.gpu_busy, 4),
@@ -231,6 +356,8 @@ def _run(a: argparse.Namespace, info) -> int:
     line = (f"mode={cfg.mode} steps={result.steps} steps/s={result.steps_per_s:.1f} "
             f"tokens/s={result.tokens_per_s:.0f} gpu_busy={busy} finished={len(result.finished)} "
             f"tokens={result.digest}")
+    if cfg.serving:
+        metrics.update(_serving_metrics(engine, cfg))
     if world > 1:
         agree = len({r["tokens_digest"] for r in ranks}) == 1
         metrics.update(readback_ranks=list(a.readback_ranks or range(world)), per_rank=ranks,

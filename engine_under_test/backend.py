@@ -31,6 +31,8 @@ class Backend(Protocol):
     dtype: torch.dtype
 
     annotate: bool
+    nvtx: bool
+    check_replays: bool
 
     def phase(self, name: str) -> contextlib.AbstractContextManager: ...
     def event(self, timing: bool = False) -> Event: ...
@@ -57,12 +59,15 @@ class CudaBackend:
         self.device = torch.device("cuda", torch.cuda.current_device() if index is None else index)
         self.dtype = dtype
         self.annotate = False
+        self.nvtx = True  # --no-nvtx: no NVTX ranges (as most servers run)
+        self.check_replays = False  # --startup-check: replay and sync each graph once captured
         self._pool = None
         self._graphs: list[torch.cuda.CUDAGraph] = []
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        torch.cuda.nvtx.range_push(name)
+        if self.nvtx:
+            torch.cuda.nvtx.range_push(name)
         try:
             if self.annotate:
                 with _record_function(name):
@@ -70,7 +75,8 @@ class CudaBackend:
             else:
                 yield
         finally:
-            torch.cuda.nvtx.range_pop()
+            if self.nvtx:
+                torch.cuda.nvtx.range_pop()
 
     def event(self, timing: bool = False) -> Event:
         return torch.cuda.Event(enable_timing=timing)
@@ -102,6 +108,9 @@ class CudaBackend:
             fn()
         self._pool = graph.pool()
         self._graphs.append(graph)
+        if self.check_replays:  # a server's check of the new graph: replay it, wait for it
+            graph.replay()
+            torch.cuda.synchronize()
         return graph.replay
 
     def release_graphs(self) -> None:
@@ -155,7 +164,10 @@ class CpuBackend:
         self.device = torch.device("cpu")
         self.dtype = dtype
         self.annotate = False
+        self.nvtx = True
+        self.check_replays = False
         self.phases: list[str] = []
+        self.captured = 0  # graphs "captured" (each a plain call here)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -182,6 +194,10 @@ class CpuBackend:
         return torch.zeros(shape, dtype=dtype)
 
     def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
+        self.captured += 1
+        if self.check_replays:
+            self.phases.append("check_replay")
+            fn()
         return fn
 
     def release_graphs(self) -> None:

@@ -16,6 +16,17 @@ def canonical_mode(mode: str) -> str:
     return MODE_ALIASES.get(mode, mode)
 
 
+def bucket_sizes(count: int, max_batch: int) -> tuple[int, ...]:
+    """``count`` graph batch sizes up to ``max_batch``, shaped like a server's capture list
+    (sglang: 1, 2, 4, 8, then every 8): powers of two up to 8, then evenly spaced to
+    ``max_batch``. Fewer when ``max_batch`` is too small to hold ``count`` sizes."""
+    small = [s for s in (1, 2, 4, 8) if s < max_batch][:max(count - 1, 0)]
+    rest = count - len(small)  # >= 1: the last is max_batch
+    low = small[-1] if small else 0
+    spaced = [round(low + (max_batch - low) * (i + 1) / rest) for i in range(rest)]
+    return tuple(sorted({*small, *(s for s in spaced if s >= 1)}))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """A Llama-like decoder: Llama-3-8B-shaped layers, only a few of them.
@@ -77,6 +88,28 @@ class EngineConfig:
     # tensor parallel: this process's rank, and the ranks that plant case 1 (None: all)
     rank: int = 0
     readback_ranks: tuple[int, ...] | None = None
+    # a server under load (``serving.py``; any of these runs the serving loop):
+    # start-up: after capturing each bucket's graph, replay it once and synchronise (a check)
+    startup_check: bool = False
+    # bursty requests: this many requests per burst, arriving ``burst_rate`` a step, and
+    # ``idle_ms`` of idle (the scheduler polls an empty queue, no CUDA call) after each burst
+    bursts: tuple[int, ...] = ()
+    burst_rate: int = 8
+    idle_ms: float = 600.0
+    # the batch follows the running requests: kept packed in the lowest slots (a finished
+    # request's slot is refilled by moving the highest one down), so each step replays the
+    # graph of the smallest captured size that holds it
+    compact: bool = False
+    prefill: bool = False  # new requests' prompts run as one eager prefill between decode steps
+    spec_decode: int = 0  # speculative decoding: this many draft replays + one verify a step
+    forward_thread: bool = False  # a worker thread launches; the scheduler waits on its events
+    pinned_alloc: bool = False  # fresh pinned host buffers every step (vLLM's, sglang's habit)
+
+    @property
+    def serving(self) -> bool:
+        """Whether the serving loop (``serving.py``) runs instead of the plain decode loop."""
+        return bool(self.startup_check or self.bursts or self.compact or self.prefill
+                    or self.spec_decode or self.forward_thread or self.pinned_alloc)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", canonical_mode(self.mode))
@@ -88,6 +121,17 @@ class EngineConfig:
             raise ValueError(f"wait must be one of {', '.join(WAITS)}, not {self.wait!r}")
         if self.pieces < 1:
             raise ValueError(f"pieces must be >= 1, not {self.pieces}")
+        if any(n < 1 for n in self.bursts) or self.burst_rate < 1 or not self.idle_ms >= 0:
+            raise ValueError("bursts need >= 1 request each, burst_rate >= 1, idle_ms >= 0")
+        if self.spec_decode < 0:
+            raise ValueError(f"spec_decode must be >= 0, not {self.spec_decode}")
+        if self.spec_decode and self.mode in ("case1", "both"):
+            raise ValueError("speculative decoding reads the accepted lengths back every step "
+                             "already: use mode healthy or case2")
+        if self.spec_decode and (self.forward_thread or self.output_copy or self.pieces > 1
+                                 or self.wait != "sync"):
+            raise ValueError("speculative decoding runs without --forward-thread, "
+                             "--output-copy, --pieces and --wait poll*")
 
     def _case1_at(self, step: int) -> bool:
         if self.readback_ranks is not None and self.rank not in self.readback_ranks:

@@ -177,3 +177,51 @@ class Llama:
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """The final norm and the LM head: hidden states -> logits ``[B, vocab]`` (float32)."""
         return self._column(_rms_norm(h, self.norm, self.local.norm_eps), self.lm_head).float()
+
+    def extend(self, tokens: torch.Tensor, start: torch.Tensor, cache: KVCache,
+               slots: torch.Tensor | None = None) -> torch.Tensor:
+        """Several tokens per row at once: ``tokens [B, T]`` at positions ``start[b] + t``
+        -> hidden states ``[B, T, d_model]``, each token attending to its row's cache up to
+        its own position (causal). Writes the T keys and values into cache slots ``slots``
+        (default ``[:B]``).
+
+        An eager prefill runs it with ``start = 0`` on newly admitted requests' prompts
+        (``--prefill``); speculative decoding's verify graph on the last token and the drafts
+        (``--spec-decode``). Keys past a row's own length (padding) are written too: harmless,
+        as a later step at that position overwrites them before reading, like :meth:`decode`."""
+        cfg = self.local
+        b, t = tokens.shape
+        pos = start[:, None] + torch.arange(t, device=tokens.device)  # [B, T]
+        rot = self.rot[pos][:, :, None]  # [B, T, 1, D/2]
+        hidden = pos[:, :, None] < self.t_range[None, None, :]  # [B, T, max_seq]
+        bias = torch.zeros(hidden.shape, device=tokens.device, dtype=torch.float32)
+        bias = bias.masked_fill(hidden, float("-inf")).to(self.embed.dtype)
+        groups = cfg.n_heads // cfg.n_kv_heads
+        # [B*Hkv, T*groups, max_seq]: query rows (t, g) of each kv head share its row's mask
+        bias = bias[:, None, :, None].expand(b, cfg.n_kv_heads, t, groups, cfg.max_seq)
+        bias = bias.reshape(b * cfg.n_kv_heads, t * groups, cfg.max_seq)
+        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+        index = torch.arange(b, device=tokens.device) if slots is None else slots
+        h = self.embed[tokens]
+        for i, layer in enumerate(self.layers):
+            x = _rms_norm(h, layer["attn_norm"], cfg.norm_eps)
+            qkv = self._column(x, layer["wqkv"])  # [B, T, q + 2 kv]
+            qk = _rotate(qkv[..., : q_dim + kv_dim].unflatten(-1, (-1, cfg.head_dim)), rot)
+            q, k = qk[:, :, : cfg.n_heads], qk[:, :, cfg.n_heads:]
+            v = qkv[..., q_dim + kv_dim:].unflatten(-1, (-1, cfg.head_dim))
+            cache.kv[i][:, index[:, None], :, pos] = torch.stack((k, v), dim=2)
+            if slots is None:
+                keys, values = cache.kv[i, 0, :b], cache.kv[i, 1, :b]  # views, no copy
+            else:
+                keys, values = cache.kv[i, 0][slots], cache.kv[i, 1][slots]
+            qg = q.reshape(b, t, cfg.n_kv_heads, groups, cfg.head_dim).transpose(1, 2)
+            qg = qg.reshape(b * cfg.n_kv_heads, t * groups, cfg.head_dim)
+            scores = torch.baddbmm(bias, qg, keys.flatten(0, 1).transpose(1, 2),
+                                   alpha=cfg.head_dim ** -0.5)
+            attn = torch.bmm(scores.softmax(-1), values.flatten(0, 1))
+            attn = attn.reshape(b, cfg.n_kv_heads, t, groups, cfg.head_dim).transpose(1, 2)
+            h = h + self._row(attn.reshape(b, t, q_dim), layer["wo"])
+            x = _rms_norm(h, layer["mlp_norm"], cfg.norm_eps)
+            gate, up = self._column(x, layer["w_gate_up"]).chunk(2, dim=-1)
+            h = h + self._row(F.silu(gate) * up, layer["w_down"])
+        return h

@@ -31,18 +31,23 @@ class OutputProcessor:
             while time.perf_counter() < until:
                 pass
         tokens = prev.tokens.tolist()
+        accepted = getattr(prev, "accepted", None)  # speculative decoding: several per row
         emitted = []
         for row in prev.rows:
             req = row.request
-            if req.done or not row.emits:
+            if not row.emits:
                 continue
-            tok = tokens[row.slot]
-            req.output.append(tok)
-            emitted.append((req, tok))
-            if tok == EOS:
-                req.done, req.finish_reason = True, "eos"
-            elif len(req.output) >= req.max_new_tokens:
-                req.done, req.finish_reason = True, "length"
+            row_tokens = ([tokens[row.slot]] if accepted is None
+                          else tokens[row.slot][:accepted[row.slot] + 1])
+            for tok in row_tokens:
+                if req.done:
+                    break
+                req.output.append(tok)
+                emitted.append((req, tok))
+                if tok == EOS:
+                    req.done, req.finish_reason = True, "eos"
+                elif len(req.output) >= req.max_new_tokens:
+                    req.done, req.finish_reason = True, "length"
         return emitted
 
     @staticmethod

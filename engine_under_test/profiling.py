@@ -1,7 +1,8 @@
 """``--torch-profile PATH``: the run under ``torch.profiler``, exported as a Kineto Chrome trace.
 
-The whole run after graph capture is profiled (no schedule), with CPU and, on a GPU, CUDA
-activities and Python stacks (``with_stack=True``: ``python_function`` events), no shapes.
+The whole run after graph capture (with ``--profile-startup`` the start-up too) is profiled
+(no schedule), with CPU and, on a GPU, CUDA activities and Python stacks (``with_stack=True``:
+``python_function`` events), no shapes.
 Every engine phase is then also a ``record_function`` range of the same name, so the trace
 has ``user_annotation`` events ``step N``, ``schedule``, ``sample``, ``wait_prev``...
 The file is gzipped when PATH ends in ``.gz``, and appears only when complete (written under a
@@ -54,15 +55,16 @@ def export(prof: torch.profiler.profile, path: str) -> None:
 
 
 @contextlib.contextmanager
-def torch_profile(path: str, backend: Backend,
-                  stacks: bool = True) -> Iterator[torch.profiler.profile]:
-    """Profile the block; phases become ``record_function`` ranges; export to ``path``.
-    ``stacks=False`` leaves the Python stacks out: much less host overhead, no line names."""
+def torch_profile(path: str, backend: Backend, stacks: bool = True,
+                  annotate: bool = True) -> Iterator[torch.profiler.profile]:
+    """Profile the block; phases become ``record_function`` ranges (unless ``annotate`` is
+    False: ``--no-nvtx``); export to ``path``. ``stacks=False`` leaves the Python stacks out:
+    much less host overhead, no line names."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if backend.device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     prof = torch.profiler.profile(activities=activities, with_stack=stacks, record_shapes=False)
-    backend.annotate = True
+    backend.annotate = annotate
     try:
         with prof:
             yield prof

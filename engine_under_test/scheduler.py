@@ -50,3 +50,23 @@ class Scheduler:
         """The smallest captured batch size that holds the highest used slot."""
         need = rows[-1].slot + 1 if rows else 1
         return next(s for s in self.batch_sizes if s >= need)
+
+    def compact(self) -> list[tuple[int, int]]:
+        """Keep the running requests in the lowest slots (``--buckets``): each free slot below
+        an occupied one takes the highest occupied slot's request. Returns the moves
+        ``(from, to)``; the runner moves their KV cache rows and last tokens on the device."""
+        moves = []
+        for free in range(len(self._slots)):
+            if self._slots[free] is not None:
+                continue
+            top = max((i for i, r in enumerate(self._slots) if r is not None), default=-1)
+            if top <= free:
+                break
+            self._slots[free], self._slots[top] = self._slots[top], None
+            moves.append((top, free))
+        return moves
+
+    @property
+    def running(self) -> int:
+        """Occupied slots (requests admitted and not yet released)."""
+        return sum(r is not None for r in self._slots)

@@ -6,6 +6,7 @@ schedule and must emit the same tokens.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,7 +60,9 @@ class Workload:
         n_words = int(rng.integers(*cfg.prompt_len))
         text = " ".join(rng.choice(_WORDS, n_words))
         prompt = self._tok.encode(text)[: self._max_seq // 2]
-        max_new = min(int(rng.integers(*cfg.max_new_tokens)), self._max_seq - len(prompt))
+        # speculative decoding writes up to spec_decode positions past the last token
+        room = self._max_seq - len(prompt) - (cfg.spec_decode + 1 if cfg.spec_decode else 0)
+        max_new = max(1, min(int(rng.integers(*cfg.max_new_tokens)), room))
         greedy = bool(rng.random() < cfg.greedy_fraction)
         stops = STOP_STRINGS if rng.random() < cfg.stop_string_fraction else ()
         req = Request(rid=self._next_id, arrival_step=step, prompt=prompt,
@@ -68,3 +71,37 @@ class Workload:
                       seed=int(rng.integers(0, 2**24)), detok=Detokenizer(self._tok, stops))
         self._next_id += 1
         return req
+
+
+class BurstWorkload(Workload):
+    """A benchmark client's bursts (``--bursts``): burst ``i`` sends ``cfg.bursts[i]``
+    requests, ``cfg.burst_rate`` a step, once the previous burst has been served and
+    ``cfg.idle_ms`` have passed with nothing to run; ``cfg.idle_ms`` of idle also ends the run.
+
+    Arrival is counted in steps within a burst and the bursts open when the engine drains, so
+    every mode still sees the same schedule and emits the same tokens."""
+
+    def __init__(self, cfg: EngineConfig, tokenizer: Tokenizer, max_seq: int) -> None:
+        super().__init__(cfg, tokenizer, max_seq)
+        self._queue = list(cfg.bursts)
+        self._pending = self._queue.pop(0)
+        self.finished = False
+        self.idle_s: list[float] = []  # each idle period's length, as the host slept it
+
+    def arrivals(self, step: int) -> list[Request]:
+        n = min(self._pending, self._cfg.burst_rate)
+        self._pending -= n
+        return [self._make(step) for _ in range(n)]
+
+    def idle(self) -> None:
+        """Nothing to run: poll the (empty) request queue every millisecond for ``idle_ms``
+        without touching the device, then open the next burst (or finish)."""
+        t0 = time.perf_counter()
+        until = t0 + self._cfg.idle_ms / 1e3
+        while time.perf_counter() < until:
+            time.sleep(0.001)
+        self.idle_s.append(time.perf_counter() - t0)
+        if self._queue:
+            self._pending = self._queue.pop(0)
+        else:
+            self.finished = True
