@@ -77,8 +77,8 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
 
 def queries(db: Path) -> list[tuple[str, str, str, bool]]:
     """(label, table, SQL, grouped per replay) for each table the loader reads."""
-    from nsysscope.trace.schema import Schema, connect_readonly
-    from nsysscope.trace.tables import wanted_api_ids
+    from nsysscope.trace.nsys.schema import Schema, connect_readonly
+    from nsysscope.trace.nsys.tables import wanted_api_ids
     s = Schema(connect_readonly(db), db)
     ids = ",".join(map(str, wanted_api_ids(s))) or "NULL"
     out = [("CUDA API calls", "CUPTI_ACTIVITY_KIND_RUNTIME", _RUNTIME.format(ids=ids), False)]

@@ -42,9 +42,7 @@ def launch_table(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
         df[col] = df[col].astype("float64")
     if len(df) and df["gpu_end_ns"].isna().all():
         # every launch without GPU work: a "healthy, host never waited" report would be nonsense
-        how = ("activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must be able to "
-               "trace this GPU)" if trace.meta.format == "kineto" else
-               "-t cuda --cuda-graph-trace=node")
+        how = trace.meta.profiler.record_gpu_work
         raise ProfilerLostData(
             f"{trace.meta.path}: none of the {len(df)} graph launches has GPU work in the trace: "
             f"the profiler lost the GPU activity, or kernels were not traced; profile again with "

@@ -115,7 +115,7 @@ def _require_launches(trace: Trace) -> None:
     if lost:
         raise ProfilerLostData(f"{trace.meta.path}: {lost}")
     if trace.api.empty and trace.gpu_ops.empty:
-        how = "ProfilerActivity.CUDA" if trace.meta.format == "kineto" else "-t cuda"
+        how = trace.meta.profiler.record_cuda
         raise NothingToAnalyse(f"{trace.meta.path}: no CUDA data in this trace (was it captured "
                                f"with {how}, and does the program use the GPU?)")
     raise NothingToAnalyse(

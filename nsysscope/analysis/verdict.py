@@ -61,13 +61,9 @@ def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
     if line:
         notes.append(line)
     m = trace.meta
-    if m.format == "kineto":
-        notes.append("torch.profiler traces have no sync-to-event records: event waits were "
-                     "matched to launches by timing alone")
-    elif not (m.has_sync_records and m.has_event_records):
-        notes.append("no sync-to-event records in this export (needs nsys >= 2024 with "
-                     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.eventSyncId and CUDA_EVENT): event "
-                     "waits were matched to launches by timing alone")
+    if not (m.has_sync_records and m.has_event_records):
+        notes.append(f"{m.profiler.without_sync_records}: event waits were matched to launches "
+                     "by timing alone")
     if not m.has_nvtx:
         notes.append("no NVTX ranges: stalls cannot be attributed to loop phases; add "
                      "torch.cuda.nvtx ranges around schedule/launch/sample/post")
@@ -80,7 +76,7 @@ def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
     grouped = groups_note(pd.concat(groups)) if groups else None
     if grouped:
         notes.append(grouped)
-    if m.graph_trace == "graph" and len(procs) > 1:
+    if not m.has_graph_nodes and len(procs) > 1:
         notes.append(GRAPH_TRACED_RANKS)
     return notes + list(m.reader_notes)
 

@@ -6,8 +6,8 @@ them. The result is a :class:`~nsysscope.model.BatchResult`; renderers format it
 """
 
 from .aggregate import aggregate, worst_line
-from .expand import TRACE_SUFFIXES, expand, is_trace_name, names_many, rank_of
+from .expand import expand, names_many, rank_of
 from .run import analyze_one, run_batch, run_dask, run_local
 
-__all__ = ["TRACE_SUFFIXES", "aggregate", "analyze_one", "expand", "is_trace_name",
-           "names_many", "rank_of", "run_batch", "run_dask", "run_local", "worst_line"]
+__all__ = ["aggregate", "analyze_one", "expand", "names_many", "rank_of", "run_batch",
+           "run_dask", "run_local", "worst_line"]

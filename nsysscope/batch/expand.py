@@ -9,24 +9,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UnreadableInput
-from ..trace.cache import CACHE_SUFFIX
-from ..trace.formats import is_results_db, json_kind
+from ..trace.load import TRACE_SUFFIXES, is_trace_name, own_output
 from ..util.progress import note
 
-#: what a trace file's name ends with
-TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep", ".trace.json",
-                  ".trace.json.gz", ".trace.json.xz")
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
 _EXPLICIT = re.compile(r"(?i)[^a-z]?(?:rank|rk)")  # of the _RANK words, those that say rank
 _GLOB = re.compile(r"[*?\[]")
 
 
 # -- which files ---------------------------------------------------------------------------------
-
-def is_trace_name(name: str) -> bool:
-    n = name.lower()
-    return n.endswith(TRACE_SUFFIXES) and not n.endswith(CACHE_SUFFIX)
-
 
 def names_many(spec: str) -> bool:
     """Whether one command-line argument stands for several traces: a folder or a glob."""
@@ -86,23 +77,10 @@ def _traces(files: Iterable[Path]) -> list[Path]:
 
 def _left_out(q: Path) -> bool:
     """Whether ``q`` is one of nsysscope's own outputs, said in a note."""
-    own = _own_output(q)
+    own = own_output(q)
     if own:
         note(f"{q}: left out: nsysscope's {own}, not a trace")
     return own is not None
-
-
-def _own_output(q: Path) -> str | None:
-    """What of nsysscope's own ``q`` is (judged by content), or None."""
-    name = q.name.lower()
-    if name.endswith((".sqlite", ".db", ".sqlite3")) and is_results_db(q):
-        return "per-launch database"
-    try:
-        if ".json" in name and json_kind(q) == "timeline":
-            return "timeline (export, --perfetto)"
-    except (UnreadableInput, OSError):
-        pass
-    return None
 
 
 def _natural(paths: Iterable[Path]) -> list[Path]:

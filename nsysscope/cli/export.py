@@ -41,10 +41,10 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
     use_cache(no_cache)
     note_whole_read(trace, nsys)
     a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events="all")
-    if all_kernels and a.trace.meta.format == "kineto":
-        note("--all-kernels reads a replay's kernels from an nsys export; a torch.profiler "
-             "trace's replays are drawn as one slice each")
-    elif all_kernels and a.trace.meta.graph_trace == "graph":
+    if all_kernels and a.trace.source is None:  # the kernels are read again from the export
+        note(f"--all-kernels reads a replay's kernels from an nsys export; a "
+             f"{a.trace.meta.profiler.name} trace's replays are drawn as one slice each")
+    elif all_kernels and not a.trace.meta.has_graph_nodes:
         note("--all-kernels: this export traced each graph replay as a whole (nsys's default "
              "--cuda-graph-trace=graph) and holds none of its kernels: each replay is drawn as "
              "one slice; capture with --cuda-graph-trace=node to see them")

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..trace.gpu_work import gpu_op_blocks, op_window_bounds
+from ..trace.nsys.gpu_work import gpu_op_blocks, op_window_bounds
 from ..util.version import __version__
 from .chrome_json import EventWriter, Lanes, json_texts, lanes, open_trace
 

@@ -72,9 +72,9 @@ def check_comparable(base: Summary, cand: Summary,
     elif len(base.trace.gpus) != len(cand.trace.gpus):
         notes.append(f"baseline trace shows {len(base.trace.gpus)} GPUs, candidate "
                      f"{len(cand.trace.gpus)}")
-    kineto = [s.trace.schema_version.startswith("kineto") for s in (base, cand)]
-    if kineto[0] != kineto[1]:
-        tools = ["a torch.profiler trace" if k else "an nsys capture" for k in kineto]
+    profilers = [s.trace.profiler_name for s in (base, cand)]
+    if profilers[0] != profilers[1]:
+        tools = ["an nsys capture" if p == "nsys" else f"a {p} trace" for p in profilers]
         notes.append(f"the baseline is {tools[0]} and the candidate {tools[1]}: the two "
                      "profilers record different host timings; compare like with like")
     elif base.trace.nsys_version != cand.trace.nsys_version:

@@ -27,7 +27,7 @@ from ..model import (
     summary_in,
 )
 from ..model.schema import WrongKind
-from ..trace.formats import json_kind
+from ..trace.formats import TRACE_JSON, json_kind
 from ..trace.windows import is_long
 from ..util.units import us
 from .checks import check_comparable, run_checks
@@ -177,8 +177,8 @@ def is_summary_file(path: str | Path) -> bool:
     SQLite or compressed."""
     p = Path(path)
     try:
-        if json_kind(p) in ("kineto", "timeline"):  # .json like a summary: a torch.profiler
-            return False  # trace, or a timeline (load says it is not a trace)
+        if json_kind(p) in TRACE_JSON:  # .json like a summary: a trace, or a timeline
+            return False  # (load says it is not a trace)
     except (UnreadableInput, OSError):
         pass
     if p.suffix.lower() == ".json":

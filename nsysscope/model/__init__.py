@@ -37,6 +37,7 @@ from .summary import (
     Summary,
     TraceInfo,
     counted_steps,
+    profiler_of,
     summary_in,
 )
 
@@ -47,5 +48,5 @@ __all__ = [
     "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
     "ProcessSummary", "Renderer", "Side",
     "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult",
-    "counted_steps", "registry", "summary_in",
+    "counted_steps", "profiler_of", "registry", "summary_in",
 ]

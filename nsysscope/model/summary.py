@@ -119,6 +119,22 @@ class StallSite(Record):
         return ", ".join(parts) or self.nvtx_path or NO_NVTX
 
 
+#: the names reports give the profilers whose readers set no nsys version (``nsys_version``
+#: "none"), by the first word the reader writes in ``schema_version`` (``kineto 1.0``)
+_PROFILER_NAMES = {"kineto": "torch.profiler"}
+
+
+def profiler_of(nsys_version: str, schema_version: str | None = None) -> str:
+    """The profiler that made a trace, from the identity results keep of it (summaries of
+    every version, where it is no field of its own): ``nsys``, where there is an nsys
+    version; else the one its reader names first in ``schema_version`` (a gate's side keeps
+    none: torch.profiler, the one other reader)."""
+    if nsys_version != "none":
+        return "nsys"
+    tool = (schema_version or "kineto").split(" ")[0]
+    return _PROFILER_NAMES.get(tool, tool)
+
+
 @dataclass(frozen=True)
 class TraceInfo(Record):
     """Which trace a result is about: its path as given, and what captured it."""
@@ -133,6 +149,11 @@ class TraceInfo(Record):
     time_range_ns: tuple[int | None, int | None] | None = None
     extra: dict[str, Any] = extra_field()
     nested = {"gpus": tuple, "time_range_ns": optional(tuple)}
+
+    @property
+    def profiler_name(self) -> str:
+        """The profiler that made the trace (:func:`profiler_of`)."""
+        return profiler_of(self.nsys_version, self.schema_version)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.
 
 from __future__ import annotations
 
-from ..model import LatentSite, LaunchClass, StallSite, Summary, counted_steps
+from ..model import LatentSite, LaunchClass, StallSite, Summary, counted_steps, profiler_of
 from ..util.units import pct, timeline_span, times_in, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
@@ -22,10 +22,11 @@ def header(s: Summary) -> str:
 
 
 def captured_by(nsys_version: str, schema_version: str | None = None) -> str:
-    """What made the trace: ``nsys 2025.3.1, schema 3.11`` or ``torch.profiler`` (a Kineto
-    trace has no nsys version; its reader sets it to ``none``)."""
-    if nsys_version == "none":
-        return f"torch.profiler, {schema_version}" if schema_version else "torch.profiler"
+    """What made the trace: ``nsys 2025.3.1, schema 3.11`` or ``torch.profiler, kineto 1.0``
+    (:func:`~nsysscope.model.profiler_of`)."""
+    tool = profiler_of(nsys_version, schema_version)
+    if tool != "nsys":
+        return f"{tool}, {schema_version}" if schema_version else tool
     return f"nsys {nsys_version}" + (f", schema {schema_version}" if schema_version else "")
 
 

@@ -25,9 +25,9 @@ from ..trace.files import (
     XZ_MAGIC,
     sqlite_uri,
 )
-from ..trace.nsys_rep import STAMP_TABLE
-from ..trace.schema import truncation
-from ..trace.sources import resolve
+from ..trace.nsys.nsys_rep import STAMP_TABLE
+from ..trace.nsys.schema import truncation
+from ..trace.nsys.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
 from .names import Meta, WordPatterns, users_and_hosts, word_patterns
@@ -59,7 +59,7 @@ def utils_db(conn: sqlite3.Connection) -> Database:
 
 def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
     """The export behind ``path``, read-only. ``.sqlite.xz``/``.gz`` and ``.nsys-rep`` go
-    through the resolver every command uses (:func:`nsysscope.trace.sources.resolve`): it
+    through the resolver every command uses (:func:`nsysscope.trace.nsys.sources.resolve`): it
     decompresses or exports into a cache and never writes to ``path``."""
     if not path.exists():
         raise ScrubError(f"{path}: no such file")
@@ -99,7 +99,7 @@ def connect_ro(path: Path, nsys: str | None = None) -> sqlite3.Connection:
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
     """The export's tables, less SQLite's own and nsysscope's stamp of the report an export
-    was made from (:data:`~nsysscope.trace.nsys_rep.STAMP_TABLE`: a size and a hash, which
+    was made from (:data:`~nsysscope.trace.nsys.nsys_rep.STAMP_TABLE`: a size and a hash, which
     the scrubbed copy drops)."""
     return sorted(t for t in utils_db(conn).table_names()
                   if not t.startswith("sqlite_") and t != STAMP_TABLE)

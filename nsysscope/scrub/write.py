@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..trace.formats import file_kind, is_kineto
-from ..trace.nsys_rep import STAMP_TABLE
+from ..trace.nsys.nsys_rep import STAMP_TABLE
 from ..util.atomic import replace, target, temp_beside
 from .cells import decode_text, is_valid_unicode, stored_text
 from .context import (

@@ -1,7 +1,7 @@
 """The CUDA API calls nsysscope reads, by what they do, and the process key of a thread.
 
 nsys stores each call under its versioned name (``cudaGraphLaunch_v10000``); these are the
-base names (:func:`~nsysscope.trace.schema.api_base_name`).
+base names (:func:`~nsysscope.trace.nsys.schema.api_base_name`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # schema.py reads through this module
-    from .schema import Schema
+    from .nsys.schema import Schema
 
 #: rows fetched from a cursor at a time
 CHUNK = 1 << 16

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import UnreadableInput
 from .files import GZIP_MAGIC, REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, read_head
-from .schema import connect_readonly
+from .nsys.schema import connect_readonly
 
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
@@ -57,6 +57,11 @@ def json_kind(path: str | os.PathLike[str]) -> str | None:
     if b'"verdict"' in text and b'"trace"' in text:
         return "summary"
     return "json"
+
+
+#: what :func:`json_kind` calls the JSON that is a trace, or nsysscope's timeline of one: never
+#: a summary, whatever its name
+TRACE_JSON = ("kineto", "timeline")
 
 
 def is_kineto(path: str | os.PathLike[str]) -> bool:

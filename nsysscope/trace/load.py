@@ -1,87 +1,59 @@
-"""Load one normalised :class:`Trace` from an nsys SQLite export.
-
-Only the rows and columns the analysis needs are read (:mod:`.tables` for the host side,
-:mod:`.gpu_work` for the GPU side). Column convention: integer nanoseconds in ``*_ns``
-columns, thread ids as nsys ``globalTid`` (pid and tid packed), ``corr_id`` for CUDA
-correlation ids, ``proc`` for the process key (:func:`~nsysscope.trace.apis.process_of`).
-"""
+"""Load one normalised :class:`Trace` from any input: the reader table (:data:`READERS`), one
+row an input format, says what its files are named (what a folder's traces are), how a file
+is told to be one (by content) and how it is read. A new input format is a package beside
+:mod:`.nsys` and :mod:`.kineto` and a row here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
+from ..errors import UnreadableInput
+from .cache import CACHE_SUFFIX
+from .formats import is_results_db, json_kind
+from .kineto import read_kineto
+from .normalised import Trace, TraceMeta
+from .nsys.read import read_nsys
+from .time_range import TimeRange, span_of
 
-from ..errors import DamagedExport, UnreadableInput
-from ..model import TraceInfo
-from ..util.progress import progress
-from ..util.text import clipped
-from . import tables
-from .apis import DEFAULT_ENUMS, LAUNCH_APIS
-from .backwards import backwards_note, backwards_rows
-from .damage import damage_reported
-from .formats import json_kind
-from .gpu_work import GpuWork, graph_work, own_process
-from .python_samples import PythonSamples
-from .schema import Schema, connect_readonly
-from .sources import read_resolved
-from .time_range import EVERY_CALL, CallRows, TimeRange, span_of
+__all__ = ["READERS", "TRACE_SUFFIXES", "Reader", "Trace", "TraceMeta", "is_trace_name", "load",
+           "own_output"]
 
 
 @dataclass(frozen=True)
-class TraceMeta(TraceInfo):
-    """Identity of a trace (the :class:`~nsysscope.model.TraceInfo` every result names) and
-    what the analysis needs to know about how it was recorded."""
+class Reader:
+    """One input format nsysscope reads."""
 
-    # SYNCHRONIZATION with eventSyncId: which event each sync waited on
-    has_sync_records: bool = False
-    has_event_records: bool = False  # CUDA_EVENT: which stream position each event marks
-    has_nvtx: bool = False
-    capture_start_ns: int = 0
-    capture_end_ns: int = 0
-    diagnostics: tuple[str, ...] = ()
-    #: where the export's graph launches lie (first start, last end), for a time range that
-    #: holds none of them: the hint of the error says where to look (None otherwise)
-    launches_span_ns: tuple[int, int] | None = None
-    format: str = "nsys"  # what was read: "nsys" (an SQLite export) or "kineto" (torch.profiler)
-    #: what the reader left out of a damaged trace, for the report's notes
-    reader_notes: tuple[str, ...] = ()
-
-    @property
-    def info(self) -> TraceInfo:
-        """Just the identity, as results carry it."""
-        return TraceInfo(path=self.path, nsys_version=self.nsys_version,
-                         schema_version=self.schema_version, gpus=self.gpus,
-                         graph_trace=self.graph_trace, time_range_ns=self.time_range_ns)
+    name: str  # as an error names it
+    #: what a trace file of it is named (a folder's or a glob's traces are these files)
+    suffixes: tuple[str, ...]
+    #: whether the file at a path is one, by content (never by name); None for the first
+    #: reader, which takes what no other claims (and says what is wrong with it)
+    claims: Callable[[Path], bool] | None
+    #: the file's :class:`Trace` (``nsys``: the nsys that exports a report; a
+    #: :class:`TimeRange` only where the format :attr:`TraceMeta.can_window`)
+    read: Callable[[Path, str | None, TimeRange], Trace]
 
 
-@dataclass
-class Trace:
-    """The normalised trace every analysis reads. Analyses never issue SQL.
+def _read_kineto(path: Path, nsys: str | None, span: TimeRange) -> Trace:
+    if not span.whole:
+        raise UnreadableInput(f"{path}: a time range is read from nsys exports only, not "
+                              "from torch.profiler traces")
+    return read_kineto(path)
 
-    ``proc`` is the process key (:func:`.apis.process_of`); correlation ids, streams, event
-    sync ids and device ids mean something only together with it."""
 
-    meta: TraceMeta
-    api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, status (return code), name
-    graph_work: pd.DataFrame  # proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops
-    gpu_ops: pd.DataFrame  # eager GPU work: start_ns, end_ns, stream, device, corr_id, proc,
-    #                        kind, copy_kind, src_kind, dst_kind, bytes
-    syncs: pd.DataFrame  # proc, corr_id, event_sync_id, stream
-    event_records: pd.DataFrame  # proc, corr_id, event_sync_id, stream
-    nvtx: pd.DataFrame  # start_ns, end_ns, tid, text (categorical: a few names repeat)
-    threads: pd.DataFrame  # tid, thread_name
-    processes: pd.DataFrame = field(default_factory=pd.DataFrame)  # proc, pid, name
-    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)  # NCCL kernels: proc,
-    #                        corr_id, start_ns, end_ns, stream, device, name
-    enums: dict[str, int] = field(default_factory=dict)  # htod, dtoh, pageable
-    source: Path | None = None  # the SQLite file read
-    #: Python stacks the trace itself holds (Kineto ``python_function`` ranges), one
-    #: pseudo-sample per CUDA call; None: read nsys Python samples from ``source``
-    python: PythonSamples | None = None
+#: every input format, the one that takes what no other claims first
+READERS = (
+    Reader("nsys export", (".sqlite", ".sqlite.xz", ".sqlite.gz", ".nsys-rep", ".qdrep"),
+           None, read_nsys),
+    # any JSON: the Kineto reader says what is wrong with JSON that is no trace
+    Reader("torch.profiler (Kineto) JSON trace",
+           (".trace.json", ".trace.json.gz", ".trace.json.xz"),
+           lambda p: json_kind(p) is not None, _read_kineto),
+)
+#: what a trace file's name ends with, in any format
+TRACE_SUFFIXES = tuple(s for r in READERS for s in r.suffixes)
 
 
 def load(path: str | Path, nsys: str | None = None,
@@ -89,124 +61,31 @@ def load(path: str | Path, nsys: str | None = None,
     """Read the trace at ``path`` (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
     JSON trace, plain or compressed: told apart by content); of an nsys export, only
     ``time_range`` when given (:mod:`.time_range`)."""
-    span = span_of(time_range)
-    kind = json_kind(path)
-    if kind == "timeline":
+    if json_kind(path) == "timeline":
         raise UnreadableInput(f"{path}: an nsysscope timeline (export or --perfetto output), "
                               "not a trace: open it in https://ui.perfetto.dev, and give "
                               "nsysscope the trace it was made from")
-    if kind is not None:
-        if not span.whole:
-            raise UnreadableInput(f"{path}: a time range is read from nsys exports only, not "
-                                  "from torch.profiler traces")
-        from .kineto import read_kineto  # imports this module
-        return read_kineto(path)
-    return read_resolved(path, nsys, lambda db: _read_export(path, db, span))
+    p = Path(path)
+    reader = next((r for r in READERS if r.claims is not None and r.claims(p)), READERS[0])
+    return reader.read(p, nsys, span_of(time_range))
 
 
-def _read_export(path: str | Path, db: Path, span: TimeRange) -> Trace:
-    """The :class:`Trace` of ``span`` of the export ``db`` of ``path``."""
-    conn = connect_readonly(db)
-    s: Schema | None = None
+def is_trace_name(name: str) -> bool:
+    """Whether a file of a folder (or a glob) named ``name`` is taken for a trace: by name,
+    as :data:`TRACE_SUFFIXES` says, less nsysscope's own cached exports."""
+    n = name.lower()
+    return n.endswith(TRACE_SUFFIXES) and not n.endswith(CACHE_SUFFIX)
+
+
+def own_output(q: Path) -> str | None:
+    """What of nsysscope's own outputs ``q`` is (judged by content: a folder of traces often
+    holds them beside the traces), or None."""
+    name = q.name.lower()
+    if name.endswith((".sqlite", ".db", ".sqlite3")) and is_results_db(q):
+        return "per-launch database"
     try:
-        with damage_reported(path):
-            s = Schema(conn, Path(path))
-            return read_trace(s, Path(path), db, span)
-    finally:
-        if s is not None:
-            s.close()
-        else:
-            conn.close()
-
-
-def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
-    """The :class:`Trace` of ``span`` of the export ``db`` (``path``: as the user named it),
-    read through ``s``."""
-    with progress(f"reading {path.name}"):
-        # the calls and ranges in the span; the GPU work and records of the calls read (all
-        # of them for the whole trace: then every table is read at once)
-        first = {"api": lambda: tables.api_table(s, span),
-                 "nvtx": lambda: tables.nvtx_table(s, span)}
-
-        def of(calls: CallRows) -> dict[str, Callable[[], Any]]:
-            return {"syncs": lambda: tables.syncs_table(s, calls),
-                    "event_records": lambda: tables.event_records_table(s, calls),
-                    "gpu": lambda: GpuWork(s, calls),
-                    "collectives": lambda: tables.collectives_table(s, calls)}
-
-        if span.whole:
-            of_calls = EVERY_CALL
-            got = s.at_once(of(of_calls) | first)  # the GPU tables, the longest, first
-        else:
-            got = s.at_once(first)
-            api = got["api"]
-            of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
-            got |= s.at_once(of(of_calls))
-        api, gpu = got["api"], got["gpu"]
-        has_launches = bool(api["name"].isin(LAUNCH_APIS).any())
-        if span.whole and not has_launches:
-            _refuse_if_damaged(s, path)  # before "no graph launches": a damaged table's read
-            # can end early, with no error
-        gpu_ops = own_process(gpu.eager_ops(), api)
-        graph_work_table, graph_mode = graph_work(s, api, gpu, of_calls)
-        syncs = own_process(got["syncs"], api)
-        event_records = own_process(got["event_records"], api)
-    capture = tables.capture_span(s, api)
-    meta = TraceMeta(
-        path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
-        gpus=tables.gpus(s), graph_trace=graph_mode,
-        has_sync_records="eventSyncId" in s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
-        has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
-        has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
-        time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
-        launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
-        capture_start_ns=capture[0], capture_end_ns=capture[1],
-        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))))
-    enums = dict(
-        htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", DEFAULT_ENUMS["htod"]),
-        dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),
-        pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", DEFAULT_ENUMS["pageable"]))
-    return Trace(meta=meta, api=api, graph_work=graph_work_table, gpu_ops=gpu_ops,
-                 syncs=syncs, event_records=event_records, nvtx=got["nvtx"],
-                 threads=tables.threads_table(s), processes=tables.processes_table(s),
-                 collectives=got["collectives"], enums=enums, source=db)
-
-
-def _refuse_if_damaged(s: Schema, path: Path) -> None:
-    """Raise :class:`DamagedExport` where SQLite's own check finds the export damaged. A scan
-    of a table whose b-tree is damaged (rowids out of order) can stop early with no error:
-    75 of 23,190 CUDA calls read, and no graph launch among them. The check reads the whole
-    file, so it runs only where a whole export shows no launch; so does the one for calls
-    whose names are lost (:func:`_refuse_if_names_lost`)."""
-    problem = str(s.conn.execute("PRAGMA quick_check(1)").fetchone()[0])
-    if problem != "ok":  # "*** in database main ***", then what is wrong, a line each
-        first = next((line for line in problem.splitlines() if not line.startswith("***")),
-                     problem)
-        raise DamagedExport(f"{path}: corrupt export (SQLite's check: {clipped(first)})")
-    _refuse_if_names_lost(s, path)
-
-
-def _launches_anywhere(s: Schema, path: Path) -> tuple[int, int] | None:
-    """Where the export's graph launches lie (:func:`.tables.launches_span`), for a time
-    range that holds none; where there are none anywhere, an export whose CUDA calls lost
-    their names is refused first (:func:`_refuse_if_names_lost`)."""
-    found = tables.launches_span(s)
-    if found is None:
-        _refuse_if_names_lost(s, path)
-    return found
-
-
-def _refuse_if_names_lost(s: Schema, path: Path) -> None:
-    """Raise :class:`DamagedExport` where CUDA calls name strings that StringIds lacks: the
-    loader finds each call by its name's id, so an emptied string table read as "0 CUDA
-    calls" and "no CUDA graph launches" (exit 3) of an export that holds 24,393 of them. One
-    scan of the calls, a primary-key look-up each: only where an export shows no launch."""
-    if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-        return
-    total, lost = s.conn.execute(
-        "SELECT count(*), count(*) - count(n.id) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "LEFT JOIN StringIds n ON n.id = r.nameId").fetchone()
-    if lost:
-        raise DamagedExport(f"{path}: corrupt export: {lost} of {total} CUDA calls name a "
-                            "string StringIds lacks (their names are lost); copy or export it "
-                            "again")
+        if ".json" in name and json_kind(q) == "timeline":
+            return "timeline (export, --perfetto)"
+    except (UnreadableInput, OSError):
+        pass
+    return None

@@ -29,8 +29,8 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
-from .damage import damage_reported
-from .schema import connect_readonly
+from .nsys.damage import damage_reported
+from .nsys.schema import connect_readonly
 
 DOMAIN = "Python Periodic Sampling"
 

@@ -38,12 +38,13 @@ from ..util.progress import note, progress
 from ..util.text import clipped
 from .apis import LAUNCH_APIS, process_of
 from .columnar import attach, interrupted, sql_text
-from .damage import damage_reported
 from .formats import json_kind
-from .load import Trace, read_trace
-from .schema import Schema, connect_readonly
-from .sources import read_resolved, resolve
-from .tables import collectives_table, wanted_api_ids
+from .normalised import Trace
+from .nsys.damage import damage_reported
+from .nsys.read import read_trace
+from .nsys.schema import Schema, connect_readonly
+from .nsys.sources import read_resolved, resolve
+from .nsys.tables import collectives_table, wanted_api_ids
 from .time_range import TimeRange
 
 #: launches a window owns at most (one window's analysis holds ~6 KB per launch of the light

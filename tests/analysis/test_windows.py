@@ -19,8 +19,8 @@ from frames import comparable  # tests/ is on sys.path
 from nsysscope.analysis import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
-from nsysscope.trace.schema import Schema, connect_readonly
-from nsysscope.trace.tables import wanted_api_ids
+from nsysscope.trace.nsys.schema import Schema, connect_readonly
+from nsysscope.trace.nsys.tables import wanted_api_ids
 from nsysscope.trace.windows import in_windows, launches_per_window, plan_windows
 
 #: small enough that every sample has several windows, each edge next to a few launches

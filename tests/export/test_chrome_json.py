@@ -101,7 +101,7 @@ def test_only_the_runs_with_crossing_kernels_are_walked(analysed):
     start before the one before them ends (clock skew): the lanes are the walk's, and only
     the runs holding such a pair are walked (6 slices; before, the whole stream)."""
     from nsysscope.trace import resolve
-    from nsysscope.trace.gpu_work import gpu_op_blocks
+    from nsysscope.trace.nsys.gpu_work import gpu_op_blocks
 
     ops = pd.concat(gpu_op_blocks(resolve(analysed("case1").trace.source)))
     busiest = ops.groupby(["proc", "device", "stream"]).size().idxmax()

@@ -986,9 +986,9 @@ def test_a_tilde_home_in_a_range_name_is_a_user_name(sample, tmp_path):
 
 def test_the_stamp_of_a_reports_export_is_not_a_leak_and_is_dropped(tmp_path):
     """nsysscope's export of a .nsys-rep holds a table of its own: the report's size and a
-    SHA-256 of its ends (nsysscope.trace.nsys_rep). ``scrub --check`` listed the hash as a
+    SHA-256 of its ends (nsysscope.trace.nsys.nsys_rep). ``scrub --check`` listed the hash as a
     binary leak (1 finding on a clean sample); the scrubbed copy drops the table."""
-    from nsysscope.trace.nsys_rep import STAMP_TABLE, _stamp
+    from nsysscope.trace.nsys.nsys_rep import STAMP_TABLE, _stamp
 
     src = SAMPLES / "h200_case1_300.sqlite.xz"
     out = tmp_path / "run.nsysscope-cache.sqlite"

@@ -555,7 +555,7 @@ def test_a_damaged_export_of_a_report_is_never_deleted(tmp_path, monkeypatch):
     beside a .nsys-rep too, which only nsys can make again (it may be missing here): such
     damage is reported, the file kept."""
     from nsysscope.errors import DamagedExport
-    from nsysscope.trace import sources
+    from nsysscope.trace.nsys import sources
 
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"NVIDIA Tegra Profiler Report" + bytes(100))

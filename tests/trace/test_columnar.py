@@ -14,9 +14,10 @@ import pytest
 
 from nsysscope import load
 from nsysscope.errors import NotAnNsysExport
-from nsysscope.trace import columnar, resolve, stepped, tables
-from nsysscope.trace.gpu_work import GpuWork
-from nsysscope.trace.schema import Schema, connect_readonly
+from nsysscope.trace import columnar, resolve, stepped
+from nsysscope.trace.nsys import tables
+from nsysscope.trace.nsys.gpu_work import GpuWork
+from nsysscope.trace.nsys.schema import Schema, connect_readonly
 
 ENGINES = ["stepped", "duckdb", "sqlite3"]
 needs_c_reader = pytest.mark.skipif(not stepped.available(), reason="C reader not built")

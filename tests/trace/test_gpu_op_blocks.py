@@ -12,7 +12,7 @@ import pytest
 from test_columnar import ENGINES, use
 
 from nsysscope.trace import resolve
-from nsysscope.trace.gpu_work import GPU_OP_COLUMNS, gpu_op_blocks, op_window_bounds
+from nsysscope.trace.nsys.gpu_work import GPU_OP_COLUMNS, gpu_op_blocks, op_window_bounds
 
 #: the query the blocks were read with before (one SQLite sort of the three tables, a Python
 #: object per value): the independent answer

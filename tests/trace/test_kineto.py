@@ -100,7 +100,7 @@ def test_same_tables_columns_and_dtypes_as_the_nsys_loader():
             assert isinstance(a, pd.CategoricalDtype) == isinstance(b, pd.CategoricalDtype) \
                 and a.kind == b.kind, (table, col, a, b)
     assert k.enums == n.enums
-    assert k.meta.format == "kineto"
+    assert k.meta.profiler.name == "torch.profiler" and not k.meta.can_window
     assert not k.meta.has_sync_records and not k.meta.has_event_records
     assert k.meta.gpus == n.meta.gpus == ("NVIDIA H200",)
     # the same CUDA calls per launch, and each replay as many GPU ops (419 kernels + 33 memsets)

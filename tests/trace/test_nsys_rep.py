@@ -32,7 +32,7 @@ import pytest
 from permissions import obeying_permissions
 from test_bad_input import NO_DAC, _no_dac_works, assert_one_line_error, fingerprint, report
 
-from nsysscope.trace.nsys_rep import report_version
+from nsysscope.trace.nsys.nsys_rep import report_version
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NEW_REPORT = DATA / "nsys2025.3_tiny_redacted.nsys-rep"

@@ -14,9 +14,10 @@ import pytest
 
 from nsysscope import analyze, load
 from nsysscope.analysis.collectives import communicators
-from nsysscope.trace import columnar, resolve, tables
-from nsysscope.trace.gpu_work import GpuWork
-from nsysscope.trace.schema import Schema, connect_readonly
+from nsysscope.trace import columnar, resolve
+from nsysscope.trace.nsys import tables
+from nsysscope.trace.nsys.gpu_work import GpuWork
+from nsysscope.trace.nsys.schema import Schema, connect_readonly
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

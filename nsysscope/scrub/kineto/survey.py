@@ -15,7 +15,7 @@ import numpy as np
 
 from ...trace.apis import wanted_api
 from ...trace.kineto import JsonStream, enclosing_stacks, open_text
-from ...trace.schema import api_base_name
+from ...trace.nsys.schema import api_base_name
 from ..names import (
     HOST_PLACEHOLDER,
     USER_PLACEHOLDER,

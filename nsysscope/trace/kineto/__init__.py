@@ -43,10 +43,10 @@ on nsys Python samples, so a stall is attributed to the innermost user function 
 blocking call.
 """
 
-from .build import FORMAT, build_trace, read_kineto
+from .build import TORCH_PROFILER, build_trace, read_kineto
 from .events import copy_kinds
 from .stacks import enclosing_stacks, python_stacks
 from .stream import JsonStream, open_text
 
-__all__ = ["FORMAT", "JsonStream", "build_trace", "copy_kinds", "enclosing_stacks", "open_text",
-           "python_stacks", "read_kineto"]
+__all__ = ["TORCH_PROFILER", "JsonStream", "build_trace", "copy_kinds", "enclosing_stacks",
+           "open_text", "python_stacks", "read_kineto"]

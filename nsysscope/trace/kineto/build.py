@@ -13,14 +13,18 @@ import pandas as pd
 from ...errors import NotAnNsysExport, UnreadableInput
 from ...util.text import clipped
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
-from ..gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
-from ..load import Trace, TraceMeta
+from ..normalised import Profiler, Trace, TraceMeta
+from ..nsys.gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
 from .events import Collector, to_ns
 from .stacks import python_stacks
 from .stream import JsonStream, open_text
 
-#: what TraceMeta says for a Kineto trace
-FORMAT = "kineto"
+#: torch.profiler, what records a Kineto trace
+TORCH_PROFILER = Profiler(
+    name="torch.profiler", record_cuda="ProfilerActivity.CUDA",
+    record_gpu_work="activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must be "
+    "able to trace this GPU)",
+    without_sync_records="torch.profiler traces have no sync-to-event records")
 _INT = "int64"
 _THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
 
@@ -130,7 +134,8 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         schema_version=f"kineto {top.get('schemaVersion', '?')}",
         gpus=gpus, graph_trace="node" if len(graph_work) else "none",
         has_sync_records=False, has_event_records=False, has_nvtx=bool(len(nvtx)),
-        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(), format=FORMAT,
+        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(),
+        profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)), can_window=False,
         reader_notes=(f"{c.skipped} event{'s' if c.skipped > 1 else ''} without a usable time "
                       "(ts, dur: missing, not a number, or beyond any clock) left out",)
         if c.skipped else ())

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..apis import COPY_KINDS, MEMORY_KINDS
-from ..schema import api_base_name
+from ..nsys.schema import api_base_name
 
 # event categories, as Kineto writes them (current names first, torch < 1.10 names after)
 _API, _KERNEL, _MEMCPY, _MEMSET, _PY, _ANNOT, _OP, _SPAN = range(8)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import DamagedExport, NotAnNsysExport
-from ..util.text import clipped
+from ...errors import DamagedExport, NotAnNsysExport
+from ...util.text import clipped
 
 
 @contextmanager

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .apis import LAUNCH_APIS, process_of, process_of_pid, wanted_api
-from .arrays import INT, frame, in_order, query
+from ..apis import LAUNCH_APIS, process_of, process_of_pid, wanted_api
+from ..arrays import INT, frame, in_order, query
+from ..time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 from .schema import Schema, api_base_name
-from .time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 
 
 def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:

@@ -24,11 +24,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import NsysUnavailable, UnreadableInput
-from ..util.atomic import temp_beside
-from ..util.progress import note
-from .cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
-from .files import (
+from ...errors import NsysUnavailable, UnreadableInput
+from ...util.atomic import temp_beside
+from ...util.progress import note
+from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
+from ..files import (
     SQLITE_MAGIC,
     cache_entry,
     cache_folder,

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .apis import LAUNCH_APIS, process_of_pid
-from .arrays import INT, frame
+from ..apis import LAUNCH_APIS, process_of_pid
+from ..arrays import INT, frame
+from ..time_range import EVERY_CALL, CallRows
 from .schema import Schema, connect_readonly
-from .time_range import EVERY_CALL, CallRows
 
 GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
 EAGER_COLUMNS = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",

@@ -17,10 +17,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import DamagedExport, NotAnNsysExport, UnreadableInput
-from .columnar import ColumnReader
-from .files import SQLITE_MAGIC, sqlite_uri
-from .stepped import ReadStopped
+from ...errors import DamagedExport, NotAnNsysExport, UnreadableInput
+from ..columnar import ColumnReader
+from ..files import SQLITE_MAGIC, sqlite_uri
+from ..stepped import ReadStopped
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
 
-from ..errors import DamagedExport, UnreadableInput
-from ..util.progress import note
-from .cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
-from .files import (
+from ...errors import DamagedExport, UnreadableInput
+from ...util.progress import note
+from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
+from ..files import (
     ACCEPTS,
     GZIP_MAGIC,
     REPORT_MAGIC,
