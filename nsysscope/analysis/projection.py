@@ -16,12 +16,14 @@ Fixing a stall removes its wait: the host no longer waits for the in-flight laun
 step takes as long as the slower of the GPU (``gpu_work + q``) and the host's own work
 (``period - stall block``), and never longer than it did; and the run as a whole takes at
 least the GPU's work (the steps that followed a stall were short only because the host was
-catching up with an idle GPU). A rank that waited in collectives
-for the fixed process loses that wait from its GPU work; its own stalls, unless fixed too, keep
-their steps as they were. Launches not touched by the fix keep
-their period. Ranks of one tensor-parallel group move in lockstep, so a group's projected
-rate is its slowest rank's. The projected launch rate is the measured one scaled by the sum
-of the periods over the sum of the projected ones.
+catching up with an idle GPU). Relieving a launch-bound gap (no stall: the host came late)
+means a host that keeps ahead of the GPU: the step is the GPU's, an upper bound, since how far
+the host's own work can shrink is not in the trace. A rank that waited in collectives for the
+fixed process loses that wait from its GPU work; its own stalls, unless fixed too, keep their
+steps as they were. Launches not touched by the fix keep their period. Ranks of one
+tensor-parallel group move in lockstep, so a group's projected rate is its slowest rank's. The
+projected launch rate is the measured one scaled by the sum of the periods over the sum of the
+projected ones.
 
 It is a model, not a promise: it assumes the freed host time is not spent on new work and
 the GPU work per step does not change. On the engine's own H200 captures it lands within a
@@ -215,9 +217,11 @@ class _Sums:
         peer = np.isin(step.peer, list(fixed_procs)) if fixed_procs else \
             np.zeros(len(step.peer), dtype=bool)
         work = step.work - np.where(peer, step.collective_wait, 0)
-        # the host's own work per step: a relieved stall's block goes; a stall not fixed keeps
-        # the whole step (its block is a cause); other waits follow the GPU, and go with it
-        own_host = np.where(relieved, step.period - step.stall_block,
+        # the host's own work per step: a relieved stall's block goes; a relieved launch that
+        # did not stall (a launch-bound gap) has a host that keeps ahead, the GPU bounds it; a
+        # stall not fixed keeps the whole step (its block is a cause); other waits follow the
+        # GPU, and go with it
+        own_host = np.where(relieved, np.where(step.stalled, step.period - step.stall_block, 0.0),
                             np.where(step.stalled, step.period, step.host))
         touched = relieved | peer
         self.touched |= bool(touched.any())

@@ -142,6 +142,10 @@ class SiteTable:
         """The sites a fix can remove (not launch-bound gaps), as rows of :attr:`sites`."""
         return [int(s) for s in self.sites.index[self.sites["klass"] != "launch_bound"]]
 
+    def launch_bound(self) -> list[int]:
+        """The sites of launch-bound gaps, as rows of :attr:`sites`."""
+        return [int(s) for s in self.sites.index[self.sites["klass"] == "launch_bound"]]
+
 
 def stall_sites(launches: pd.DataFrame | RowStore, top: int = 10) -> list[StallSite]:
     """The sites of ``launches`` biggest first, without projections (:class:`SiteTable`)."""

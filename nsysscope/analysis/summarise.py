@@ -36,6 +36,7 @@ from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .bursts import steady_bursts
 from .config import AnalysisConfig
+from .headline import LateCost, headline
 from .nvtx import step_ranges
 from .processes import process_table, totals
 from .projection import Projection, coupled_groups, project_each
@@ -66,12 +67,15 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
     sites = SiteTable.of(rows)
     fixable = sites.stalled()
     numbers = sites.numbers
+    late_sites = sites.launch_bound()
 
     def relieved(part: pd.DataFrame) -> list[np.ndarray]:
         site = numbers[part.index]
-        return [part["stall"].to_numpy(dtype=bool), *(site == s for s in fixable)]
+        return [part["stall"].to_numpy(dtype=bool), np.isin(site, late_sites),
+                *(site == s for s in fixable)]
 
-    fixed, *each = project_each(rows, rates, coupled_groups(rows), relieved, 1 + len(fixable))
+    fixed, keeps_ahead, *each = project_each(rows, rates, coupled_groups(rows), relieved,
+                                             2 + len(fixable))
     projected: list[Projection | None] = [None] * len(sites.sites)
     for s, projection in zip(fixable, each, strict=True):
         projected[s] = projection
@@ -92,7 +96,13 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         latent=_not_covered(latent or [], top),
         processes=processes, distributions=_distributions(rows))
     ok, line = verdict_line(summary, cfg)
-    return Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok}), table
+    summary = Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
+    late = sites.sites.loc[late_sites]
+    cost = LateCost(launches=int(late["count"].sum()), lost_us=float(late["lost_ns"].sum()) / 1e3,
+                    speedup=keeps_ahead.speedup,
+                    launches_per_s_if_fixed=keeps_ahead.total_launches_per_s)
+    first = headline(summary, cost, float(table["span_ns"].sum()) / 1e3)
+    return Summary(**{**summary.__dict__, "headline": first}), table
 
 
 def _steady_numbers(rows: RowStore, table: pd.DataFrame,

@@ -171,7 +171,10 @@ def _broken(s: Summary | ProcessSummary) -> str:
     """``OVERLAP BROKEN: 194/194 steady launches stall (...); median overlap window ...``,
     counted in steps (launch bursts) where a step is several launches."""
     top = s.sites[0] if s.sites else None
-    kind = max(s.stalls, key=lambda k: s.stalls[k])
+    # the class of the site that costs most (sites come biggest gain first), not the class
+    # with most launches: that named other_stall beside a gpu_to_cpu site's line
+    kind = top.klass if top is not None and top.klass != "launch_bound" else \
+        max(s.stalls, key=lambda k: s.stalls[k])
     b = counted_steps(s)
     if b:
         return (f"OVERLAP BROKEN: {b.stalled}/{b.steady} steady steps stall ({kind}"

@@ -160,7 +160,8 @@ def _side(s: Summary, label: str | None) -> Side:
     d = s.distributions
     return Side(label=label or s.trace.path, trace=s.trace.path, nsys_version=s.trace.nsys_version,
                 gpus=tuple(s.trace.gpus), launches=s.launches, steady_launches=s.steady_launches,
-                sampled=len(d.window_us) if d else 0, verdict=s.verdict)
+                sampled=len(d.window_us) if d else 0, verdict=s.verdict,
+                headline=s.headline.text if s.headline else "")
 
 
 def _label(x: Any) -> str | None:

@@ -9,7 +9,7 @@ many traces at once; ``classes`` holds the :class:`LaunchClass` enum.
 
 from . import registry
 from .batch import BATCH_SCHEMA, Aggregate, BatchResult, TraceResult
-from .classes import FIXES, GATED_CLASSES, LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
+from .classes import CAUSES, FIXES, GATED_CLASSES, LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
 from .gate import (
     CHANGED,
     FAIL,
@@ -28,6 +28,7 @@ from .summary import (
     SCHEMA,
     Bursts,
     Distributions,
+    Headline,
     IfFixed,
     LatentSite,
     Percentiles,
@@ -42,10 +43,11 @@ from .summary import (
 )
 
 __all__ = [
-    "BATCH_SCHEMA", "CHANGED", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA", "IMPROVED",
-    "LAUNCH_CLASSES",
+    "BATCH_SCHEMA", "CAUSES", "CHANGED", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA",
+    "IMPROVED", "LAUNCH_CLASSES",
     "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check",
-    "Distributions", "Finding", "GateResult", "IfFixed", "LatentSite", "LaunchClass", "Percentiles",
+    "Distributions", "Finding", "GateResult", "Headline", "IfFixed", "LatentSite", "LaunchClass",
+    "Percentiles",
     "ProcessSummary", "Renderer", "Side",
     "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult",
     "counted_steps", "profiler_of", "registry", "summary_in",

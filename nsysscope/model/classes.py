@@ -52,3 +52,11 @@ FIXES: dict[str, str] = {
         "The host is slower than the GPU: the next replay is issued after the GPU went idle. "
         "Trim per-step CPU work, or move it off the launching thread."),
 }
+
+#: what each class is, as the headline names it (``a GPU→CPU readback at ... costs``)
+CAUSES: dict[str, str] = {
+    LaunchClass.GPU_TO_CPU: "a GPU→CPU readback",
+    LaunchClass.CPU_TO_GPU: "a CPU→GPU copy from pageable memory",
+    LaunchClass.OTHER_STALL: "a host wait on the in-flight launch",
+    LaunchClass.LAUNCH_BOUND: "a host slower than the GPU",
+}

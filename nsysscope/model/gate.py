@@ -15,7 +15,8 @@ from typing import Any
 from . import registry
 from .schema import Record, check_schema, extra_field, optional, to_plain
 
-GATE_SCHEMA = "nsysscope.gate/1"
+#: 1.1 added baseline.headline and candidate.headline
+GATE_SCHEMA = "nsysscope.gate/1.1"
 
 #: a check's status; ``changed`` is a significant change the gate reports without failing on
 #: it (the GPU's own work per launch, unless asked to gate slowdowns)
@@ -98,6 +99,9 @@ class Side(Record):
     steady_launches: int
     sampled: int  # per-launch values in the distributions
     verdict: str
+    #: the side's headline (``Summary.headline.text``: its costliest cause and gain); empty
+    #: for a summary from before nsysscope.summary/1.5, or a gate result before 1.1
+    headline: str = ""
     extra: dict[str, Any] = extra_field()
     nested = {"gpus": tuple}
 

@@ -39,7 +39,8 @@ from .schema import Record, check_schema, extra_field, json_text, optional, show
 #: 1.2 added trace.time_range_ns
 #: 1.3 added sites[].launches_per_s_if_fixed
 #: 1.4 added bursts and processes[].bursts
-SCHEMA = "nsysscope.summary/1.4"
+#: 1.5 added headline
+SCHEMA = "nsysscope.summary/1.5"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
@@ -227,6 +228,33 @@ class IfFixed(Record):
     extra: dict[str, Any] = extra_field()
 
 
+@dataclass(frozen=True)
+class Headline(Record):
+    """The report's first line, and the numbers it is made of: the cause that costs the GPU
+    most idle time (the top stall site, or the launch-bound gaps taken together), what share
+    of the GPU's time it costs, and what removing it is projected to buy. ``text`` is the line
+    itself; where nothing is worth naming it is the verdict."""
+
+    text: str
+    #: the cause's class: a stall class (``gpu_to_cpu``...) or ``launch_bound``; None where
+    #: the steady state has neither
+    klass: str | None
+    where: str | None  # the stall site's place (``sites[].where``); None for launch-bound gaps
+    launches: int  # the steady launches it holds
+    lost_us: float  # the GPU idle time after them
+    #: ``lost_us`` over the GPU time of the steady state (each process's span of steady
+    #: replays, added); None where there is no span
+    idle_frac: float | None
+    #: the launch rate projected without it over the measured one (for launch-bound gaps an
+    #: upper bound: a host that keeps ahead of the GPU); None where no rate was measured
+    speedup: float | None
+    launches_per_s_if_fixed: float | None
+    #: False when the projected gain (or, without one, the idle share) is below what separates
+    #: two healthy captures of one program: the line then says "not worth chasing first"
+    worth_chasing: bool
+    extra: dict[str, Any] = extra_field()
+
+
 #: fewer steady bursts than this are judged per launch (:attr:`Bursts.several`)
 MIN_BURSTS = 10
 
@@ -334,6 +362,8 @@ class Summary(Record):
     processes: list[ProcessSummary] = field(default_factory=list)
     distributions: Distributions | None = None
     bursts: Bursts | None = None  # None in a summary written before 1.4
+    #: the first line of every report: the costliest cause and its gain (None before 1.5)
+    headline: Headline | None = None
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -343,7 +373,7 @@ class Summary(Record):
               "if_fixed": optional(IfFixed.from_dict),
               "latent": lambda ls: [LatentSite.from_dict(x) for x in ls],
               "distributions": optional(Distributions.from_dict),
-              "bursts": optional(Bursts.from_dict)}
+              "bursts": optional(Bursts.from_dict), "headline": optional(Headline.from_dict)}
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)

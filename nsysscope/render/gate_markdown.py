@@ -12,7 +12,7 @@ from ..gate.findings import message
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, SiteChange
 from ..util.units import us
 from .base import cell as _cell
-from .gate_text import COLUMNS, NUMERIC, ci, pauses_left_out, side_line
+from .gate_text import COLUMNS, NUMERIC, ci, pauses_left_out, side_headline, side_line
 from .gate_text import cells as text_cells
 
 ICON = {"pass": "\u2705 pass", FAIL: "\u274c **FAIL**", IMPROVED: "\u2b06\ufe0f improved",
@@ -88,6 +88,7 @@ def _causes(title: str, findings: tuple[Finding, ...], checks: dict[str, Check])
 def render(r: GateResult) -> str:
     checks = {c.name: c for c in r.checks}
     out = [MARKER, f"## nsysscope gate: {headline(r)}", "",
+           f"**Candidate:** {_cell(side_headline(r.candidate))}", "",
            f"- baseline: `{_cell(side_line(r.baseline))}`",
            f"- candidate: `{_cell(side_line(r.candidate))}`"]
     out += _causes("Regressions, by root cause", r.regressions, checks)

@@ -75,6 +75,11 @@ def side_line(s: Side) -> str:
             f"{s.launches} launches)")
 
 
+def side_headline(s: Side) -> str:
+    """What a side's report says first (its headline; its verdict where it has none)."""
+    return times_in(s.headline or s.verdict)
+
+
 def site_lines(f: Finding, indent: str = "     ", width: int | None = None) -> list[str]:
     """A finding's sites, one block each; ``width`` wraps them (None: one line per item)."""
     w = width or 10_000
@@ -152,7 +157,8 @@ def render(r: GateResult, width: int | None = None) -> str:
     w = width or DEFAULT_WIDTH
     out = wrap(times_in(r.verdict), w, "nsysscope gate: ", "  ")
     out += ["", *wrap(f"baseline:  {side_line(r.baseline)}", w, "  ", " " * 13),
-            *wrap(f"candidate: {side_line(r.candidate)}", w, "  ", " " * 13), ""]
+            *wrap(f"candidate: {side_line(r.candidate)}", w, "  ", " " * 13),
+            *wrap(side_headline(r.candidate), w, " " * 13, " " * 15), ""]
     out += table_lines(r, w)
     for title, findings in (("Regressions", r.regressions), ("Improvements", r.improvements)):
         if not findings:

@@ -5,22 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import StallSite
-from ..util.units import plural, us
+from ..util.units import gain, plural, us
 from .base import as_summary, cell
 from .report_parts import (
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
-    gain,
     header,
+    headline,
     latent_line,
     latent_reason,
     metrics_rows,
     nvtx_of,
     process_rows,
     split_sites,
-    verdict,
+    verdict_detail,
 )
 
 
@@ -39,7 +39,9 @@ def _where(site: StallSite) -> str:
 def render(result: Any) -> str:
     s = as_summary(result)
     icon = "\u2705" if s.overlap_ok else "\u274c"
-    out = [f"## nsysscope: {icon} {verdict(s)}", "", f"`{header(s)}`", "",
+    detail = verdict_detail(s)
+    out = [f"## nsysscope: {icon} {cell(headline(s))}", "",
+           *([cell(detail), ""] if detail else []), f"`{header(s)}`", "",
            "| steady state | value |", "|---|---|"]
     out += [f"| {k} | {cell(v)} |" for k, v in metrics_rows(s)]
     if len(s.processes) > 1:

@@ -5,7 +5,7 @@ renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.
 from __future__ import annotations
 
 from ..model import LatentSite, LaunchClass, StallSite, Summary, counted_steps, profiler_of
-from ..util.units import pct, timeline_span, times_in, triple, us
+from ..util.units import gain, pct, timeline_span, times_in, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
 NEVER_WAITED = "no host call waited on their GPU work"
@@ -33,6 +33,22 @@ def captured_by(nsys_version: str, schema_version: str | None = None) -> str:
 def verdict(s: Summary) -> str:
     """The verdict, its times in the report's units (``1.92 ms``, not ``1918.05 us``)."""
     return times_in(s.verdict)
+
+
+def headline(s: Summary) -> str:
+    """The report's first line: the costliest cause, its share of the GPU's time and its
+    gain (:mod:`nsysscope.analysis.headline`); the verdict in a summary from before 1.5."""
+    return times_in(s.headline.text) if s.headline else verdict(s)
+
+
+def verdict_detail(s: Summary) -> str | None:
+    """The verdict where the headline does not say it already: without the lead the two
+    share (``OVERLAP BROKEN: ``), None where the headline is the verdict."""
+    first = s.headline.text if s.headline else s.verdict
+    if first == s.verdict:
+        return None
+    lead, sep, rest = s.verdict.partition(": ")
+    return times_in(rest if sep and first.startswith(lead + sep) else s.verdict)
 
 
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:
@@ -75,15 +91,6 @@ def steps_row(s: Summary) -> str:
         if b.window_us.p50 is not None else ""
     return (f"{b.steady}  ({b.launches_p50:g} graph launches each, between two host waits; "
             f"{b.stalled} stall, {b.launch_bound} launch-bound{window})")
-
-
-def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:
-    """``~1.58x launches/s (191.9 -> ~302.5)``: the projected gain of a fix."""
-    if not speedup:
-        return "n/a"
-    projected = projected or (rate * speedup if rate else None)
-    now = f" ({rate:.1f} -> ~{projected:.1f})" if rate and projected else ""
-    return f"~{speedup:.2f}x launches/s{now}"
 
 
 PROCESS_COLUMNS = ("pid", "process", "GPU", "status", "stalls", "window p50", "GPU idle p50",

@@ -1,4 +1,4 @@
-"""The terminal report: verdict first, then the numbers, then what to fix.
+"""The terminal report: the headline and the verdict first, then the numbers, then what to fix.
 
 Every line is wrapped to ``width`` columns (the CLI passes the terminal's width; 80 by
 default), continuation lines indented under their label.
@@ -10,22 +10,22 @@ from typing import Any
 
 from ..model import StallSite, Summary
 from ..util.text import DEFAULT_WIDTH, wrap
-from ..util.units import plural, times_in, us
+from ..util.units import gain, plural, times_in, us
 from .base import as_summary
 from .report_parts import (
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
-    gain,
     header,
+    headline,
     latent_line,
     latent_reason,
     metrics_rows,
     nvtx_of,
     process_rows,
     split_sites,
-    verdict,
+    verdict_detail,
 )
 
 
@@ -91,7 +91,10 @@ def render(result: Any, width: int | None = None) -> str:
     s = as_summary(result)
     w = width or DEFAULT_WIDTH
     out = wrap(f"nsysscope report: {header(s)}", w, "", "  ")
-    out += ["", *wrap(verdict(s), w, "", "  "), "", "Steady state (warm-up excluded)"]
+    detail = verdict_detail(s)
+    out += ["", *wrap(headline(s), w, "", "  "),
+            *(wrap(detail, w, "  - ", "    ") if detail else []),
+            "", "Steady state (warm-up excluded)"]
     rows = metrics_rows(s)
     key_width = max(len(k) for k, _ in rows)
     for k, v in rows:

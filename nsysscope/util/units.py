@@ -60,6 +60,16 @@ def axis_us(v: float) -> str:
     return f"{v:g} µs"
 
 
+def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:
+    """``~1.58x launches/s (191.9 -> ~302.5)``: the projected gain of a fix, from the measured
+    launch rate, the speed-up, and the projected rate where it is known."""
+    if not speedup:
+        return "n/a"
+    projected = projected or (rate * speedup if rate else None)
+    now = f" ({rate:.1f} -> ~{projected:.1f})" if rate and projected else ""
+    return f"~{speedup:.2f}x launches/s{now}"
+
+
 def pct(frac: float | None) -> str:
     """A fraction 0..1 as a percentage: ``98.9%``."""
     return "n/a" if frac is None else f"{frac:.1%}"

@@ -13,7 +13,14 @@ from click.testing import CliRunner
 
 from nsysscope.cli import cli
 from nsysscope.model import Summary
-from nsysscope.model.summary import Distributions, Percentiles, SourceLine, StallSite, TraceInfo
+from nsysscope.model.summary import (
+    Distributions,
+    Headline,
+    Percentiles,
+    SourceLine,
+    StallSite,
+    TraceInfo,
+)
 from nsysscope.render.json_ import render as summary_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +76,7 @@ def _required(cls: type) -> list[str]:
     (Summary, SCHEMA), (TraceInfo, SCHEMA["properties"]["trace"]),
     (StallSite, SCHEMA["$defs"]["site"]), (SourceLine, SCHEMA["$defs"]["source"]),
     (Distributions, SCHEMA["$defs"]["distributions"]),
-    (Percentiles, SCHEMA["$defs"]["percentiles"]),
+    (Percentiles, SCHEMA["$defs"]["percentiles"]), (Headline, SCHEMA["$defs"]["headline"]),
 ])
 def test_schema_and_reference_name_every_field(cls, where):
     """A field added to the model must be added to the schema and to docs/json.md."""

@@ -23,7 +23,7 @@ from PIL import Image
 
 from nsysscope.cli import cli
 from nsysscope.render import html
-from nsysscope.util.units import times_in
+from nsysscope.render.report_parts import verdict_detail
 
 IMG = re.compile(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 
@@ -66,7 +66,9 @@ def test_report_html_is_one_self_contained_page_with_everything(case1_page, anal
     page = case1_page.read_text(encoding="utf-8")
     assert_self_contained(page)
     s = analysed("case1").summary
-    assert escape(times_in(s.verdict)) in page
+    # the headline first, the verdict under it without the lead they share
+    assert escape(s.headline.text) in page and escape(verdict_detail(s)) in page
+    assert page.index(escape(s.headline.text)) < page.index(escape(verdict_detail(s)))
     site = s.sites[0]
     assert "gpu_to_cpu" in page and "phase &#x27;sample&#x27;" in page
     assert escape(site.fix) in page
@@ -99,7 +101,8 @@ def test_healthy_report_says_there_is_no_stall(analysed):
 def test_summary_fragment_for_jupyter(analysed, sample_path):
     s = analysed("case2").summary
     frag = html.summary_fragment(s)
-    assert escape(times_in(s.verdict)) in frag and "cpu_to_gpu" in frag
+    assert escape(s.headline.text) in frag and escape(verdict_detail(s)) in frag
+    assert "cpu_to_gpu" in frag
     assert "<style" not in frag and "<script" not in frag and "<img" not in frag
     import nsysscope
     t = nsysscope.open(sample_path("case2"))

@@ -10,16 +10,17 @@ from ...util.units import us
 from ..base import as_summary
 from ..gate_text import COLUMNS, cells
 from ..palette import BAD_COLOR, IMPROVED_COLOR, OK_COLOR, class_color, text_on
-from ..report_parts import header, metrics_rows, verdict
+from ..report_parts import header, headline, metrics_rows, verdict_detail
 from .page import TD, TH, inline
 
 _OK_BG, _BAD_BG = "#E6F5F0", "#FBEDE5"
 
 
-def _verdict(text: str, ok: bool) -> str:
+def _verdict(text: str, ok: bool, detail: str | None = None) -> str:
     color, bg = (OK_COLOR, _OK_BG) if ok else (BAD_COLOR, _BAD_BG)
+    below = f'<div style="font-weight:400">{escape(detail)}</div>' if detail else ""
     return (f'<div style="border-left:6px solid {color};background:{bg};padding:6px 10px;'
-            f'font-weight:600;margin-bottom:6px">{escape(text)}</div>')
+            f'font-weight:600;margin-bottom:6px">{escape(text)}{below}</div>')
 
 
 def summary_fragment(result: Any) -> str:
@@ -27,7 +28,7 @@ def summary_fragment(result: Any) -> str:
     s = as_summary(result)
     td, th = TD, TH
     out = ['<div class="nsysscope-summary" style="font-family:sans-serif;font-size:13px">',
-           _verdict(verdict(s), s.overlap_ok),
+           _verdict(headline(s), s.overlap_ok, verdict_detail(s)),
            f'<div style="color:#555;font-size:11.5px;margin-bottom:4px">{escape(header(s))}</div>',
            "<table>"]
     out += [f"<tr><th {th}>{escape(k)}</th><td {td}>{escape(v)}</td></tr>"

@@ -9,8 +9,8 @@ from typing import Any
 
 from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
-from ...util.units import times_in, us
-from ..gate_text import COLUMNS, NUMERIC, cells, ci, pauses_left_out, side_line
+from ...util.units import us
+from ..gate_text import COLUMNS, NUMERIC, cells, ci, pauses_left_out, side_headline, side_line
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
@@ -102,9 +102,9 @@ def gate_page(result: GateResult, baseline: Any = None, candidate: Any = None,
              f'<div class="verdict {cls}">{escape(r.verdict)}</div>',
              "<table>",
              f"<tr><th>baseline</th><td>{escape(side_line(r.baseline))}<br>"
-             f'<span class="note">{escape(times_in(r.baseline.verdict))}</span></td></tr>',
+             f'<span class="note">{escape(side_headline(r.baseline))}</span></td></tr>',
              f"<tr><th>candidate</th><td>{escape(side_line(r.candidate))}<br>"
-             f'<span class="note">{escape(times_in(r.candidate.verdict))}</span></td></tr>',
+             f'<span class="note">{escape(side_headline(r.candidate))}</span></td></tr>',
              "</table>", "<h2>Checks</h2>"]
     parts += _checks_table(r)
     parts.append("<h2>Baseline and candidate side by side</h2>")

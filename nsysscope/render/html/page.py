@@ -34,7 +34,7 @@ h1{font-size:22px;margin:4px 0 2px}h2{font-size:18px;margin:30px 0 8px;
 .sub{color:#555;font-size:12.5px;word-break:break-all}
 .verdict{border-left:8px solid;padding:10px 14px;margin:14px 0;font-size:16px;font-weight:600}
 .verdict.ok{border-color:#009E73;background:#E6F5F0}.verdict.bad{border-color:#D55E00;
-  background:#FBEDE5}
+  background:#FBEDE5}.verdict .detail{font-size:13.5px;font-weight:400;margin-top:4px}
 table{border-collapse:collapse;margin:6px 0}td,th{padding:4px 10px;border-bottom:1px solid
   #e3e3e3;text-align:left;vertical-align:top}th{background:#f4f4f4;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}

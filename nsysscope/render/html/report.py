@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ...model import StallSite, Summary
-from ...util.units import us
+from ...util.units import gain, us
 from ..base import as_summary
 from ..palette import class_color
 from ..report_parts import (
@@ -16,20 +16,23 @@ from ..report_parts import (
     SOURCE_ROOT_HINT,
     chain,
     first_of,
-    gain,
     header,
+    headline,
     latent_line,
     latent_reason,
     metrics_rows,
     process_rows,
-    verdict,
+    verdict_detail,
 )
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
 
 
 def verdict_box(s: Summary) -> str:
+    """The headline, and under it the verdict where the headline does not say it."""
     cls = "ok" if s.overlap_ok else "bad"
-    return f'<div class="verdict {cls}">{escape(verdict(s))}</div>'
+    detail = verdict_detail(s)
+    below = f'<div class="detail">{escape(detail)}</div>' if detail else ""
+    return f'<div class="verdict {cls}">{escape(headline(s))}{below}</div>'
 
 
 def _metrics_table(s: Summary) -> str:
