@@ -23,12 +23,12 @@ from .gate import (
     Side,
     SiteChange,
 )
+from .headline import Headline
 from .registry import Renderer
 from .summary import (
     SCHEMA,
     Bursts,
     Distributions,
-    Headline,
     IfFixed,
     LatentSite,
     Percentiles,

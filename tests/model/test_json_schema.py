@@ -13,14 +13,8 @@ from click.testing import CliRunner
 
 from nsysscope.cli import cli
 from nsysscope.model import Summary
-from nsysscope.model.summary import (
-    Distributions,
-    Headline,
-    Percentiles,
-    SourceLine,
-    StallSite,
-    TraceInfo,
-)
+from nsysscope.model.headline import Headline
+from nsysscope.model.summary import Distributions, Percentiles, SourceLine, StallSite, TraceInfo
 from nsysscope.render.json_ import render as summary_json
 
 ROOT = Path(__file__).resolve().parents[2]
