@@ -19,7 +19,7 @@ from ..trace.python_samples import PythonSamples, read_python_samples
 from ..trace.time_range import TimeRange, span_of
 from ..trace.windows import TraceWindows, in_windows
 from .bursts import bursts_by_part
-from .collectives import communicators
+from .collectives import RankWaits
 from .config import AnalysisConfig, config_of
 from .latent import latent_sites
 from .launches import busy_from_first_replay
@@ -146,8 +146,8 @@ def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) ->
     are on disk (:mod:`.stored`), their text as categoricals."""
     cfg = config_of(cfg)
     with windows:
-        groups = communicators(windows.collectives())
-        outline, rows = windowed_rows(windows.traces(), cfg, groups)
+        ranks = RankWaits.of(windows.collectives())
+        outline, rows = windowed_rows(windows.traces(), cfg, ranks)
     try:
         return finish(outline, rows, cfg)
     except BaseException:

@@ -16,7 +16,7 @@ from ..trace.load import Trace
 from ..util.units import timeline_span
 from .blocks import block_table, copy_calls
 from .calls import ThreadCalls
-from .collectives import attach_waits, collective_waits, communicators
+from .collectives import RankWaits, attach_waits
 from .config import AnalysisConfig
 from .latent import latent_copies
 from .launches import launch_table
@@ -71,10 +71,10 @@ class TraceRows:
                 store.close()
 
 
-def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = None) -> LaunchRows:
+def launch_rows(trace: Trace, cfg: AnalysisConfig, ranks: RankWaits | None = None) -> LaunchRows:
     """Pair, classify and attribute every launch of ``trace`` (:class:`LaunchRows`);
-    ``groups``: the ranks' groups (:func:`.collectives.communicators`), found from ``trace``
-    when not given (a time window is given the whole trace's)."""
+    ``ranks``: the ranks' collective waits (:class:`.collectives.RankWaits`), found from
+    ``trace`` when not given (a time window, or a file of a job, is given the whole's)."""
     _require_launches(trace)
     copies = copy_calls(trace)
     calls = ThreadCalls.of(trace.api)
@@ -87,8 +87,8 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig, groups: pd.Series | None = No
     # warm-up and steady state count launches over the whole trace, not one window: their
     # columns take their place in the table here, and :func:`.pipeline.finish` fills them
     launches["warmup"] = launches["steady"] = False
-    groups = communicators(trace.collectives) if groups is None else groups
-    launches = attach_waits(launches, collective_waits(trace.collectives, groups=groups), groups)
+    ranks = RankWaits.of(trace.collectives) if ranks is None else ranks
+    launches = attach_waits(launches, ranks)
     nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
     # source lines and bursts need the whole trace, as warm-up does: :func:`.pipeline.finish`

@@ -28,7 +28,7 @@ from ..trace.slices import trace_in
 from ..trace.windows import MARGIN_LAUNCHES, Window, plan_windows
 from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
-from .collectives import communicators
+from .collectives import RankWaits
 from .config import AnalysisConfig
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import STEP_COLUMNS, step_ranges
@@ -55,10 +55,10 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
     if n < 2 or not can_fork():
         return None
     windows = plan_windows(launches, per_window=-(-len(launches) // n), margin=margin)
-    groups = communicators(trace.collectives)  # once, from every kernel (as windows do)
+    ranks = RankWaits.of(trace.collectives)  # once, from every kernel (as windows do)
 
     def owned(w: Window) -> _Owned:
-        return _Owned.of(launch_rows(trace_in(trace, w.read), cfg, groups), w)
+        return _Owned.of(launch_rows(trace_in(trace, w.read), cfg, ranks), w)
 
     done = list(_counted(map_forked(owned, windows)))
     return _numbered(TraceRows(FrameRows(_join([p.launches for p in done])),
@@ -67,10 +67,10 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
 
 
 def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
-                  groups: pd.Series | None = None) -> tuple[Trace, TraceRows]:
+                  ranks: RankWaits | None = None) -> tuple[Trace, TraceRows]:
     """The rows of the whole trace read in ``windows`` (on disk, its NVTX step ranges too),
     and the trace without its events (what :func:`.pipeline.finish` reads);
-    ``groups``: the whole trace's groups of ranks (:func:`.collectives.communicators`)."""
+    ``ranks``: the whole trace's collective waits (:class:`.collectives.RankWaits`)."""
     return_freed_memory()
     outlines: list[Trace] = []
     steps = SpilledRows()
@@ -85,7 +85,7 @@ def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
             backwards += backwards_rows((trace.api, trace.gpu_ops, nv), window.owns)
             own = step_ranges(nv[window.owns(nv["start_ns"].to_numpy())])
             steps.append({c: own[c].to_numpy() for c in STEP_COLUMNS})
-            yield _Owned.of(launch_rows(trace, cfg, groups), window)
+            yield _Owned.of(launch_rows(trace, cfg, ranks), window)
             del trace, nv, own  # the next window's events take their place
 
     launches, blocks = SpilledRows(), SpilledRows()

@@ -1,7 +1,7 @@
 """A long trace analysed in time windows (``nsysscope.trace.windows``,
-``nsysscope.analysis.pipeline.analyze_windows``) gives the whole trace's analysis, to the
-nanosecond: checked on the real H200 samples cut into windows of 40 launches (5 to 10 per
-sample, so every kind of event lies on some window's edge)."""
+``nsysscope.analysis.windows``) gives the whole trace's analysis, to the nanosecond: checked on
+the real H200 samples cut into windows of 40 launches (5 to 10 per sample, so every kind of
+event lies on some window's edge)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 from frames import comparable  # tests/ is on sys.path
 
-from nsysscope.analysis import analyze_file, analyze_windows
+from nsysscope.analysis.windows import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
-from nsysscope.trace.nsys.schema import Schema, connect_readonly
-from nsysscope.trace.nsys.tables import wanted_api_ids
+from nsysscope.trace.schema import Schema, connect_readonly
+from nsysscope.trace.tables import wanted_api_ids
 from nsysscope.trace.windows import in_windows, launches_per_window, plan_windows
 
 #: small enough that every sample has several windows, each edge next to a few launches
@@ -67,17 +67,17 @@ def test_windows_of_piecewise_graphs_give_the_whole_traces_analysis(sample_path,
 
 
 def test_windows_of_two_tensor_parallel_groups_give_the_whole_analysis(dp2_tp2, monkeypatch):
-    """The ranks are grouped once, from the whole trace's kernels (each window grouped them
-    anew, and near the threshold windows could disagree): the groups, their waits and the note
-    are the whole trace's."""
+    """The ranks are grouped and their waits measured once, from the whole trace's kernels
+    (each window grouped them anew, and near the threshold windows could disagree; a
+    collective at a window's edge lost its peers): the groups, their waits and the note are
+    the whole trace's."""
     from nsysscope import analyze, load
-    from nsysscope.analysis import pipeline, rows
+    from nsysscope.analysis.collectives import RankWaits
     whole = analyze(load(dp2_tp2))
     calls = []
-    for module in (pipeline, rows):
-        real = module.communicators
-        monkeypatch.setattr(module, "communicators",
-                            lambda c, *a, __real=real: calls.append(len(c)) or __real(c, *a))
+    real = RankWaits.of
+    monkeypatch.setattr(RankWaits, "of", classmethod(
+        lambda cls, c, *a: calls.append(len(c)) or real(c, *a)))
     part, n = windowed(dp2_tp2)
     assert calls == [len(whole.trace.collectives)]  # once, over every kernel
     assert n >= 2
