@@ -1,7 +1,7 @@
 """A long trace analysed in time windows (``nsysscope.trace.windows``,
-``nsysscope.analysis.windows``) gives the whole trace's analysis, to the nanosecond: checked on
-the real H200 samples cut into windows of 40 launches (5 to 10 per sample, so every kind of
-event lies on some window's edge)."""
+``nsysscope.analysis.pipeline.analyze_windows``) gives the whole trace's analysis, to the
+nanosecond: checked on the real H200 samples cut into windows of 40 launches (5 to 10 per
+sample, so every kind of event lies on some window's edge)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 from frames import comparable  # tests/ is on sys.path
 
-from nsysscope.analysis.windows import analyze_file, analyze_windows
+from nsysscope.analysis import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
-from nsysscope.trace.schema import Schema, connect_readonly
-from nsysscope.trace.tables import wanted_api_ids
+from nsysscope.trace.nsys.schema import Schema, connect_readonly
+from nsysscope.trace.nsys.tables import wanted_api_ids
 from nsysscope.trace.windows import in_windows, launches_per_window, plan_windows
 
 #: small enough that every sample has several windows, each edge next to a few launches
