@@ -16,9 +16,9 @@ from ..analysis import Analysis, AnalysisConfig, Events, analyze_file, summarize
 from ..analysis.config import config_of
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import (
+    CHANGED,
     FAIL,
     IMPROVED,
-    PASS,
     Check,
     GateResult,
     ProcessSummary,
@@ -132,7 +132,8 @@ def peer_waits(checks: list[Check], base: Summary, cand: Summary, scope: str,
     """A tensor-parallel rank that now waits in collectives for a peer that stalls: its host
     blocks later because its GPU spins in the all-reduce, so its overlap window grows. That is
     the peer's regression, not this rank's improvement (the gate listed it under
-    Improvements and never named the wait): the window check passes, and a note says why."""
+    Improvements and never named the wait): the window check, ``changed`` as any longer
+    window is (:data:`~.checks.GOALS`), says why, and so does a note."""
     pb, pc = base.processes[0], cand.processes[0]
     if pc.status != "waits_for_peer" or pb.status == "waits_for_peer":
         return checks, notes
@@ -141,8 +142,8 @@ def peer_waits(checks: list[Check], base: Summary, cand: Summary, scope: str,
             f"{pc.waits_in or 'collectives'}"
             + (f" for pid {pc.waits_for_pid}" if pc.waits_for_pid is not None else "")
             + ": its longer overlap window is that wait, not an improvement")
-    out = [replace(c, status=PASS, detail=said) if c.status == IMPROVED
-           and c.name.endswith("window_p50") else c for c in checks]
+    out = [replace(c, detail=said) if c.status == CHANGED and c.metric == "window_p50" else c
+           for c in checks]
     return out, [*notes, said]
 
 

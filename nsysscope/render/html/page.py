@@ -48,7 +48,7 @@ code{font:12.5px/1.3 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;backgr
 figure{margin:8px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #e5e5e5}
 figcaption{color:#444;font-size:13px;margin-top:4px;max-width:1100px}
 .note{color:#555}.fail{color:#D55E00;font-weight:600}.pass{color:#009E73;font-weight:600}
-.improved{color:#0072B2;font-weight:600}ul{margin:4px 0}
+.improved{color:#0072B2;font-weight:600}.changed{color:#555;font-weight:600}ul{margin:4px 0}
 footer{color:#777;font-size:12px;margin-top:36px;border-top:1px solid #e5e5e5;padding-top:8px}
 """
 
