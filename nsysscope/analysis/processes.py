@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..model import LAUNCH_CLASSES, LaunchClass
+from ..model import LAUNCH_CLASSES
+from ..model import NOT_JUDGED as NOT_JUDGED_CLASSES
 from ..trace.load import Trace
 from .config import AnalysisConfig
 from .launches import BUSY_BEFORE
@@ -34,7 +35,7 @@ COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "stea
 
 #: classes never in the steady state: nothing follows the last launch on a stream, and a
 #: launch without GPU work in the trace has no replay to judge
-NOT_JUDGED = [LaunchClass.LAST.value, LaunchClass.NO_GPU_WORK.value]
+NOT_JUDGED = [str(k) for k in NOT_JUDGED_CLASSES]
 
 
 def warmup_and_steady(launches: RowStore,

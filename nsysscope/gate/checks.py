@@ -120,7 +120,8 @@ def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresho
     f1, f2 = c1 / n1, c2 / n2
     diff_pp = 100.0 * (f2 - f1)
     status, p = PASS, None
-    pp = t.launch_bound_pp if klass == LaunchClass.LAUNCH_BOUND else t.stall_pp
+    row = klass.row
+    pp = float(getattr(t, row.gate_threshold or "stall_pp"))
     grew = diff_pp > pp and c2 - f1 * n2 >= t.stall_min_launches
     shrank = -diff_pp > pp and c1 - f2 * n1 >= t.stall_min_launches
     if grew:
@@ -129,10 +130,9 @@ def stall_check(klass: LaunchClass, base: Summary, cand: Summary, t: GateThresho
     elif shrank:
         p = two_proportion_greater(c2, n2, c1, n1)
         status = IMPROVED if p < t.alpha else PASS
-    label = "launch-bound gaps" if klass == LaunchClass.LAUNCH_BOUND else f"{klass} stalls"
-    return Check(name=f"stalls.{klass}", label=label, unit="%", baseline=round(100 * f1, 2),
-                 candidate=round(100 * f2, 2), change=round(diff_pp, 2),
-                 change_pct=None,
+    return Check(name=f"stalls.{klass}", label=row.gate_label or f"{klass} stalls", unit="%",
+                 baseline=round(100 * f1, 2), candidate=round(100 * f2, 2),
+                 change=round(diff_pp, 2), change_pct=None,
                  threshold=f"+{pp:g} pp & +{t.stall_min_launches} {unit}",
                  status=status, p_value=p, detail=f"{c1}/{n1} -> {c2}/{n2} steady {unit}")
 

@@ -4,12 +4,23 @@ The bottom layer above :mod:`nsysscope.errors` and :mod:`nsysscope.util`: plain 
 (stdlib and numpy only; frozen, except the batch results, which a run fills in as its traces
 finish) with versioned ``to_dict``/``from_dict``
 (:mod:`.schema`). ``summary`` is one trace's result, ``gate`` a comparison of two, ``batch``
-many traces at once; ``classes`` holds the :class:`LaunchClass` enum.
+many traces at once; ``classes`` holds the :class:`LaunchClass` enum and the one table of
+what is said and done about each class (:data:`CLASS_TABLE`).
 """
 
 from . import registry
 from .batch import BATCH_SCHEMA, Aggregate, BatchResult, TraceResult
-from .classes import CAUSES, FIXES, GATED_CLASSES, LAUNCH_CLASSES, STALL_CLASSES, LaunchClass
+from .classes import (
+    CAUSES,
+    CLASS_TABLE,
+    FIXES,
+    GATED_CLASSES,
+    LAUNCH_CLASSES,
+    NOT_JUDGED,
+    STALL_CLASSES,
+    ClassRow,
+    LaunchClass,
+)
 from .gate import (
     CHANGED,
     FAIL,
@@ -43,12 +54,10 @@ from .summary import (
 )
 
 __all__ = [
-    "BATCH_SCHEMA", "CAUSES", "CHANGED", "FAIL", "FIXES", "GATED_CLASSES", "GATE_SCHEMA",
-    "IMPROVED", "LAUNCH_CLASSES",
-    "NA", "PASS", "SCHEMA", "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check",
+    "BATCH_SCHEMA", "CAUSES", "CHANGED", "CLASS_TABLE", "FAIL", "FIXES", "GATE_SCHEMA",
+    "GATED_CLASSES", "IMPROVED", "LAUNCH_CLASSES", "NA", "NOT_JUDGED", "PASS", "SCHEMA",
+    "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check", "ClassRow", "counted_steps",
     "Distributions", "Finding", "GateResult", "Headline", "IfFixed", "LatentSite", "LaunchClass",
-    "Percentiles",
-    "ProcessSummary", "Renderer", "Side",
-    "SiteChange", "SourceLine", "StallSite", "Summary", "TraceInfo", "TraceResult",
-    "counted_steps", "profiler_of", "registry", "summary_in",
+    "Percentiles", "ProcessSummary", "profiler_of", "registry", "Renderer", "Side", "SiteChange",
+    "SourceLine", "StallSite", "Summary", "summary_in", "TraceInfo", "TraceResult",
 ]

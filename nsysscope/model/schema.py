@@ -27,6 +27,13 @@ def major_of(schema: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def minor_of(schema: str) -> int:
+    """The minor version of ``nsysscope.kind/3.1`` (1); 0 when it has none."""
+    version = schema.split("/", 1)[1] if "/" in schema else ""
+    tail = version.split(".", 1)[1] if "." in version else ""
+    return int(tail) if tail.isdigit() else 0
+
+
 class WrongKind(ValueError):
     """JSON that is not the kind of result asked for (its message says what it is)."""
 

@@ -28,9 +28,18 @@ import numpy as np
 
 from . import registry
 from .checks import check_counts, check_rate
-from .classes import LaunchClass
+from .classes import LaunchClass, with_new_classes
 from .headline import Headline
-from .schema import Record, check_schema, extra_field, json_text, optional, shown, to_plain
+from .schema import (
+    Record,
+    check_schema,
+    extra_field,
+    json_text,
+    minor_of,
+    optional,
+    shown,
+    to_plain,
+)
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -378,8 +387,8 @@ class Summary(Record):
     def from_dict(cls, d: Mapping[str, Any]) -> Summary:
         """Read a summary back. ValueError or KeyError when ``d`` is not one,
         :class:`~nsysscope.errors.NewerSchema` when a newer nsysscope wrote it."""
-        check_schema(d, SCHEMA, "summary")
-        return super().from_dict(d)
+        schema = check_schema(d, SCHEMA, "summary")
+        return super().from_dict(with_new_classes(d, minor_of(schema)))
 
 
 def summary_in(x: Any) -> Summary | None:

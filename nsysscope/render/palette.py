@@ -6,23 +6,16 @@ deficiencies. Plain hex strings, so HTML never needs matplotlib.
 
 from __future__ import annotations
 
-from ..model import LaunchClass
+from ..model import CLASS_TABLE, LaunchClass
 
 OKABE_ITO = {
     "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73",
     "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish_purple": "#CC79A7",
 }
 
-#: one colour per launch class; a host block takes the class of the launch it waited on
-CLASS_COLORS: dict[str, str] = {
-    LaunchClass.HEALTHY: OKABE_ITO["bluish_green"],
-    LaunchClass.GPU_TO_CPU: OKABE_ITO["vermillion"],
-    LaunchClass.CPU_TO_GPU: OKABE_ITO["orange"],
-    LaunchClass.OTHER_STALL: OKABE_ITO["reddish_purple"],
-    LaunchClass.LAUNCH_BOUND: OKABE_ITO["black"],
-    LaunchClass.LAST: "#999999",
-    LaunchClass.NO_GPU_WORK: "#999999",
-}
+#: one colour per launch class (the class table's); a host block takes the class of the
+#: launch it waited on
+CLASS_COLORS: dict[str, str] = {r.klass: r.colour for r in CLASS_TABLE}
 #: a class nsysscope does not know
 UNKNOWN_COLOR = "#777777"
 #: pass / fail, good / bad
@@ -35,6 +28,12 @@ def class_color(klass: str) -> str:
     return CLASS_COLORS.get(klass, UNKNOWN_COLOR)
 
 
+def is_light(klass: str) -> bool:
+    """Whether ``class_color(klass)`` is light (text on it is black)."""
+    known = LaunchClass.of(klass)
+    return known is not None and known.row.light
+
+
 def text_on(klass: str) -> str:
-    """The text colour that reads on ``class_color(klass)``: black on the light orange."""
-    return "#000" if klass == LaunchClass.CPU_TO_GPU else "#fff"
+    """The text colour that reads on ``class_color(klass)``: black on a light one."""
+    return "#000" if is_light(klass) else "#fff"

@@ -4,7 +4,15 @@ renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.
 
 from __future__ import annotations
 
-from ..model import LatentSite, LaunchClass, StallSite, Summary, counted_steps, profiler_of
+from ..model import (
+    CLASS_TABLE,
+    LatentSite,
+    LaunchClass,
+    StallSite,
+    Summary,
+    counted_steps,
+    profiler_of,
+)
 from ..util.units import gain, pct, timeline_span, times_in, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
@@ -64,10 +72,8 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("graph launches",
          f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches}"
          + (f", not judged {unjudged})" if unjudged else ")")),
-        ("stalls gpu_to_cpu (case 1)", str(s.stalls.get(LaunchClass.GPU_TO_CPU, 0))),
-        ("stalls cpu_to_gpu (case 2)", str(s.stalls.get(LaunchClass.CPU_TO_GPU, 0))),
-        ("stalls other", str(s.stalls.get(LaunchClass.OTHER_STALL, 0))),
-        ("launch-bound gaps", str(s.classes.get(LaunchClass.LAUNCH_BOUND, 0))),
+        *((r.count_label, str(s.classes.get(r.klass, 0))) for r in CLASS_TABLE
+          if r.count_label),
         ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
         *([("steps (launch bursts)", steps_row(s))] if counted_steps(s) else []),
         ("overlap window p10/p50/p90", triple(s.window_us) if s.window_us.p50 is not None

@@ -3,8 +3,10 @@ against what nsysscope really writes (issue 13)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +15,7 @@ from click.testing import CliRunner
 
 from nsysscope.cli import cli
 from nsysscope.model import Summary
+from nsysscope.model.classes import schema_with_classes
 from nsysscope.model.headline import Headline
 from nsysscope.model.summary import Distributions, Percentiles, SourceLine, StallSite, TraceInfo
 from nsysscope.render.json_ import render as summary_json
@@ -79,3 +82,36 @@ def test_schema_and_reference_name_every_field(cls, where):
     assert set(fields) <= set(where.get("properties", {})) | {"p10", "p50", "p90"}
     missing = [f for f in fields if f"`{f}`" not in REFERENCE]
     assert not missing, f"fields not described in docs/json.md: {missing}"
+
+
+def test_the_schemas_classes_are_the_class_tables():
+    """docs/summary.schema.json lists the classes as nsysscope.model.classes.CLASS_TABLE says
+    (a class added there is added here; NSYSSCOPE_UPDATE_GOLDEN=1 writes them)."""
+    made = schema_with_classes(copy.deepcopy(SCHEMA))
+    if os.environ.get("NSYSSCOPE_UPDATE_GOLDEN"):
+        (ROOT / "docs" / "summary.schema.json").write_text(
+            json.dumps(made, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert made == SCHEMA
+
+
+def test_a_summary_older_than_a_class_reads_it_as_0(monkeypatch):
+    """A class a newer summary version added (its row's ``since``) is read as 0 launches from
+    a real older summary (nsysscope.summary/1.1, of the torch.profiler twin captures, nsys
+    side), in the totals and in every process; a summary of that newer version that lacks it
+    is refused (it lost its stalls)."""
+    from nsysscope.model import checks, classes
+
+    new = classes.ClassRow("future_stall", "a throwaway class", label="future", colour="#123456",
+                           is_stall=True, since=9)
+    monkeypatch.setattr(classes, "CLASS_TABLE", (*classes.CLASS_TABLE, new))
+    monkeypatch.setattr(checks, "STALL_CLASSES", (*classes.STALL_CLASSES, "future_stall"))
+    monkeypatch.setattr(checks, "LAUNCH_CLASSES", (*classes.LAUNCH_CLASSES, "future_stall"))
+    path = ROOT / "sample_traces" / "kineto" / "h200_nsys_twin2_case1_60.summary.json"
+    d = json.loads(path.read_text(encoding="utf-8"))
+    assert d["schema"] == "nsysscope.summary/1.1"
+    s = Summary.from_dict(d)
+    assert s.stalls["future_stall"] == 0 and s.classes["future_stall"] == 0
+    assert s.stalls["gpu_to_cpu"] == d["stalls"]["gpu_to_cpu"] > 0
+    assert all(p.classes["future_stall"] == 0 for p in s.processes)
+    with pytest.raises(ValueError, match="'stalls' has no count of future_stall"):
+        Summary.from_dict({**d, "schema": "nsysscope.summary/1.9"})

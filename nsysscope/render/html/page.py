@@ -19,9 +19,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ...model import LaunchClass
 from ...util.version import __version__
-from ..palette import class_color
+from ..palette import class_color, is_light
 
 _DPI = 100
 
@@ -101,7 +100,7 @@ def figure(make: Callable[[], Any], alt: str, caption: str = "") -> str:
 
 
 def chip(klass: str) -> str:
-    light = " light" if klass == LaunchClass.CPU_TO_GPU else ""
+    light = " light" if is_light(klass) else ""
     return (f'<span class="chip{light}" style="background:{class_color(klass)}">'
             f"{escape(klass)}</span>")
 

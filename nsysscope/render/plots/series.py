@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ...analysis import Analysis
-from ...model import LaunchClass
+from ...model import NOT_JUDGED, LaunchClass
 from ...util.units import us_figure as fmt_us
 from .style import (
     CLASS_COLORS,
@@ -98,8 +98,7 @@ def series_figure(analysis: Analysis, max_points: int = SERIES_POINTS,
                 ax.plot(mid, np.maximum(df["median"], 1.0), color="#444444", lw=0.8,
                         drawstyle="steps-mid", label="median per bin", zorder=2)
         present = set(pd.unique(klass))
-        for k in class_order(klass) + [k for k in (LaunchClass.LAST, LaunchClass.NO_GPU_WORK)
-                                      if k in present]:
+        for k in class_order(klass) + [k for k in NOT_JUDGED if k in present]:
             idx = np.flatnonzero((klass == k) & np.isfinite(v))
             idx = _thin(idx, max_points)
             if not len(idx):

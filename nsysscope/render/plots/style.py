@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, FuncFormatter
 
-from ...model import STALL_CLASSES, LaunchClass
+from ...model import CLASS_TABLE, STALL_CLASSES
 from ...util.units import axis_us
 from ..palette import CLASS_COLORS, OKABE_ITO
 
@@ -61,24 +61,12 @@ class NsysscopeFigure(Figure):
         return figure_png(self, dpi=90)
 
 
-CLASS_LABELS: dict[str, str] = {
-    LaunchClass.HEALTHY: "healthy",
-    LaunchClass.GPU_TO_CPU: "gpu_to_cpu stall (readback)",
-    LaunchClass.CPU_TO_GPU: "cpu_to_gpu stall (pageable upload)",
-    LaunchClass.OTHER_STALL: "other stall",
-    LaunchClass.LAUNCH_BOUND: "launch-bound gap",
-    LaunchClass.LAST: "last launch",
-    LaunchClass.NO_GPU_WORK: "no GPU work",
-}
-BLOCK_LABELS: dict[str, str] = {
-    LaunchClass.HEALTHY: "wait, GPU still busy after it",
-    LaunchClass.GPU_TO_CPU: "wait: gpu_to_cpu stall",
-    LaunchClass.CPU_TO_GPU: "wait: cpu_to_gpu stall",
-    LaunchClass.OTHER_STALL: "wait: other stall",
-}
+#: the legend of a launch of each class, and of a host wait before it (the class table's)
+CLASS_LABELS: dict[str, str] = {r.klass: r.label for r in CLASS_TABLE}
+BLOCK_LABELS: dict[str, str] = {r.klass: r.wait_label for r in CLASS_TABLE if r.wait_label}
 STALLS = STALL_CLASSES
-#: the order classes are listed in legends and bar charts
-SHOWN_ORDER = (*STALLS, LaunchClass.LAUNCH_BOUND, LaunchClass.HEALTHY)
+#: the order classes are listed in legends and bar charts: the judged ones
+SHOWN_ORDER = tuple(r.klass for r in CLASS_TABLE if r.judged)
 GRAPH_COLOR = OKABE_ITO["blue"]
 EAGER_COLOR = OKABE_ITO["sky_blue"]
 #: a copy call on the host: yellow, so it never reads as the GPU's light-blue eager work

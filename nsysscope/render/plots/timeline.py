@@ -24,6 +24,7 @@ from matplotlib.patches import Patch, Rectangle
 from ...model import LaunchClass
 from ...trace.apis import LAUNCH_APIS, is_copy_api
 from ...util.units import us_figure as fmt_us
+from ..palette import is_light
 from .canvas import BAR_H, Canvas, Shown, lanes, select
 from .style import (
     BLOCK_LABELS,
@@ -182,7 +183,7 @@ def _draw_waits(c: Canvas, key: str, waits: pd.DataFrame) -> None:
         c.bars(key, c.x(w["start_ns"]), c.x(w["end_ns"]), color,
                BLOCK_LABELS.get(klass, "wait, not on a graph launch"), gid=f"block:{klass}",
                edge="black" if stall else None, lw=0.8 if stall else 0.4)
-        dark = klass in (LaunchClass.GPU_TO_CPU, "unpaired", LaunchClass.OTHER_STALL)
+        dark = klass == "unpaired" or (stall and not is_light(klass))
         c.labels(key, c.x(w["start_ns"]), c.x(w["end_ns"]),
                  [f"{n.replace('cuda', '')} {fmt_us((e - s) / 1e3)}" for n, s, e in
                   zip(w["name"], w["start_ns"], w["end_ns"], strict=True)],
