@@ -20,6 +20,15 @@ RECORD_APIS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEvent
 STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 #: non-blocking completion checks: a host that polls them in a loop is waiting
 QUERY_APIS = frozenset({"cudaEventQuery", "cudaStreamQuery", "cuEventQuery", "cuStreamQuery"})
+#: building CUDA graphs: a capture's begin and end, and the instantiation of an executable
+#: graph (start-up: :mod:`nsysscope.analysis.startup`)
+CAPTURE_APIS = frozenset({
+    "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamEndCapture",
+    "cudaGraphInstantiate", "cudaGraphInstantiateWithFlags", "cudaGraphInstantiateWithParams",
+    "cuStreamBeginCapture", "cuStreamBeginCaptureToGraph", "cuStreamEndCapture",
+    "cuGraphInstantiate", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams"})
+#: of :data:`CAPTURE_APIS`, the calls that make a graph executable
+INSTANTIATE_APIS = frozenset(n for n in CAPTURE_APIS if "Instantiate" in n)
 
 
 #: nsys ``ENUM_CUDA_MEMCPY_OPER``: a copy's kind by id (the same ids in every export schema
@@ -40,7 +49,8 @@ def is_copy_api(name: str) -> bool:
 
 def wanted_api(name: str) -> bool:
     return (name in LAUNCH_APIS or name in SYNC_APIS or name in RECORD_APIS
-            or name in STREAM_WAIT_APIS or name in QUERY_APIS or is_copy_api(name))
+            or name in STREAM_WAIT_APIS or name in QUERY_APIS or name in CAPTURE_APIS
+            or is_copy_api(name))
 
 
 def process_of(global_tid: Any) -> np.ndarray:

@@ -83,7 +83,8 @@ class Trace:
 
     meta: TraceMeta
     api: pd.DataFrame  # start_ns, end_ns, tid, corr_id, proc, status (return code), name
-    graph_work: pd.DataFrame  # proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops
+    graph_work: pd.DataFrame  # proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops,
+    #                           graph_exec (the replayed exec: nsys's id, else a fingerprint)
     gpu_ops: pd.DataFrame  # eager GPU work: start_ns, end_ns, stream, device, corr_id, proc,
     #                        kind, copy_kind, src_kind, dst_kind, bytes
     syncs: pd.DataFrame  # proc, corr_id, event_sync_id, stream

@@ -26,7 +26,13 @@ from ..arrays import INT, frame
 from ..time_range import EVERY_CALL, CallRows
 from .schema import Schema, connect_readonly
 
-GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops"]
+GRAPH_WORK_COLUMNS = ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns", "stream", "device", "n_ops",
+                      "graph_exec"]
+#: a replay's graph exec where the trace does not name it
+NO_EXEC = -1
+#: the graph exec of a node row: nsys numbers a node ``graphId << 32 | node``, and a replayed
+#: node's graph is the instantiated exec (the ``graphExecId`` of its graph-trace row)
+_EXEC_OF_NODE = "(graphNodeId >> 32)"
 EAGER_COLUMNS = ["start_ns", "end_ns", "stream", "device", "corr_id", "proc", "kind", "copy_kind",
                  "src_kind", "dst_kind", "bytes"]
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -68,9 +74,9 @@ class GpuWork:
         return self._eager_ops
 
     def graph_work(self) -> pd.DataFrame:
-        """``proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops`` per process and
-        correlation id of graph-replay work, sorted by both (a replay spread over several
-        tables, kernels and memsets say, is merged)."""
+        """``proc, corr_id, gpu_start_ns, gpu_end_ns, stream, device, n_ops, graph_exec`` per
+        process and correlation id of graph-replay work, sorted by both (a replay spread over
+        several tables, kernels and memsets say, is merged)."""
         return self._graph_work
 
     def _eager_frame(self) -> pd.DataFrame:
@@ -91,24 +97,26 @@ class GpuWork:
         return df
 
     def _graph_frame(self) -> pd.DataFrame:
-        p, c, t0, t1, stream, device, n = (
+        p, c, t0, t1, stream, device, n, ex = (
             [np.concatenate(cols) for cols in zip(*self._graph, strict=True)] if self._graph
-            else [np.empty(0, np.int64)] * 7)
+            else [np.empty(0, np.int64)] * 8)
         order = np.lexsort((c, p))
-        p, c, t0, t1, stream, device, n = (v[order] for v in (p, c, t0, t1, stream, device, n))
+        p, c, t0, t1, stream, device, n, ex = (v[order] for v in
+                                               (p, c, t0, t1, stream, device, n, ex))
         same = (c[1:] == c[:-1]) & (p[1:] == p[:-1])
         if len(c) > 1 and same.any():
             first = np.flatnonzero(np.r_[True, ~same])
             p, c = p[first], c[first]
-            t0, stream, device = (np.minimum.reduceat(v, first) for v in (t0, stream, device))
+            t0, stream, device, ex = (np.minimum.reduceat(v, first)
+                                      for v in (t0, stream, device, ex))
             t1 = np.maximum.reduceat(t1, first)
             n = np.add.reduceat(n, first)
-        return frame(GRAPH_WORK_COLUMNS, [p, c, t0, t1, stream, device, n])
+        return frame(GRAPH_WORK_COLUMNS, [p, c, t0, t1, stream, device, n, ex])
 
 
 def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
                 of_calls: CallRows) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """One table's graph groups (proc, corr, start, end, stream, device, count) and eager rows
+    """One table's graph groups (proc, corr, start, end, stream, device, count, exec) and eager rows
     (start, end, stream, device, corr, proc, copy_kind, src_kind, dst_kind, bytes, rowid).
 
     Where the reader filters in SQLite (:attr:`.Schema.filters_first`) these are two passes,
@@ -130,14 +138,14 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     eager = s.read(eager_sql, "i" * 11, split=table)
     eager[5] = process_of_pid(eager[5])
     if not has_node:
-        return [np.empty(0, np.int64)] * 7, eager
+        return [np.empty(0, np.int64)] * 8, eager
     # a replay's rows fold into one group per process and correlation id (a read grouped by
     # runs: kinds k, n, x, s)
-    corr, gpid, start, end, stream, device, count = s.read(
-        f'SELECT correlationId, {pid}, start, "end", streamId, deviceId, 1 FROM {table} '
-        f"WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL{calls}", "kknxnns",
-        split=table)
-    return [process_of_pid(gpid), corr, start, end, stream, device, count], eager
+    corr, gpid, start, end, stream, device, count, ex = s.read(
+        f'SELECT correlationId, {pid}, start, "end", streamId, deviceId, 1, {_EXEC_OF_NODE} '
+        f"FROM {table} WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL{calls}",
+        "kknxnnsn", split=table)
+    return [process_of_pid(gpid), corr, start, end, stream, device, count, ex], eager
 
 
 def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
@@ -148,18 +156,18 @@ def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
     # a copy column the table lacks is a constant, made here (each folded column of 20 M
     # kernel rows costs DuckDB ~0.2 s)
     read = [c for c in copy if not c.lstrip("-").isdigit()]
-    key, gpid, start, end, stream, device, count, corr, *copied = s.read(
+    key, gpid, start, end, stream, device, count, ex, corr, *copied = s.read(
         f"SELECT CASE WHEN graphNodeId IS NULL THEN -1 - rowid ELSE correlationId END, {pid}, "
-        'start, "end", streamId, deviceId, 1, IFNULL(correlationId, -1)'
-        + "".join(f", {c}" for c in read)
+        f'start, "end", streamId, deviceId, 1, IFNULL({_EXEC_OF_NODE}, {NO_EXEC}), '
+        "IFNULL(correlationId, -1)" + "".join(f", {c}" for c in read)
         + f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}",
-        "kknxnns" + "n" * (1 + len(read)), split=table)
+        "kknxnnsn" + "n" * (1 + len(read)), split=table)
     proc = process_of_pid(gpid)
     eager, graph = key < 0, key >= 0
     got = iter(copied)
     copy_cols = [next(got)[eager] if c in read else np.full(int(eager.sum()), int(c), np.int64)
                  for c in copy]
-    return ([v[graph] for v in (proc, key, start, end, stream, device, count)],
+    return ([v[graph] for v in (proc, key, start, end, stream, device, count, ex)],
             [v[eager] for v in (start, end, stream, device, corr, proc)] + copy_cols
             + [-1 - key[eager]])
 
@@ -178,9 +186,11 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
     if s.has(table):
         has_pid = "globalPid" in s.columns(table)
         pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
+        exec_id = "IFNULL(graphExecId, -1)" if "graphExecId" in s.columns(table) else NO_EXEC
         g = frame(GRAPH_WORK_COLUMNS, s.read(
-            f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1 '
-            f"FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiii", split=table))
+            f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1, '
+            f"{exec_id} FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiiii",
+            split=table))
         g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]
@@ -203,7 +213,7 @@ def _fold_replays(df: pd.DataFrame) -> pd.DataFrame:
     return df.groupby(["proc", "corr_id"], as_index=False, sort=True).agg(
         gpu_start_ns=("gpu_start_ns", "min"), gpu_end_ns=("gpu_end_ns", "max"),
         stream=("stream", "min"), device=("device", "min"), n_ops=("n_ops", "sum"),
-    )[GRAPH_WORK_COLUMNS]
+        graph_exec=("graph_exec", "min"))[GRAPH_WORK_COLUMNS]
 
 
 def own_process(df: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
