@@ -1,5 +1,5 @@
 """``python -m nsysscope`` is the ``nsysscope`` command."""
 
-from .cli import run
+from .program import run
 
 run()

@@ -12,8 +12,9 @@ code   meaning
        directory, no permission, random bytes, corrupt compression)
 3      nothing to analyse: no CUDA data, or no CUDA graph launches
 4      the gate's two traces are not comparable (different GPU models)
-5      a readable SQLite file that is not an nsys export, a truncated export, or
-       an export schema nsysscope does not know
+5      a readable SQLite file that is not an nsys export, a truncated export (or
+       compressed file, or torch.profiler trace), or an export schema nsysscope
+       does not know
 6      a ``.nsys-rep`` needs ``nsys``, and it is missing or too old for the report
 7      the profiler lost the data: the trace cannot be trusted
 8      nothing steady to judge: every launch is warm-up (``--warmup`` at or
@@ -60,6 +61,14 @@ class NotAnNsysExport(NsysscopeError):
 class DamagedExport(NotAnNsysExport):
     """An nsys export damaged past its header, as a disk damages a file: a page that is not
     SQLite, text that is not UTF-8."""
+
+
+def truncated_compressed(path: object) -> DamagedExport:
+    """A compressed trace that ends before its end-of-stream marker: cut off in a copy, as a
+    truncated export or torch.profiler trace is, and refused with their exit code (it was 2
+    where the uncompressed file's was 5)."""
+    return DamagedExport(f"{path}: truncated compressed file (it ends before its end-of-stream "
+                         "marker); copy or export it again")
 
 
 class NsysUnavailable(NsysscopeError):

@@ -252,9 +252,12 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
     """
     src = Path(src)
     if is_kineto(src):  # a torch.profiler JSON trace (``slim``: see scrub/kineto)
-        if dst is not None and not in_place:
+        if in_place:
+            _in_place(src, dst)
+        elif dst is not None:
             _check_target(src, Path(dst), force, json=True)
-        return scrub_kineto(src, dst, slim=slim, in_place=in_place)  # type: ignore[return-value]
+        return scrub_kineto(src, None if in_place else dst, slim=slim,  # type: ignore[return-value]
+                            in_place=in_place)
     keep = Keep(keep_process_list, keep_program_output, keep_kernel_string, keep_session_uuid)
     dst = _destination(src, dst, in_place, force)
     src_conn = connect_ro(src, nsys)
@@ -320,18 +323,23 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
                        nvtx_texts_dropped=nn, remaining=remaining)
 
 
+def _in_place(src: Path, dst: PathLike | None) -> None:
+    """Refuse a destination beside ``--in-place`` other than the source itself: the source
+    is what is rewritten (a torch.profiler trace was, while the command said it wrote the
+    destination, which it never made)."""
+    if dst is not None and Path(dst).resolve() != src.resolve():
+        raise ScrubError(f"{dst}: --in-place scrubs {src} itself; give no other destination")
+
+
 def _destination(src: Path, dst: PathLike | None, in_place: bool, force: bool) -> Path:
     if in_place:
-        if dst is not None and Path(dst).resolve() != src.resolve():
-            raise ScrubError(f"{dst}: --in-place (in_place=True) scrubs {src} itself; give no "
-                             "other destination")
+        _in_place(src, dst)
         if src.is_file() and not _is_sqlite(src):
-            raise ScrubError(f"{src}: --in-place (in_place=True) rewrites an uncompressed "
-                             ".sqlite export only; "
-                             "give a destination instead")
+            raise ScrubError(f"{src}: --in-place rewrites an uncompressed .sqlite export (or a "
+                             "torch.profiler trace) only; give a destination instead")
         return target(src)  # through a link: the file it names is what must be clean
     if dst is None:
-        raise ScrubError("scrub needs a destination, or --in-place (in_place=True)")
+        raise ScrubError("scrub needs a destination, or --in-place")
     dst = Path(dst)
     _check_target(src, dst, force, json=False)
     return target(dst)  # a symbolic link is written through, not replaced
@@ -342,14 +350,13 @@ def _check_target(src: Path, dst: Path, force: bool, json: bool) -> None:
     ``force``), in no folder, or named for the other kind of trace (``json``: the source is a
     torch.profiler JSON trace, written as JSON; else an nsys export, written as SQLite)."""
     if dst.exists() and dst.resolve() == src.resolve():
-        raise ScrubError(f"{dst}: the destination is the source; --in-place (in_place=True) "
-                         "rewrites it")
+        raise ScrubError(f"{dst}: the destination is the source; --in-place rewrites it")
     if dst.exists() and not dst.is_file():  # the temporary file renamed onto it would
         # replace a device node
         raise ScrubError(f"{dst}: not a regular file (a device, a FIFO or a socket); name a "
                          "file")
     if dst.exists() and not force:
-        raise ScrubError(f"{dst}: already exists; pass --force (force=True) to overwrite it")
+        raise ScrubError(f"{dst}: already exists; pass --force to overwrite it")
     if not dst.parent.is_dir():
         raise ScrubError(f"{dst.parent}: destination directory does not exist")
     named_json = dst.name.lower().endswith((".json", ".json.gz"))

@@ -305,3 +305,34 @@ def test_scrub_in_place_through_a_link_scrubs_the_file_it_names(tmp_path):
     r = nsysscope("scrub", "--in-place", link)
     assert r.returncode == 0, r.stderr
     assert link.is_symlink() and b"/home/alice" not in real.read_bytes()
+
+
+#: a program that sends itself Ctrl-C while the command line is being imported (when click is
+#: first imported), then runs it as the `nsysscope` program does
+_CTRL_C_IN_IMPORTS = """
+import importlib.abc, os, signal, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "click":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["nsysscope", "--version"]
+from nsysscope.program import run
+run()
+"""
+
+
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line():
+    """Issue 55, item 11: Ctrl-C in the first ~0.2 s (the imports of the command line) printed
+    a 20-line KeyboardInterrupt traceback through importlib."""
+    p = subprocess.run([sys.executable, "-c", _CTRL_C_IN_IMPORTS], capture_output=True,
+                       text=True, timeout=60)
+    assert (p.returncode, p.stderr, p.stdout) == (130, "nsysscope: error: interrupted\n", "")
+    # and once imported, the program runs as before
+    p = subprocess.run([sys.executable, "-m", "nsysscope", "--version"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("nsysscope, version ")

@@ -258,3 +258,27 @@ def test_a_tilde_home_in_a_ranges_argument_is_a_user_name(tmp_path):
     assert scrub(raw, out).remaining == ()
     assert b"carol" not in out.read_bytes()
     assert "loaded ~user/ckpts/run7" in out.read_text()
+
+
+def test_in_place_with_another_destination_is_refused_and_nothing_is_written(raw_like,
+                                                                             tmp_path):
+    """Issue 55, item 4: `scrub --in-place SRC DST` on a torch.profiler trace rewrote SRC and
+    said it wrote DST, which it never made (a .sqlite was refused). Now refused alike, SRC
+    untouched, in words the command line uses (no `in_place=True`)."""
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+
+    src = tmp_path / raw_like.name
+    src.write_bytes(raw_like.read_bytes())
+    before = hashlib.sha256(src.read_bytes()).hexdigest()
+    dst = tmp_path / "shared.pt.trace.json.gz"
+    r = CliRunner().invoke(cli, ["scrub", "--in-place", str(src), str(dst)])
+    assert r.exit_code == 2 and not dst.exists()
+    assert r.stderr.strip() == (f"nsysscope: error: {dst}: --in-place scrubs {src} itself; "
+                                "give no other destination")
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == before
+    # SRC named twice is SRC: rewritten, and the message names it
+    r = CliRunner().invoke(cli, ["scrub", "--in-place", str(src), str(src)])
+    assert r.exit_code == 0 and r.stderr.startswith(f"scrubbed copy written to {src} (")
+    assert find_leaks(src) == []

@@ -109,7 +109,7 @@ def test_compressed_input_never_modified(raw_like, tmp_path, monkeypatch):
     r = scrub(gz, tmp_path / "out.sqlite.xz")
     assert r.remaining == () and find_leaks(tmp_path / "out.sqlite.xz") == []
     assert {p: sha256(p) for p in (xz, gz)} == before
-    with pytest.raises(ScrubError, match=r"in_place=True\) rewrites an uncompressed"):
+    with pytest.raises(ScrubError, match=r"--in-place rewrites an uncompressed"):
         scrub(xz, in_place=True)
 
 

@@ -162,14 +162,16 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     xz = lzma.compress(raw, preset=0)
     p = d / "cut.sqlite.xz"
     p.write_bytes(xz[: len(xz) // 2])
-    add("truncated_xz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Compressed file "
-                                   "ended before the end-of-stream marker was reached)"))
+    # a cut compressed file is a truncated export, refused with its code (it was 2, the
+    # uncompressed file 5: issue 55, item 12)
+    add("truncated_xz", Case(p, 5, f"{p}: truncated compressed file (it ends before its "
+                                   "end-of-stream marker); copy or export it again"))
     p = d / "flipped.sqlite.xz"
     bad = bytearray(xz)
     for i in range(200, len(bad), 997):
         bad[i] ^= 0x5A
     p.write_bytes(bytes(bad))
-    add("corrupt_xz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Corrupt input data)"))
+    add("corrupt_xz", Case(p, 2, f"{p}: corrupt compressed file (Corrupt input data)"))
     p = d / "renamed.sqlite.xz"
     p.write_bytes(b"PK\x03\x04" + bytes(rng.randrange(256) for _ in range(4096)))  # a zip
     add("xz_name_not_xz", Case(p, 2, f"{p}: corrupt compressed file (named .xz, but it does not "
@@ -177,11 +179,11 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     gz = gzip.compress(raw[: 2 << 20], compresslevel=1)
     p = d / "cut.sqlite.gz"
     p.write_bytes(gz[: len(gz) // 2])
-    add("truncated_gz", Case(p, 2, f"{p}: corrupt or truncated compressed file (Compressed file "
-                                   "ended before the end-of-stream marker was reached)"))
+    add("truncated_gz", Case(p, 5, f"{p}: truncated compressed file (it ends before its "
+                                   "end-of-stream marker); copy or export it again"))
     p = d / "crc.sqlite.gz"
     p.write_bytes(gz[:-8] + bytes(8))
-    add("corrupt_gz", Case(p, 2, f"{p}: corrupt or truncated compressed file (CRC check failed "
+    add("corrupt_gz", Case(p, 2, f"{p}: corrupt compressed file (CRC check failed "
                                  f"0x0 != {gzip.zlib.crc32(raw[: 2 << 20]):#x})"))
     p = d / "text.sqlite.gz"
     p.write_bytes(gzip.compress(b"hello, not a database\n"))

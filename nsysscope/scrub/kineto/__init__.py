@@ -100,10 +100,10 @@ def scrub_kineto(src: PathLike, dst: PathLike | None = None, *, slim: bool = Fal
     if in_place:
         dst = src
     elif dst is None:
-        raise ScrubError("scrub needs a destination (or in_place=True)")
+        raise ScrubError("scrub needs a destination, or --in-place")
     dst = target(dst)  # a symbolic link is written through, not replaced
     if not in_place and dst.exists() and dst.resolve() == src.resolve():
-        raise ScrubError(f"{dst}: destination is the source; use in_place=True to overwrite it")
+        raise ScrubError(f"{dst}: the destination is the source; --in-place rewrites it")
     if not dst.parent.is_dir():
         raise ScrubError(f"{dst.parent}: destination directory does not exist")
     ctx = survey_trace(src, slim)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ...errors import NotAnNsysExport, UnreadableInput
+from ...errors import NotAnNsysExport, UnreadableInput, truncated_compressed
 from ..files import GZIP_MAGIC, XZ_MAGIC
 
 _CHUNK = 1 << 20  # characters decoded per read
@@ -61,8 +61,10 @@ class JsonStream:
         want = max(_CHUNK, at_least)
         try:
             raw = self.f.read(want)
-        except (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile) as e:
-            raise UnreadableInput(f"{self.path}: corrupt or truncated compressed file "
+        except EOFError:  # the same fault as a truncated trace, the same exit code
+            raise truncated_compressed(self.path) from None
+        except (zlib.error, lzma.LZMAError, gzip.BadGzipFile) as e:
+            raise UnreadableInput(f"{self.path}: corrupt compressed file "
                                   f"({str(e) or type(e).__name__})") from None
         except OSError as e:
             raise UnreadableInput(f"{self.path}: cannot read: {e.strerror or e}") from None

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
 
-from ...errors import DamagedExport, UnreadableInput
+from ...errors import DamagedExport, UnreadableInput, truncated_compressed
 from ...util.progress import note
 from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
 from ..files import (
@@ -147,8 +147,10 @@ def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
     while True:
         try:
             chunk = src.read(1 << 22)
-        except (lzma.LZMAError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise UnreadableInput(f"{p}: corrupt or truncated compressed file "
+        except EOFError:  # the same fault as a truncated export, the same exit code
+            raise truncated_compressed(p) from None
+        except (lzma.LZMAError, zlib.error, gzip.BadGzipFile) as e:
+            raise UnreadableInput(f"{p}: corrupt compressed file "
                                   f"({str(e) or type(e).__name__})") from None
         if first and not chunk.startswith(SQLITE_MAGIC):
             raise UnreadableInput(f"{p}: decompresses, but not to an SQLite file ({ACCEPTS})")
