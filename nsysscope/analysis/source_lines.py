@@ -36,6 +36,7 @@ import pandas as pd
 
 from ..model import STALL_CLASSES
 from ..trace.python_samples import PythonSamples
+from ..util.text import capped, printable
 from .config import AnalysisConfig
 from .sites import SITE_KEYS
 
@@ -263,8 +264,8 @@ def candidate_paths(file: str) -> list[Path]:
 
 def source_text(file: str | None, line: int | None, root: Path,
                 function: str | None = None) -> str | None:
-    """The text of ``file:line`` (stripped, at most :data:`MAX_TEXT` characters) from a file
-    under ``root``, or None when no such file is found there. Scrubbed placeholders
+    """The text of ``file:line`` (stripped, at most :data:`MAX_TEXT` characters, printable)
+    from a file under ``root``, or None when no such file is found there. Scrubbed placeholders
     (``<stdlib>/..``, ``<path>/..``) and pseudo-files (``<string>``) are never found.
 
     With ``function`` (the name the sample recorded), a file whose line is not inside a
@@ -285,8 +286,7 @@ def source_text(file: str | None, line: int | None, root: Path,
             continue
         if function and not _inside(lines, int(line), function):
             continue
-        text = lines[int(line) - 1].strip()
-        return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "\u2026"
+        return printable(capped(lines[int(line) - 1].strip(), MAX_TEXT))
     return None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from ..errors import EXIT_CODES, INTERNAL_ERROR, NsysscopeError
+from ..util.text import capped, printable
 from ..util.version import __version__
 
 #: command name -> "module:attribute" under nsysscope.cli, imported on first use
@@ -34,8 +35,15 @@ COMMANDS = {
 
 
 def error_line(message: str) -> str:
-    """``nsysscope: error: MESSAGE`` on one line (a message's own line breaks become spaces)."""
-    return "nsysscope: error: " + " ".join(str(message).split())
+    """``nsysscope: error: MESSAGE`` on one line (a message's own line breaks become spaces),
+    printable (a trace's or a file's name in it may hold escape sequences) and at most
+    :data:`ERROR_CHARS` characters."""
+    return "nsysscope: error: " + printable(capped(" ".join(str(message).split()),
+                                                   ERROR_CHARS))
+
+
+#: the longest error message: a line, whatever a library or a trace put in it
+ERROR_CHARS = 2000
 
 
 def _usage_message(e: click.UsageError) -> str:
@@ -122,6 +130,12 @@ def _say(text: str, err: bool = True) -> None:
     reason to change the exit code, which is what a CI step reads."""
     with contextlib.suppress(OSError, ValueError):  # ValueError: a stream closed under Python
         click.echo(text, err=err)
+
+
+def say(text: str, err: bool = False) -> None:
+    """A command's own line (what it wrote, a leak it found), printable: it may quote a
+    trace's text or a file's name."""
+    click.echo(printable(text, keep="\n\t"), err=err)
 
 
 def say_error(message: str, code: int) -> int:

@@ -7,6 +7,7 @@ import click
 from ..errors import UnreadableInput
 from ..trace import cache
 from ..util.units import plural
+from .app import say
 
 
 @click.group("cache")
@@ -29,15 +30,15 @@ def info_command() -> int:
     cap = cache.max_bytes()
     state = "" if folder.is_dir() else "  (not a folder)" if folder.exists() else \
         "  (not created yet)"
-    click.echo(f"folder:  {folder}{state}")
-    click.echo(f"files:   {len(items)}")
-    click.echo(f"size:    {cache.human(total)}")
-    click.echo(f"limit:   {cache.human(cap) if cap is not None else 'none'}  "
+    say(f"folder:  {folder}{state}")
+    say(f"files:   {len(items)}")
+    say(f"size:    {cache.human(total)}")
+    say(f"limit:   {cache.human(cap) if cap is not None else 'none'}  "
                "(NSYSSCOPE_CACHE_MAX; least recently used files are removed first)")
     for c in reversed(items[-5:]):
-        click.echo(f"  {cache.human(c.size):>9}  {c.path.name}")
+        say(f"  {cache.human(c.size):>9}  {c.path.name}")
     if len(items) > 5:
-        click.echo(f"  ... and {len(items) - 5} older")
+        say(f"  ... and {len(items) - 5} older")
     return 0
 
 
@@ -50,5 +51,5 @@ def clear_command() -> int:
     if left:  # a folder it may not write: it said "removed 0 files" and exited 0
         raise UnreadableInput(f"{folder}: removed {plural(n, 'file')}, but {len(left)} could not "
                               "be removed (is the folder writable?)")
-    click.echo(f"removed {plural(n, 'file')} ({cache.human(size)}) from {folder}")
+    say(f"removed {plural(n, 'file')} ({cache.human(size)}) from {folder}")
     return 0

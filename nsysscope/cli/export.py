@@ -11,6 +11,7 @@ from ..errors import UnreadableInput
 from ..export.perfetto import write_perfetto
 from ..trace.windows import is_long
 from ..util.progress import note
+from .app import say
 from .options import (
     INPUT_PATH,
     OUTPUT_FILE,
@@ -49,7 +50,7 @@ def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | N
              "--cuda-graph-trace=graph) and holds none of its kernels: each replay is drawn as "
              "one slice; capture with --cuda-graph-trace=node to see them")
     n = write_perfetto_file(perfetto, a, all_kernels)
-    click.echo(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
+    say(f"Perfetto timeline of {trace} written to {perfetto} ({n} events); open it in "
                "https://ui.perfetto.dev", err=True)
     return 0
 

@@ -21,6 +21,7 @@ from ..analysis import analyze_file
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note
+from .app import say
 from .options import (
     EXTENSION_FORMATS,
     INPUT_PATH,
@@ -103,7 +104,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
     text = render.render("report", "json", s)
     size = write_output(text, output)
     if output:
-        click.echo(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
+        say(f"summary of {trace} written to {output} ({s.steady_launches} steady launches, "
                    f"{size / 1024:.0f} KB): {s.verdict}", err=True)
     return 0
 
@@ -175,7 +176,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     for opt, f, path in extra:
         write_output(render.render("gate", f, result, baseline=base, candidate=cand), path, opt)
     if output:
-        click.echo(f"nsysscope gate: {result.verdict}")
+        say(f"nsysscope gate: {result.verdict}")
     return result.exit_code
 
 

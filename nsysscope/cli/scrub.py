@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from .. import scrub as scrubbing
-from .app import error_line
+from .app import error_line, say
 from .options import INPUT_PATH, NonEmptyPath
 
 _KEEP = (
@@ -54,19 +54,19 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     if check:
         leaks = scrubbing.find_leaks(src, nsys=nsys, **keep)
         for leak in leaks:
-            click.echo(_line(leak))
-        click.echo(f"{len(leaks)} potential leaks in {src}", err=True)
+            say(_line(leak))
+        say(f"{len(leaks)} potential leaks in {src}", err=True)
         return 1 if leaks else 0
     if not dst and not in_place:
         raise click.UsageError("give DST, or --in-place to replace SRC")
     result = scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
                              drop_nvtx_text=drop_nvtx_text, in_place=in_place, force=force,
                              nsys=nsys, slim=slim, **keep)
-    click.echo(f"scrubbed copy written to {dst or src} ({result.counts()})", err=True)
+    say(f"scrubbed copy written to {dst or src} ({result.counts()})", err=True)
     if result.remaining:  # the copy scanned again still leaks: say so, exit 1 (as --check)
         for leak in result.remaining:
-            click.echo(_line(leak), err=True)
-        click.echo(error_line(f"{dst or src}: {len(result.remaining)} potential leaks remain "
+            say(_line(leak), err=True)
+        say(error_line(f"{dst or src}: {len(result.remaining)} potential leaks remain "
                               "after the scrub (listed above): do not share it as it is"),
                    err=True)
         return 1

@@ -8,7 +8,7 @@ import json
 from ..batch.aggregate import shown_names
 from ..model import BatchResult
 from ..util.units import plural
-from .base import cell
+from .base import cell, md_text
 
 _HEAD = ["rank", "trace", "launches", "steady", "stalls", "stall %", "window p50 us",
          "GPU idle p50 us", "GPU busy", "launches/s", "verdict"]
@@ -85,11 +85,11 @@ def _failed(b: BatchResult) -> list[str]:
 
 def render_markdown(b: BatchResult) -> str:
     rows = _rows(b)
-    lines = [f"## nsysscope report: {b.aggregate.traces} traces{how(b)}", "",
+    lines = [f"## nsysscope report: {b.aggregate.traces} traces{md_text(how(b))}", "",
              "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows[:-1]]
     lines += ["| " + " | ".join(f"**{cell(c)}**" for c in rows[-1]) + " |", "",
-              b.aggregate.worst_line, *_failed(b), ""]
+              md_text(b.aggregate.worst_line), *_failed(b), ""]
     return "\n".join(lines)
 
 

@@ -1,6 +1,11 @@
 """The gate's result as JUnit XML: one test case per metric, a ``<failure>`` for each
 regression, ``<skipped>`` where a metric could not be measured. CI systems (GitHub Actions
-test reporters, GitLab, Jenkins) show it as test results."""
+test reporters, GitLab, Jenkins) show it as test results.
+
+It is well-formed XML 1.0 whatever the traces' names hold: ElementTree escapes markup, and
+what XML forbids (control characters, lone surrogates, U+FFFE/U+FFFF) never reaches it as
+such: names are printable from the read on, and every renderer's output is made printable
+(:class:`.base.FunctionRenderer`), tab and line feed kept."""
 
 from __future__ import annotations
 

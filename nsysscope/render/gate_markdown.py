@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..gate.findings import message
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, SiteChange
 from ..util.units import us
-from .base import cell as _cell
+from .base import cell, md_code, md_text
 from .gate_text import COLUMNS, NUMERIC, ci, pauses_left_out, side_headline, side_line
 from .gate_text import cells as text_cells
 
@@ -51,14 +51,14 @@ def _groups(findings: tuple[Finding, ...]) -> list[tuple[SiteChange | None, list
 
 
 def _site_line(s: SiteChange) -> str:
-    line = (f"`{s.klass}` at {_cell(s.where)}: {s.baseline_count} \u2192 {s.candidate_count} "
-            f"launches, {us(s.lost_us)} GPU idle")
+    line = (f"{md_code(s.klass)} at {md_text(s.where)}: {s.baseline_count} \u2192 "
+            f"{s.candidate_count} launches, {us(s.lost_us)} GPU idle")
     if s.api_chain:
-        line += f"; chain `{_cell(s.api_chain)}`"
+        line += f"; chain {md_code(s.api_chain)}"
     if s.source:
-        line += f"; `{_cell(s.source)}`"
+        line += f"; {md_code(s.source)}"
         if s.source_text:
-            line += f": `{_cell(s.source_text)}`"
+            line += f": {md_code(s.source_text)}"
     return line
 
 
@@ -72,7 +72,7 @@ def _causes(title: str, findings: tuple[Finding, ...], checks: dict[str, Check])
         out += ["", head]
         for f in group:
             c = checks.get(f.check)
-            out.append(f"   - {_cell(message(c)) if c is not None else _cell(f.message)}")
+            out.append(f"   - {md_text(message(c)) if c is not None else md_text(f.message)}")
         extra = [s for f in group for s in f.sites[1:]]
         seen: set[tuple[str, str, str]] = set()
         for s in extra:
@@ -81,29 +81,29 @@ def _causes(title: str, findings: tuple[Finding, ...], checks: dict[str, Check])
                 out.append(f"   - also {_site_line(s)}")
         fix = next((f.fix for f in group if f.fix), None)
         if fix:
-            out.append(f"   - **Fix:** {_cell(fix)}")
+            out.append(f"   - **Fix:** {md_text(fix)}")
     return out
 
 
 def render(r: GateResult) -> str:
     checks = {c.name: c for c in r.checks}
     out = [MARKER, f"## nsysscope gate: {headline(r)}", "",
-           f"**Candidate:** {_cell(side_headline(r.candidate))}", "",
-           f"- baseline: `{_cell(side_line(r.baseline))}`",
-           f"- candidate: `{_cell(side_line(r.candidate))}`"]
+           f"**Candidate:** {md_text(side_headline(r.candidate))}", "",
+           f"- baseline: {md_code(side_line(r.baseline))}",
+           f"- candidate: {md_code(side_line(r.candidate))}"]
     out += _causes("Regressions, by root cause", r.regressions, checks)
     out += ["", "### Checks", "",
             "| " + " | ".join(COLUMNS) + " |",
             "|" + "|".join("---:" if h in NUMERIC else "---" for h in COLUMNS) + "|"]
     for c in r.checks:
-        row = list(text_cells(c))
+        row = [cell(v) for v in text_cells(c)]
         if c.ci:
-            row[3] += f"<br><sub>{ci(c)}</sub>"
-        row[6] = ICON.get(c.status, c.status)
-        out.append("| " + " | ".join(_cell(v) for v in row) + " |")
+            row[3] += f"<br><sub>{cell(ci(c))}</sub>"
+        row[6] = ICON.get(c.status, cell(c.status))
+        out.append("| " + " | ".join(row) + " |")
     out += _causes("Improvements", r.improvements, checks)
-    out += ["", f"<sub>{_cell(pauses_left_out(r))}</sub>"]
+    out += ["", f"<sub>{md_text(pauses_left_out(r))}</sub>"]
     if r.notes:
-        out += ["", "<details><summary>Notes</summary>", ""] + [f"- {_cell(n)}" for n in r.notes]
+        out += ["", "<details><summary>Notes</summary>", ""] + [f"- {md_text(n)}" for n in r.notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..model import StallSite
 from ..util.units import gain, plural, us
-from .base import as_summary, cell
+from .base import as_summary, cell, md_code, md_text, pipes
 from .report_parts import (
     LATENT_HEADING,
     PROCESS_COLUMNS,
@@ -32,16 +32,16 @@ def _where(site: StallSite) -> str:
     if not src.text:
         return cell(f"{site.where} ({SOURCE_ROOT_HINT})")
     rest = site.where.split(", ", 1)[1] if ", " in site.where else ""
-    line = f"{src.file}:{src.line} `{src.text.strip().replace('`', '')}`"
-    return cell(f"{line}, {rest}" if rest else line)
+    line = f"{md_text(f'{src.file}:{src.line}')} {md_code(src.text.strip())}"
+    return pipes(f"{line}, {md_text(rest)}" if rest else line)
 
 
 def render(result: Any) -> str:
     s = as_summary(result)
     icon = "\u2705" if s.overlap_ok else "\u274c"
     detail = verdict_detail(s)
-    out = [f"## nsysscope: {icon} {cell(headline(s))}", "",
-           *([cell(detail), ""] if detail else []), f"`{header(s)}`", "",
+    out = [f"## nsysscope: {icon} {md_text(headline(s))}", "",
+           *([md_text(detail), ""] if detail else []), md_code(header(s)), "",
            "| steady state | value |", "|---|---|"]
     out += [f"| {k} | {cell(v)} |" for k, v in metrics_rows(s)]
     if len(s.processes) > 1:
@@ -58,8 +58,9 @@ def render(result: Any) -> str:
         for i, site in enumerate(stalls, 1):
             fixed = gain(s.launches_per_s, site.speedup_if_fixed,
                          site.launches_per_s_if_fixed) if site.speedup_if_fixed else "-"
-            out.append(f"| {i} | `{site.klass}` | {site.count} | {us(site.lost_us)} | {fixed} | "
-                       f"{_where(site)} | `{cell(chain(site) if site.api_chain else '-')}` | "
+            out.append(f"| {i} | {md_code(site.klass)} | {site.count} | {us(site.lost_us)} | "
+                       f"{fixed} | {_where(site)} | "
+                       f"{pipes(md_code(chain(site) if site.api_chain else '-'))} | "
                        f"{cell(site.fix)} |")
     if late:
         total = sum(x.count for x in late)
@@ -68,11 +69,11 @@ def render(result: Any) -> str:
                 "longer than the threshold before the next replay (the host was late). "
                 f"{cell(late[0].fix)}", "",
                 "| launches | GPU idle | where | NVTX |", "|---|---|---|---|"]
-        out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | `{cell(nvtx_of(x))}` |"
+        out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | {pipes(md_code(nvtx_of(x)))} |"
                 for x in late]
     if s.latent:
-        out += ["", f"**{LATENT_HEADING}** ({latent_reason(s)})", ""] + \
+        out += ["", f"**{LATENT_HEADING}** ({md_text(latent_reason(s))})", ""] + \
             [f"- {cell(latent_line(x))}" for x in s.latent]
     if s.notes:
-        out += ["", "**Notes**", ""] + [f"- {n}" for n in s.notes]
+        out += ["", "**Notes**", ""] + [f"- {md_text(n)}" for n in s.notes]
     return "\n".join(out) + "\n"

@@ -29,6 +29,8 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from ..util.text import name_text
+from .names import sql_name
 from .nsys.damage import damage_reported
 from .nsys.schema import connect_readonly
 
@@ -197,15 +199,17 @@ Strings = Callable[[np.ndarray], pd.Categorical]
 
 
 def _strings(conn: sqlite3.Connection) -> Strings:
-    """``resolve(ids)``: a Categorical of the (unescaped) ``StringIds`` values of ``ids``."""
+    """``resolve(ids)``: a Categorical of the (unescaped) ``StringIds`` values of ``ids``, as
+    names are kept (:mod:`.names`)."""
     def resolve(ids: np.ndarray) -> pd.Categorical:
         uniq, inverse = np.unique(ids, return_inverse=True)
         values: dict[int, str] = {}
         ids_list = [int(i) for i in uniq]
         for i in range(0, len(ids_list), 900):
             part = ids_list[i:i + 900]
-            values.update((k, html.unescape(v or "")) for k, v in conn.execute(
-                f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(part))})", part))
+            values.update((k, name_text(html.unescape(v or ""))) for k, v in conn.execute(
+                f"SELECT id, {sql_name('value', escaped=True)} FROM StringIds WHERE id IN "
+                f"({','.join('?' * len(part))})", part))
         code, names = pd.factorize(pd.Series([values.get(i, "") for i in ids_list], dtype=object))
         return pd.Categorical.from_codes(code[np.asarray(inverse).reshape(-1)] if len(ids) else
                                          np.zeros(0, dtype=np.int64),

@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from .text import printable
+
 _FRAMES = "|/-\\"
 
 
@@ -90,7 +92,7 @@ class Progress:
             head = f"[{bar:<20}] {self.done}/{self.total}"
         else:
             head = _FRAMES[frame % len(_FRAMES)]
-        return f"nsysscope: {head} {self.label} ({elapsed:.0f} s)"
+        return f"nsysscope: {head} {printable(self.label)} ({elapsed:.0f} s)"
 
     def _run(self) -> None:
         if self._stop.wait(self.delay):
@@ -131,10 +133,11 @@ def progress(label: str, total: int | None = None, **kwargs: Any) -> Progress:
 
 def note(message: str, stream: TextIO | None = None) -> None:
     """One ``nsysscope: note: ...`` line on stderr: something the user should know that is not
-    an error (which file was read instead of the one named)."""
+    an error (which file was read instead of the one named); printable, as it may name a
+    file."""
     stream = stream if stream is not None else sys.stderr
     try:
-        stream.write(f"nsysscope: note: {message}\n")
+        stream.write(f"nsysscope: note: {printable(message)}\n")
         stream.flush()
     except (OSError, ValueError):
         pass

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotAnNsysExport, UnreadableInput
-from ...util.text import clipped
+from ...util.text import clipped, name_text
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
+from ..names import cut_names_note, name_categorical, names_of
 from ..normalised import Profiler, Trace, TraceMeta
 from ..nsys.gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
 from .events import Collector, to_ns
@@ -79,16 +80,9 @@ def _not_a_trace(p: Path, top: dict[str, Any]) -> Exception:
 
 
 def _categorical(codes: np.ndarray, table: dict[str, int]) -> pd.Categorical:
-    """A Categorical of the names ``codes`` index in ``table``, categories sorted."""
-    names = np.array(list(table), dtype=object)
-    present = np.unique(codes)
-    cats = sorted(names[present].tolist()) if len(present) else []
-    pos = {n: i for i, n in enumerate(cats)}
-    remap = np.full(len(names), -1, dtype=np.int64)
-    for code in present:
-        remap[code] = pos[names[code]]
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else np.zeros(0, dtype=np.int64),
-                                     categories=cats)
+    """A Categorical of the names ``codes`` index in ``table`` (as names are kept:
+    :mod:`..names`), categories sorted."""
+    return name_categorical(codes, table)
 
 
 def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
@@ -113,12 +107,12 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
     nvtx = _nvtx(c, origin)
     names = _thread_names(c)
     threads = pd.DataFrame({"tid": pd.Series(list(names), dtype=_INT),
-                            "thread_name": pd.Series(list(names.values()), dtype=str)})
+                            "thread_name": pd.Series(names_of(names.values()), dtype=str)})
     procs = sorted(set(api_all["proc"].tolist()) | set((nvtx["tid"].to_numpy() >> 24).tolist())
                    | set((c.py["gtid"] >> 24).tolist()))
     processes = pd.DataFrame({
         "proc": pd.Series(procs, dtype=_INT), "pid": pd.Series(procs, dtype=_INT),
-        "name": pd.Series([_process_name(c, p) for p in procs], dtype=str)})
+        "name": pd.Series(names_of(_process_name(c, p) for p in procs), dtype=str)})
     ends = [int(x.max()) for x in (api_all["end_ns"], gpu["end_ns"], nvtx["end_ns"]) if len(x)]
     if c.span is not None:
         start_ns, end_ns = to_ns(np.array([c.span[0]]), np.array([c.span[1] - c.span[0]]), origin)
@@ -126,19 +120,20 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
     else:
         span = (0, max(ends, default=0))
     devices = top.get("deviceProperties")
-    gpus = tuple(sorted({str(d.get("name")) for d in devices
+    gpus = tuple(sorted({name_text(d.get("name")) for d in devices
                          if isinstance(d, dict) and d.get("name")})) \
         if isinstance(devices, list) else ()
     meta = TraceMeta(
         path=str(path), nsys_version="none",
-        schema_version=f"kineto {top.get('schemaVersion', '?')}",
+        schema_version=f"kineto {name_text(top.get('schemaVersion', '?'))}",
         gpus=gpus, graph_trace="node" if len(graph_work) else "none",
         has_sync_records=False, has_event_records=False, has_nvtx=bool(len(nvtx)),
         capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(),
         profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)), can_window=False,
-        reader_notes=(f"{c.skipped} event{'s' if c.skipped > 1 else ''} without a usable time "
-                      "(ts, dur: missing, not a number, or beyond any clock) left out",)
-        if c.skipped else ())
+        reader_notes=((f"{c.skipped} event{'s' if c.skipped > 1 else ''} without a usable time "
+                       "(ts, dur: missing, not a number, or beyond any clock) left out",)
+                      if c.skipped else ()) + cut_names_note(
+            [nvtx["text"].cat.categories, threads["thread_name"], processes["name"], gpus]))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
                  event_records=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
@@ -267,14 +262,11 @@ def _collectives(c: Collector, gpu: pd.DataFrame) -> pd.DataFrame:
 def _nvtx(c: Collector, origin: float) -> pd.DataFrame:
     r = c.ranges
     start, end = to_ns(r["ts"], r["dur"], origin)
-    names = np.array(list(c.names), dtype=object)
-    text = names[r["name"]] if len(r) else np.zeros(0, dtype=object)
-    order = np.lexsort((text.astype(str), r["gtid"], -end, start)) if len(r) else \
+    text = name_categorical(r["name"], c.names)  # as the nsys loader gives it
+    order = np.lexsort((text.codes, r["gtid"], -end, start)) if len(r) else \
         np.zeros(0, dtype=np.int64)
-    df = pd.DataFrame({"start_ns": start[order], "end_ns": end[order], "tid": r["gtid"][order],
-                       "text": text[order]})
-    df["text"] = df["text"].astype(str).astype("category")  # as the nsys loader gives it
-    return df
+    return pd.DataFrame({"start_ns": start[order], "end_ns": end[order],
+                         "tid": r["gtid"][order], "text": text[order]})
 
 
 def _thread_names(c: Collector) -> dict[int, str]:

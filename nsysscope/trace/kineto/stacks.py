@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from ..names import names_of
 from ..python_samples import NO_STACKS, OK, PythonSamples
 from .events import Collector, to_ns
 
@@ -47,9 +48,9 @@ def python_stacks(c: Collector, api: pd.DataFrame, origin: float) -> PythonSampl
                             "state": pd.Series([None] * len(s_sample), dtype=object)})
     samples = samples.sort_values(["tid", "time_ns"], kind="stable").reset_index(drop=True)
     fc = np.asarray(f_code, dtype=np.int64)
-    files = [p[0] if p else "" for p in parsed]
+    files = names_of(p[0] if p else "" for p in parsed)
     lines = np.array([p[1] if p else -1 for p in parsed], dtype=np.int64)
-    funcs = [p[2] if p else "" for p in parsed]
+    funcs = names_of(p[2] if p else "" for p in parsed)
     frames = pd.DataFrame({
         "sample": np.asarray(f_sample, dtype=np.int64),
         "depth": np.asarray(f_depth, dtype=np.int64),

@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...util.text import name_text
 from ..apis import LAUNCH_APIS, process_of_pid
 from ..arrays import INT, frame
+from ..names import sql_name
 from ..time_range import EVERY_CALL, CallRows
 from .schema import Schema, connect_readonly
 
@@ -329,6 +331,6 @@ class _OpNames:
         """StringIds' text of each of ``ids`` it holds."""
         if not ids or not self.s.has("StringIds"):
             return {}
-        found = self.s.conn.execute(
-            f"SELECT id, value FROM StringIds WHERE id IN ({','.join(map(str, ids))})")
-        return {int(i): v for i, v in found if v is not None}
+        found = self.s.conn.execute(f"SELECT id, {sql_name('value')} FROM StringIds "
+                                    f"WHERE id IN ({','.join(map(str, ids))})")
+        return {int(i): name_text(v) for i, v in found if v is not None}

@@ -13,6 +13,7 @@ from ...util.progress import progress
 from ...util.text import clipped
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS
 from ..backwards import backwards_note, backwards_rows
+from ..names import cut_names_note
 from ..normalised import NSYS, Trace, TraceMeta
 from ..time_range import EVERY_CALL, CallRows, TimeRange
 from . import tables
@@ -76,9 +77,10 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         syncs = own_process(got["syncs"], api)
         event_records = own_process(got["event_records"], api)
     capture = tables.capture_span(s, api)
+    threads, processes, gpus = tables.threads_table(s), tables.processes_table(s), tables.gpus(s)
     meta = TraceMeta(
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
-        gpus=tables.gpus(s), graph_trace=graph_mode,
+        gpus=gpus, graph_trace=graph_mode,
         has_sync_records="eventSyncId" in s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
         has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
@@ -86,14 +88,17 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
         capture_start_ns=capture[0], capture_end_ns=capture[1],
-        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))))
+        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))) +
+        cut_names_note([got["nvtx"]["text"].cat.categories, threads["thread_name"],
+                        processes["name"], got["collectives"]["name"], gpus,
+                        s.export_meta.values()]))
     enums = dict(
         htod=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_HTOD", DEFAULT_ENUMS["htod"]),
         dtoh=s.enum_id("ENUM_CUDA_MEMCPY_OPER", "_DTOH", DEFAULT_ENUMS["dtoh"]),
         pageable=s.enum_id("ENUM_CUDA_MEM_KIND", "_PAGEABLE", DEFAULT_ENUMS["pageable"]))
     return Trace(meta=meta, api=api, graph_work=graph_work_table, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records, nvtx=got["nvtx"],
-                 threads=tables.threads_table(s), processes=tables.processes_table(s),
+                 threads=threads, processes=processes,
                  collectives=got["collectives"], enums=enums, source=db)
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import DamagedExport, NotAnNsysExport, UnreadableInput
+from ...util.text import name_text
 from ..columnar import ColumnReader
 from ..files import SQLITE_MAGIC, sqlite_uri
+from ..names import sql_name
 from ..stepped import ReadStopped
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
@@ -222,8 +224,9 @@ class Schema:
 
     @cached_property
     def export_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT name, value FROM META_DATA_EXPORT WHERE name IS NOT "
-                                      "NULL AND value IS NOT NULL").fetchall())
+        rows = self.conn.execute(f"SELECT {sql_name('name')}, {sql_name('value')} FROM "
+                                 "META_DATA_EXPORT WHERE name IS NOT NULL AND value IS NOT NULL")
+        return {name_text(k): name_text(v) for k, v in rows}
 
     @property
     def schema_version(self) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...util.text import name_text
 from ..apis import LAUNCH_APIS, process_of, process_of_pid, wanted_api
 from ..arrays import INT, frame, in_order, query
+from ..names import name_categorical, sql_name
 from ..time_range import EVERY_CALL, WHOLE, CallRows, TimeRange
 from .schema import Schema, api_base_name
 
@@ -51,7 +53,7 @@ def wanted_api_ids(s: Schema) -> dict[int, str]:
     name in the string table (the names present in the calls are found later, from the rows
     read: asking SQLite for them first would scan the table twice)."""
     names = {i: api_base_name(v) for i, v in s.conn.execute(
-        "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")}
+        f"SELECT id, {sql_name('value')} FROM StringIds WHERE value LIKE 'cu%'")}
     return {i: n for i, n in names.items() if wanted_api(n)}
 
 
@@ -94,7 +96,7 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     # a range's name is its own text, or else the interned string its textId names
     # (COALESCE(NULLIF(text, ''), StringIds.value, '')), put together after the read: SQL
     # that computes text copies it per row, at twice the cost of reading the table
-    text = "n.text" if "text" in tcols else "NULL"
+    text = sql_name("n.text") if "text" in tcols else "NULL"
     text_id = "IFNULL(n.textId, -1)" if "textId" in tcols else "-1"
     sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, {text}, {text_id} '
            f"FROM NVTX_EVENTS n WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
@@ -116,7 +118,7 @@ def _range_names(s: Schema, own: pd.Categorical, interned: np.ndarray) -> pd.Cat
         codes = np.where(codes == names.index(""), -1, codes)
     missing = codes < 0
     ids = np.unique(interned[missing & (interned >= 0)])
-    found = dict(s.conn.execute(f"SELECT id, value FROM StringIds WHERE id IN "
+    found = dict(s.conn.execute(f"SELECT id, {sql_name('value')} FROM StringIds WHERE id IN "
                                 f"({','.join(map(str, ids.tolist()))})")) if len(ids) else {}
     # the interned names, and '' for a range with neither, after the range's own names
     extra = [str(found.get(i, "")) for i in ids.tolist()] + [""]
@@ -124,16 +126,7 @@ def _range_names(s: Schema, own: pd.Categorical, interned: np.ndarray) -> pd.Cat
     known = (at < len(ids)) & (ids[np.minimum(at, max(len(ids) - 1, 0))] == interned[missing]) \
         if len(ids) else np.zeros(int(missing.sum()), dtype=bool)
     codes[missing] = len(names) + np.where(known, at, len(ids))
-    return _categorical_of(codes, np.array(names + extra, dtype=object))
-
-
-def _categorical_of(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
-    """``values[codes]`` as a categorical of the distinct values present, sorted."""
-    used = np.unique(codes)
-    distinct, inverse = np.unique(values[used].astype(str), return_inverse=True)
-    remap = np.zeros(len(values), dtype=np.int64)
-    remap[used] = inverse
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(distinct.tolist()))
+    return name_categorical(codes, names + extra)
 
 
 def processes_table(s: Schema) -> pd.DataFrame:
@@ -141,10 +134,11 @@ def processes_table(s: Schema) -> pd.DataFrame:
     if not {"globalPid", "pid"} <= s.columns("PROCESSES"):
         return pd.DataFrame({"proc": pd.Series(dtype=INT), "pid": pd.Series(dtype=INT),
                              "name": pd.Series(dtype=str)})
-    name = "COALESCE(name, '')" if "name" in s.columns("PROCESSES") else "''"
+    name = f"COALESCE({sql_name('name')}, '')" if "name" in s.columns("PROCESSES") else "''"
     df = query(s, f"SELECT globalPid, pid, {name} FROM PROCESSES WHERE globalPid IS NOT NULL",
                 ["proc", "pid", "name"], {"proc": INT, "pid": INT})
     df["proc"] = df["proc"].to_numpy() >> 24
+    df["name"] = df["name"].map(name_text)
     return df.drop_duplicates("proc").reset_index(drop=True)
 
 
@@ -164,8 +158,8 @@ def collectives_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFram
     empty = pd.DataFrame({c: pd.Series(dtype=INT) for c in cols} | {"name": pd.Series(dtype=str)})
     if name_col is None:
         return empty
-    names = dict(s.conn.execute(
-        f"SELECT id, value FROM StringIds WHERE value LIKE '{_COLLECTIVE_NAME}'"))
+    names = {i: name_text(v) for i, v in s.conn.execute(
+        f"SELECT id, {sql_name('value')} FROM StringIds WHERE value LIKE '{_COLLECTIVE_NAME}'")}
     if not names:
         return empty
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
@@ -182,25 +176,28 @@ def collectives_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFram
 def threads_table(s: Schema) -> pd.DataFrame:
     if not s.has("ThreadNames"):
         return pd.DataFrame({"tid": pd.Series(dtype=INT), "thread_name": pd.Series(dtype=str)})
-    return query(s, "SELECT t.globalTid, COALESCE(CAST(s.value AS TEXT), '') FROM ThreadNames t "
-                     "LEFT JOIN StringIds s ON s.id = t.nameId", ["tid", "thread_name"],
-                  {"tid": INT}).drop_duplicates("tid")
+    df = query(s, f"SELECT t.globalTid, COALESCE({sql_name('CAST(s.value AS TEXT)')}, '') "
+                  "FROM ThreadNames t LEFT JOIN StringIds s ON s.id = t.nameId",
+               ["tid", "thread_name"], {"tid": INT}).drop_duplicates("tid")
+    return df.assign(thread_name=df["thread_name"].map(name_text))
 
 
 def gpus(s: Schema) -> tuple[str, ...]:
     if "name" not in s.columns("TARGET_INFO_GPU"):
         return ()
-    return tuple(r[0] for r in s.conn.execute(
-        "SELECT DISTINCT name FROM TARGET_INFO_GPU WHERE name IS NOT NULL AND name != ''"))
+    return tuple(dict.fromkeys(name_text(r[0]) for r in s.conn.execute(
+        f"SELECT DISTINCT {sql_name('name')} FROM TARGET_INFO_GPU "
+        "WHERE name IS NOT NULL AND name != ''")))
 
 
 def diagnostics(s: Schema) -> tuple[str, ...]:
     """Warnings and errors nsys recorded about the capture itself (e.g. dropped events)."""
     if "text" not in s.columns("DIAGNOSTIC_EVENT"):
         return ()
-    rows = s.conn.execute(
-        "SELECT DISTINCT text FROM DIAGNOSTIC_EVENT WHERE severity >= 2 AND text IS NOT NULL")
-    return tuple(r[0] for r in rows)
+    rows = s.conn.execute(f"SELECT DISTINCT {sql_name('text')} FROM DIAGNOSTIC_EVENT "
+                          "WHERE severity >= 2 AND text IS NOT NULL")
+    # a message's tabs and line breaks are spacing (nsys: "produced: \t99549")
+    return tuple(dict.fromkeys(name_text(" ".join(str(r[0]).split())) for r in rows))
 
 
 def launches_span(s: Schema) -> tuple[int, int] | None:
