@@ -140,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
                         help="allocate the step's pinned host buffers anew every step")
     server.add_argument("--max-new-tokens", type=_span, metavar="LO,HI",
                         help="each request's new tokens, uniform in [LO, HI) (16,160)")
+    server.add_argument("--prompt-words", type=_span, metavar="LO,HI",
+                        help="each prompt's words, uniform in [LO, HI) (4,48; ~1.5 tokens a "
+                             "word, at most half the context)")
     server.add_argument("--no-nvtx", action="store_true",
                         help="no NVTX ranges (and no record_function ranges under "
                              "--torch-profile)")
@@ -245,7 +248,7 @@ def _check_serving(p: argparse.ArgumentParser, a: argparse.Namespace, world: int
                           or a.forward_thread):
         p.error("--spec-decode runs without --output-copy, --pieces, --wait poll* and "
                 "--forward-thread")
-    if world > 1 and set(_serving(a)) - {"max_new_tokens"}:
+    if world > 1 and set(_serving(a)) - {"max_new_tokens", "prompt_len"}:
         p.error("the serving switches run on one GPU (no --tp)")
     if a.profile_startup and not a.torch_profile:
         p.error("--profile-startup needs --torch-profile")
@@ -263,6 +266,8 @@ def _serving(a: argparse.Namespace) -> dict:
         fields.update(graph_batch_sizes=bucket_sizes(a.buckets, a.batch), compact=True)
     if a.max_new_tokens:
         fields["max_new_tokens"] = a.max_new_tokens
+    if a.prompt_words:
+        fields["prompt_len"] = a.prompt_words
     for name in ("startup_check", "prefill", "forward_thread", "pinned_alloc"):
         if getattr(a, name):
             fields[name] = True

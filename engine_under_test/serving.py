@@ -105,6 +105,17 @@ class Prefill:
         start = torch.zeros(n, dtype=torch.int64, device=be.device)
         runner.model.extend(self.device[:n, 1:1 + t], start, runner.cache, self.device[:n, 0])
 
+    def warm_up(self) -> None:
+        """A server's warm-up request at start-up: one eager prefill of a few prompts, so that
+        the first burst's prefills do not load their kernels (the slots it writes are
+        overwritten before anything reads them)."""
+        be, runner = self.runner.backend, self.runner
+        n, t = min(8, runner.cfg.max_batch), min(64, self.width - 1)
+        slots = torch.arange(n, device=be.device)
+        tokens = torch.zeros((n, t), dtype=torch.int64, device=be.device)
+        runner.model.extend(tokens, torch.zeros(n, dtype=torch.int64, device=be.device),
+                            runner.cache, slots)
+
 
 class _ForwardThread:
     """sglang's overlap worker: a thread that runs each step's device work as it arrives and
@@ -157,6 +168,9 @@ class ServingEngine:
         # speculative decoding needs the prompt in the cache before its first draft
         self.prefill = (Prefill(self.runner, model_cfg.max_seq // 2)
                         if cfg.prefill or cfg.spec_decode else None)
+        if self.prefill is not None:
+            with backend.phase("warm_up"):
+                self.prefill.warm_up()
         self.output = OutputProcessor(cfg)
         self.gpu_busy_serving: float | None = None
         self._arrived = -1  # the last step whose arrivals were taken

@@ -2,12 +2,14 @@
 # A server under real load (issue 56), on one GPU, from the repository root with .gpu carried:
 #   sample_traces/capture_serving.sh OUTDIR      # PACK_DIR=$OUT packs OUTDIR
 # Every capture holds the whole process (no capture range): start-up (the model, 15 bucket
-# graphs, each replayed once and synchronised right after its capture), then bursts of
-# requests (64, 16 and 48, 8 arriving a step, each followed by 500 ms of idle in which the
-# scheduler polls an empty queue and makes no CUDA call), the batch packed so that each step
+# graphs, each replayed once and synchronised right after its capture, and a warm-up
+# prefill), then bursts of requests (64, 16 and 48, 8 arriving a step, each followed by 500 ms
+# of idle in which the scheduler polls an empty queue and makes no CUDA call), the batch
+# packed so that each step
 # replays the smallest bucket holding it, an eager prefill between decode steps for newly
-# admitted requests, and fresh pinned host buffers every step (as vLLM and sglang allocate
-# them).
+# admitted requests (prompts of 100-300 words, ~190-560 tokens: the prefill's GPU time exceeds
+# its launches' host time), and fresh pinned host buffers every step (as vLLM and sglang
+# allocate them).
 # - traced per node (the issue's command): healthy, case1, and healthy with other bursts
 #   (24, 96, 32; 300 ms idle), for the gate;
 # - traced per graph (nsys's default; a replay is one row, so the files stay small): case2,
@@ -20,7 +22,7 @@
 # CAPTURE_ARGS adds options of capture.py, e.g. CAPTURE_ARGS=--dry-run prints the commands only.
 set -uo pipefail
 out=${1:?usage: capture_serving.sh OUTDIR}
-base="--startup-check --buckets 15 --prefill --pinned-alloc --max-new-tokens 8,48"
+base="--startup-check --buckets 15 --prefill --pinned-alloc --max-new-tokens 8,48 --prompt-words 100,300"
 serve="$base --idle-ms 500 --bursts 64,16,48"
 kin="$base --idle-ms 500 --bursts 32,8 --torch-profile-no-stack --profile-startup"
 cap=2000  # --steps: a cap; every run ends when its bursts are served

@@ -153,7 +153,8 @@ def test_cli_serving_run_writes_its_metrics(tmp_path, capsys):
     out = tmp_path / "m.json"
     assert main(["--tiny", "--device", "cpu", "--batch", "8", "--steps", "200",
                  "--bursts", "4,2", "--burst-rate", "2", "--idle-ms", "5", "--buckets", "3",
-                 "--max-new-tokens", "3,8", "--startup-check", "--prefill", "--pinned-alloc",
+                 "--max-new-tokens", "3,8", "--prompt-words", "2,9", "--startup-check",
+                 "--prefill", "--pinned-alloc",
                  "--no-nvtx", "--json", str(out)]) == 0
     assert "steps/s=" in capsys.readouterr().out
     m = json.loads(out.read_text())
@@ -180,6 +181,7 @@ def test_cli_torch_profile_with_startup(tmp_path, capsys):
     (["--bursts", "3,0"], "sizes must be >= 1"),
     (["--bursts", "a"], "not a comma list of sizes"),
     (["--max-new-tokens", "5,5"], "need 1 <= LO < HI"),
+    (["--prompt-words", "0,3"], "need 1 <= LO < HI"),
     (["--buckets", "0"], "--buckets: must be >= 1"),
     (["--tp", "2", "--bursts", "3"], "run on one GPU"),
     (["--profile-startup"], "needs --torch-profile"),
