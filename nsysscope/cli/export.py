@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from ..analysis import Analysis, analyze_file
-from ..errors import UnreadableInput
-from ..export.perfetto import write_perfetto
+from ..export import ExportContext
 from ..trace.windows import is_long
 from ..util.progress import note
 from .app import say
@@ -19,6 +18,7 @@ from .options import (
     check_writable,
     config_from,
     use_cache,
+    write_export,
 )
 
 
@@ -66,8 +66,6 @@ def note_whole_read(trace: str, nsys: str | None) -> None:
 
 
 def write_perfetto_file(path: str, analysis: Analysis, all_kernels: bool = False) -> int:
-    """:func:`write_perfetto`, with a write failure as one line (exit 2)."""
-    try:
-        return write_perfetto(path, analysis, all_kernels)
-    except OSError as e:
-        raise UnreadableInput(f"--perfetto {path}: cannot write: {e.strerror or e}") from None
+    """The Perfetto timeline (:func:`~.options.write_export`); the events it holds."""
+    return write_export("--perfetto", path, analysis, ExportContext(all_kernels=all_kernels)) \
+        or 0

@@ -21,9 +21,9 @@ from ..analysis import analyze_file
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note
+from ..model import registry
 from .app import say
 from .options import (
-    EXTENSION_FORMATS,
     INPUT_PATH,
     OUTPUT_FILE,
     NonEmptyPath,
@@ -93,7 +93,7 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
 
     A trace with no steady launch (all warm-up) is refused with exit 8 and nothing is
     written."""
-    named = EXTENSION_FORMATS["report"].get(Path(output).suffix.lower()) if output else None
+    named = registry.by_extension("report").get(Path(output).suffix.lower()) if output else None
     if named not in (None, "json"):  # the JSON in a .md file, say: it was written so
         raise click.UsageError(f"-o {output}: summarize writes JSON, not {named}; name a .json "
                                "file (report --format writes the other formats)")

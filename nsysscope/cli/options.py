@@ -7,7 +7,6 @@ line, not a whole analysis.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -17,10 +16,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ..analysis import AnalysisConfig
+from .. import render  # noqa: F401 - registers the formats the tables below are made of
+from ..analysis import Analysis, AnalysisConfig
 from ..errors import NothingSteady, UnreadableInput
-from ..export import check_ours, is_db_name
-from ..model import Summary
+from ..export import ExportContext, check_ours, exporter_for, exporters_of, is_db_name
+from ..model import Summary, registry
 from ..trace.cache import disable_cache, max_bytes
 from ..trace.formats import file_kind
 from ..trace.time_range import TimeRange
@@ -29,15 +29,8 @@ from ..util.text import DEFAULT_WIDTH, displayable, terminal_width
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: what a file name's extension says its format is, per kind of result
 #: extensions that name no format but plainly hold text: written as the text report
 TEXT_EXTENSIONS = frozenset({".log", ".out"})
-EXTENSION_FORMATS = {
-    "report": {".txt": "text", ".text": "text", ".json": "json", ".md": "markdown",
-               ".markdown": "markdown", ".html": "html", ".htm": "html"},
-    "gate": {".txt": "text", ".text": "text", ".json": "json", ".md": "markdown",
-             ".markdown": "markdown", ".xml": "junit", ".html": "html", ".htm": "html"},
-}
 
 
 class NonEmptyPath(click.Path):
@@ -128,7 +121,7 @@ def output_format(kind: str, fmt: str | None, output: str | None, option: str = 
     was meant) is a usage error unless ``--format`` says what to write (``.log``, ``.out`` and
     no extension are text), as are a ``--format`` the file name contradicts and a file named
     for another format after an ``option`` that is the format (``--junit r.md``)."""
-    by_ext = EXTENSION_FORMATS[kind]
+    by_ext = registry.by_extension(kind)  # what a file name's extension says its format is
     suffix = Path(output).suffix.lower() if output else ""
     named = by_ext.get(suffix)
     if fmt is None:
@@ -139,25 +132,18 @@ def output_format(kind: str, fmt: str | None, output: str | None, option: str = 
                 suffix in (".csv", ".parquet", ".db", ".sqlite") else ""
             raise click.UsageError(
                 f"{option} {output}: {suffix} names no {kind} format ("
-                f"{', '.join(e for e in by_ext if e not in ('.text', '.markdown', '.htm'))}); "
+                f"{', '.join(r.file_extension for r in registry.renderers(kind))}); "
                 f"name one of those, or pass --format to write one to this file{hint}")
         return named or "text"
     if named is not None and named != fmt:
-        said = f"{option} {output} names {_FORMAT_NAMES.get(named, named)} file, but"
+        want = registry.get(kind, fmt)
+        said = f"{option} {output} names {registry.get(kind, named).noun} file, but"
         if option != "-o":  # --junit FILE and the like: the option is the format
-            raise click.UsageError(f"{said} {option} writes {_FORMAT_NAMES.get(fmt, fmt)} "
-                                   f"file; name a {_ext_of(kind, fmt)} file")
+            raise click.UsageError(f"{said} {option} writes {want.noun} file; name a "
+                                   f"{want.file_extension} file")
         raise click.UsageError(f"{said} --format {fmt} was given; drop --format (the extension "
-                               f"decides) or name a {_ext_of(kind, fmt)} file")
+                               f"decides) or name a {want.file_extension} file")
     return fmt
-
-
-_FORMAT_NAMES = {"text": "a text", "json": "a JSON", "markdown": "a Markdown", "html": "an HTML",
-                 "junit": "a JUnit XML"}
-
-
-def _ext_of(kind: str, fmt: str) -> str:
-    return next((e for e, f in EXTENSION_FORMATS[kind].items() if f == fmt), ".txt")
 
 
 def check_distinct(outputs: Iterable[tuple[str, str | None]]) -> None:
@@ -224,16 +210,34 @@ def check_per_launch(path: str | None, inputs: Iterable[str | Path] = ()) -> Non
     engine to write it, checked before the analysis."""
     if not path:
         return
-    low = path.lower()
-    if not (low.endswith((".csv", ".parquet")) or is_db_name(path)):
-        raise UnreadableInput(f"--per-launch {path}: name a .csv, .parquet or .db file")
-    if low.endswith(".parquet") and not any(importlib.util.find_spec(m) is not None
-                                            for m in ("pyarrow", "fastparquet")):
-        raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow: "
-                              "pip install 'nsysscope[parquet]', or name a .csv file")
+    exporter = exporter_for("--per-launch", path)
+    if exporter is None:
+        names = [e.extensions[0] for e in exporters_of("--per-launch")]
+        raise UnreadableInput(f"--per-launch {path}: name a {', '.join(names[:-1])} or "
+                              f"{names[-1]} file")
+    missing = exporter.missing()
+    if missing:
+        raise UnreadableInput(f"--per-launch {path}: {missing}")
     check_writable(path, "--per-launch", inputs, database=is_db_name(path))
     if is_db_name(path) and Path(path).is_file():
         check_ours(path)
+
+
+def write_export(option: str, path: str, analysis: Analysis,
+                 context: ExportContext | None = None) -> int | None:
+    """Write ``analysis`` to ``path`` as the export ``option`` writes to such a file
+    (:func:`~nsysscope.export.exporter_for`, checked before the analysis), whole or not at
+    all; a write that fails is one line, exit 2. Returns what the exporter counted."""
+    exporter = exporter_for(option, path)
+    if exporter is None:
+        raise UnreadableInput(f"{option} {path}: no export writes this file")
+    try:
+        return exporter.write(path, analysis, context or ExportContext())
+    except ImportError as e:  # checked before the analysis; a broken install still lands here
+        raise UnreadableInput(f"{option} {path}: {exporter.missing() or exporter.without} "
+                              f"({e})") from None
+    except OSError as e:
+        raise UnreadableInput(f"{option} {path}: cannot write: {e.strerror or e}") from None
 
 
 def _utf8(text: str) -> bytes:

@@ -8,11 +8,10 @@ import os
 import click
 
 from .. import render
-from ..analysis import Analysis, analyze_file
+from ..analysis import analyze_file
 from ..batch import expand, names_many, rank_of, run_batch
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
-from ..export import is_db_name, per_launch_parts, write_db, write_per_launch_parts
-from ..util.atomic import atomic_file
+from ..export import ExportContext, is_db_name
 from ..util.progress import note
 from .export import note_whole_read, write_perfetto_file
 from .options import (
@@ -28,6 +27,7 @@ from .options import (
     text_width,
     time_range,
     use_cache,
+    write_export,
     write_output,
 )
 
@@ -135,11 +135,9 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     a = analyze_file(traces[0], cfg, nsys, span, events="all" if perfetto else
                      "shown" if fmt == "html" else "none")
     require_steady(a.summary, warmup)
-    if per_launch and is_db_name(per_launch):
-        write_db(per_launch, a, trace=traces[0],
-                 rank=rank_of(traces[0], len(a.summary.processes)))
-    elif per_launch:
-        write_per_launch(a, per_launch)
+    if per_launch:
+        write_export("--per-launch", per_launch, a, ExportContext(
+            trace=traces[0], rank=rank_of(traces[0], len(a.summary.processes))))
     context: dict[str, str] = {}
     if perfetto:
         write_perfetto_file(perfetto, a)
@@ -148,19 +146,3 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
             context["perfetto"] = os.path.relpath(os.path.abspath(perfetto), here)
     write_output(render.render("report", fmt, a, width=text_width(output), **context), output)
     return 0
-
-
-
-def write_per_launch(analysis: Analysis, path: str) -> None:
-    """The per-launch table (:func:`nsysscope.export.per_launch_table`) to a .csv or
-    .parquet file, a part at a time (:func:`nsysscope.export.per_launch_parts`), whole or
-    not at all; a write that fails is one line, exit 2."""
-    try:
-        with atomic_file(path) as f:
-            write_per_launch_parts(f, per_launch_parts(analysis),
-                                   parquet=path.lower().endswith(".parquet"))
-    except ImportError as e:  # checked before the analysis; a broken pyarrow still lands here
-        raise UnreadableInput(f"--per-launch {path}: writing parquet needs pyarrow ({e}): pip "
-                              "install 'nsysscope[parquet]', or name a .csv file") from None
-    except OSError as e:
-        raise UnreadableInput(f"--per-launch {path}: cannot write: {e.strerror or e}") from None

@@ -2,26 +2,43 @@
 
 A renderer draws one kind of result (``kind``: ``"report"`` a trace's summary, ``"gate"`` a
 gate result, ``"batch"`` many traces, ``"notebook"`` the HTML blocks Jupyter shows) in one
-format (``name``: ``"text"``, ``"json"``, ``"markdown"``, ``"junit"``, ``"html"``...).
-``render(result, **context)`` returns ``str`` or, when ``is_binary``, ``bytes``; ``context`` is
-what the caller already analysed that a format may draw too (the gate's two sides for the HTML
-figure). Renderers are handed what they draw: they never load or analyse anything.
+format (``name``: ``"text"``, ``"json"``, ``"markdown"``, ``"junit"``, ``"html"``...). It
+declares the file names that are its format (``extensions``, the one it writes first), how
+a message names such a file (``noun``) and whether it is binary; the command line's tables
+of formats and extensions are made from these declarations. ``render(result, context)``
+returns ``str`` or, when ``is_binary``, ``bytes``; ``context`` (:class:`RenderContext`) is
+every option a caller may give and what it already analysed that a format may draw too (the
+gate's two sides for the HTML figure). Renderers are handed what they draw: they never load
+or analyse anything.
 
 The registry lives here, below every layer that has results, so that ``Summary._repr_html_``
-finds the notebook renderer without importing :mod:`nsysscope.render`: that package registers
-its renderers when it is imported. ``import nsysscope`` no longer imports it up front (the
-command line starts faster), so the registry loads the shipped renderers by name the first
-time one is looked up and none is registered yet: a plugin lookup, not an import of a higher
-layer.
+finds the notebook renderer; :mod:`nsysscope.render` registers the shipped renderers when it
+is imported, which ``nsysscope``'s own names (``nsysscope.open``, ``nsysscope.Summary``) and
+the command line do. A result met before anything imported it shows its plain repr in
+Jupyter.
 """
 
 from __future__ import annotations
 
-import importlib
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-#: the package whose import registers the renderers nsysscope ships
-DEFAULT_RENDERERS = "nsysscope.render"
+
+@dataclass(frozen=True)
+class RenderContext:
+    """What a caller hands a renderer beside the result; each format reads the fields it
+    declares, and a field left at its default was not given."""
+
+    #: the width text is wrapped at (None: the format's own)
+    width: int | None = None
+    #: what the gate compared (an Analysis, OpenTrace or Summary), for the HTML figure
+    baseline: Any = None
+    candidate: Any = None
+    #: the relative link to a Perfetto timeline written beside an HTML report
+    perfetto: str | None = None
+    #: added to an HTML page's footer
+    timestamp: datetime | str | None = None
 
 
 @runtime_checkable
@@ -33,23 +50,19 @@ class Renderer(Protocol):
     @property
     def name(self) -> str: ...  # the format: text, json, markdown, junit, html
     @property
-    def file_extension(self) -> str: ...  # ".txt", ".json", ...
+    def extensions(self) -> tuple[str, ...]: ...  # the names of its files: (".md", ".markdown")
+    @property
+    def noun(self) -> str: ...  # a file of it, in a message: "a Markdown", "an HTML"
     @property
     def is_binary(self) -> bool: ...  # render returns bytes
 
-    def render(self, result: Any, **context: Any) -> str | bytes: ...
+    @property
+    def file_extension(self) -> str: ...  # the extension it writes: ``extensions[0]``
+
+    def render(self, result: Any, context: RenderContext) -> str | bytes: ...
 
 
 _RENDERERS: dict[tuple[str, str], Renderer] = {}
-_defaults_loaded = False
-
-
-def _ensure_defaults() -> None:
-    """Import the shipped renderers once, the first time the registry is asked for one."""
-    global _defaults_loaded
-    if not _defaults_loaded:
-        _defaults_loaded = True
-        importlib.import_module(DEFAULT_RENDERERS)
 
 
 def register(renderer: Renderer) -> Renderer:
@@ -60,20 +73,27 @@ def register(renderer: Renderer) -> Renderer:
     return renderer
 
 
+def renderers(kind: str) -> tuple[Renderer, ...]:
+    """The renderers registered for ``kind``, in the order they were registered."""
+    return tuple(r for (k, _), r in _RENDERERS.items() if k == kind)
+
+
 def names(kind: str) -> tuple[str, ...]:
     """The formats registered for ``kind``, in the order they were registered."""
-    _ensure_defaults()
-    return tuple(name for k, name in _RENDERERS if k == kind)
+    return tuple(r.name for r in renderers(kind))
 
 
 def kinds() -> tuple[str, ...]:
-    _ensure_defaults()
     return tuple(dict.fromkeys(k for k, _ in _RENDERERS))
+
+
+def by_extension(kind: str) -> dict[str, str]:
+    """Every file extension a ``kind`` format declares, and that format's name."""
+    return {e: r.name for r in renderers(kind) for e in r.extensions}
 
 
 def get(kind: str, name: str) -> Renderer:
     """The renderer of ``kind`` in format ``name``; LookupError names the ones there are."""
-    _ensure_defaults()
     try:
         return _RENDERERS[(kind, name)]
     except KeyError:
@@ -81,16 +101,17 @@ def get(kind: str, name: str) -> Renderer:
         raise LookupError(f"no {kind} renderer '{name}' (known: {known})") from None
 
 
-def render(kind: str, name: str, result: Any, **context: Any) -> str | bytes:
-    return get(kind, name).render(result, **context)
+def render(kind: str, name: str, result: Any, **options: Any) -> str | bytes:
+    """``result`` drawn in format ``name``; ``options``: the fields of :class:`RenderContext`
+    (another keyword is a TypeError)."""
+    return get(kind, name).render(result, RenderContext(**options))
 
 
 def render_fragment(name: str, result: Any) -> str | None:
     """The notebook HTML of ``result``, or None (Jupyter then shows the repr) when no
     renderer is registered."""
-    _ensure_defaults()
     r = _RENDERERS.get(("notebook", name))
     if r is None:
         return None
-    out = r.render(result)
+    out = r.render(result, RenderContext())
     return out if isinstance(out, str) else out.decode("utf-8")

@@ -2,45 +2,49 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import Summary, registry, summary_in
+from ..model.registry import RenderContext
 from ..util.text import printable
 
 
 @dataclass(frozen=True)
 class FunctionRenderer:
-    """A :class:`~nsysscope.model.Renderer` made of a function ``fn(result, **context)``.
-
-    ``fn`` receives only the context keywords it names (a text renderer takes none, the gate
-    page takes ``baseline`` and ``candidate``)."""
+    """A :class:`~nsysscope.model.Renderer` made of a function ``fn(result, **options)``,
+    handed the fields of the :class:`~nsysscope.model.registry.RenderContext` it ``reads``
+    (a text renderer reads the width, the gate page the two sides)."""
 
     kind: str
     name: str
-    file_extension: str
+    extensions: tuple[str, ...]
+    noun: str
     fn: Callable[..., str | bytes]
+    reads: tuple[str, ...] = ()
     is_binary: bool = False
 
-    def render(self, result: Any, **context: Any) -> str | bytes:
+    @property
+    def file_extension(self) -> str:
+        return self.extensions[0]
+
+    def render(self, result: Any, context: RenderContext) -> str | bytes:
         """What ``fn`` draws, printable: a control character or bidirectional override that
         reached it (a trace's name is made printable when read; a file name is not) is
         written as an escape, whatever the format (``\\u001b`` in JSON, where it reads back
         as the character it stands for)."""
-        params = inspect.signature(self.fn).parameters
-        takes = {k: v for k, v in context.items() if k in params}
-        out = self.fn(result, **takes)
+        out = self.fn(result, **{k: getattr(context, k) for k in self.reads})
         if isinstance(out, bytes):
             return out
         return printable(out, keep="\n\t", json=self.file_extension == ".json")
 
 
-def register(kind: str, name: str, file_extension: str, fn: Callable[..., str | bytes],
+def register(kind: str, name: str, extensions: tuple[str, ...], noun: str,
+             fn: Callable[..., str | bytes], reads: tuple[str, ...] = (),
              is_binary: bool = False) -> FunctionRenderer:
-    r = FunctionRenderer(kind, name, file_extension, fn, is_binary)
+    r = FunctionRenderer(kind, name, extensions, noun, fn, reads, is_binary)
     registry.register(r)
     return r
 

@@ -30,6 +30,24 @@ def test_format_choices_come_from_the_registry():
         assert "|".join(registry.names(kind)) in r.output.replace("\n", "").replace(" ", "")
 
 
+def test_a_new_format_is_one_registration(monkeypatch):
+    """The CLI's format and extension tables are the registry's: a renderer registered with
+    its extensions is chosen by a file name, and named in the messages by its own noun."""
+    import click
+
+    from nsysscope.cli.options import output_format
+    from nsysscope.render.base import register
+
+    monkeypatch.setattr(registry, "_RENDERERS", dict(registry._RENDERERS))
+    register("report", "rst", (".rst", ".rest"), "a reStructuredText", lambda s: "")
+    assert output_format("report", None, "out.rest") == "rst"
+    with pytest.raises(click.UsageError, match="names a reStructuredText file, but --format "
+                       "json was given; drop --format .* or name a .json file"):
+        output_format("report", "json", "out.rst")
+    with pytest.raises(click.UsageError, match=r"\.txt, \.json, \.md, \.html, \.rst\)"):
+        output_format("report", None, "out.xyz")
+
+
 def test_open_is_there_but_not_exported_by_star():
     assert callable(nsysscope.open) and "open" not in nsysscope.__all__
     ns: dict = {}

@@ -112,11 +112,13 @@ def test_gate_result_checks_its_schema_and_keeps_unknown_keys():
 def test_repr_html_goes_through_the_registry():
     import nsysscope  # noqa: F401 - registers the renderers
     s = summary()
-    assert registry.get("notebook", "summary").render(s) == s._repr_html_()
+    assert registry.get("notebook", "summary").render(s, registry.RenderContext()) == \
+        s._repr_html_()
     assert "overlap healthy" in s._repr_html_()
 
 
 def test_registry_refuses_what_is_not_a_renderer_and_names_the_known_ones():
+    import nsysscope.render  # noqa: F401 - registers the renderers
     with pytest.raises(TypeError):
         registry.register(object())  # type: ignore[arg-type]
     with pytest.raises(LookupError, match="known: text"):

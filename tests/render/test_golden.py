@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import nsysscope.render  # noqa: F401 - registers the renderers
 from nsysscope.model import registry
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

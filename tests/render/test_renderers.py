@@ -52,7 +52,8 @@ def test_every_kind_has_its_formats():
 def test_renderer_draws_an_empty_result(kind, name):
     r = registry.get(kind, name)
     assert isinstance(r, Renderer) and r.kind == kind and r.name == name
-    assert r.file_extension.startswith(".")
+    assert r.file_extension == r.extensions[0] and all(e.startswith(".") for e in r.extensions)
+    assert r.noun.split(" ", 1)[0] in ("a", "an")
     make = EMPTY.get((kind, name)) or EMPTY[kind]
-    out = r.render(make())
+    out = r.render(make(), registry.RenderContext())
     assert isinstance(out, bytes if r.is_binary else str) and len(out) > 0
