@@ -1,6 +1,6 @@
 """The regression gate: did the candidate lose CPU/GPU overlap the baseline had?
 
-``compare`` (:mod:`.compare`) reads both sides and returns a
+``compare`` (:mod:`.compare`) compares two sides (read by :mod:`.sides`) into a
 :class:`~nsysscope.model.GateResult`; :mod:`.checks` holds each metric's rule, :mod:`.stats`
 the tests behind them, :mod:`.findings` the sites and messages of what changed,
 :mod:`.thresholds` the settings. Pure: no printing; renderers format the result.
@@ -10,8 +10,9 @@ samples: README.md, section "Regression gate" (and "The noise model, and why").
 """
 
 from .checks import pause_excess_us
-from .compare import (
-    compare,
+from .compare import compare
+from .findings import ListedFinding, arrange
+from .sides import (
     is_summary_file,
     read_side,
     read_sides,
@@ -19,12 +20,11 @@ from .compare import (
     summary_of,
     window_summary,
 )
-from .findings import ListedFinding, arrange
 from .stats import (
-                    bootstrap_median_diff,
-                    mann_whitney_greater,
-                    mann_whitney_less,
-                    two_proportion_greater,
+    bootstrap_median_diff,
+    mann_whitney_greater,
+    mann_whitney_less,
+    two_proportion_greater,
 )
 from .thresholds import GateThresholds, load_thresholds
 

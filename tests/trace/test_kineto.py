@@ -33,7 +33,7 @@ import pandas as pd
 import pytest
 
 from nsysscope import analyze, load
-from nsysscope.gate.compare import read_summary
+from nsysscope.gate.sides import read_summary
 from nsysscope.trace import kineto
 from nsysscope.trace.formats import is_kineto, json_kind
 
