@@ -29,7 +29,7 @@ import pandas as pd
 from ..analysis import AnalysisConfig, analyze_file
 from ..analysis.summarise import steady_values
 from ..errors import NsysscopeError, UnreadableInput
-from ..export.db import append_parts, write_db
+from ..export.db import append_parts, write_part
 from ..model import BatchResult, TraceResult
 from ..trace.arrays import cpu_count
 from ..util.progress import progress
@@ -42,15 +42,15 @@ def analyze_one(path: str, config: AnalysisConfig | None = None,
                 label: str | None = None) -> TraceResult:
     """Load and analyse one trace; never raises for a bad trace (the error goes in the
     result). Runs in a worker process or on a Dask worker. ``per_launch_part``: also write
-    the trace's tables to this new SQLite file (:func:`nsysscope.export.write_db`), as trace
-    ``label`` (default: ``path``)."""
+    the trace's tables to this new SQLite file (:func:`nsysscope.export.db.write_part`), as
+    trace ``label`` (default: ``path``)."""
     t0 = time.perf_counter()
     result = TraceResult(path=str(path), rank=rank_of(path))
     try:
         a = analyze_file(path, config, nsys, events="none")
         result.rank = rank_of(path, len(a.summary.processes))
         if per_launch_part:
-            write_db(per_launch_part, a, trace=label or str(path), rank=result.rank)
+            write_part(per_launch_part, a, trace=label or str(path), rank=result.rank)
     except NsysscopeError as e:
         result.error, result.exit_code = str(e), e.exit_code
     except Exception as e:  # noqa: BLE001 - one broken trace must not sink the others

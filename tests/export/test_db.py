@@ -163,13 +163,17 @@ def test_two_files_of_one_name_and_a_range_are_three_traces(tmp_path, monkeypatc
     r = CliRunner().invoke(cli, ["report", "rank0.sqlite.xz", "--from", "5", "--to", "6",
                                  "--per-launch", str(db)])
     assert r.exit_code == 0, r.output
-    b = str(tmp_path / "runB" / "rank0.sqlite.xz")
-    meta = rows(db, "SELECT trace, abspath, time_range FROM meta ORDER BY rowid")
-    assert meta == [("rank0.sqlite.xz", str(tmp_path / "runA" / "rank0.sqlite.xz"), None),
-                    (b, b, None), (f"{b} [5000000000, 6000000000]", b,
-                                   "[5000000000, 6000000000]")]
+    meta = rows(db, "SELECT trace, trace_id, path, time_range FROM meta ORDER BY rowid")
+    b = f"rank0.sqlite.xz #{meta[1][1][:8]}"  # the second of the name: by its id
+    assert [(m[0], m[2], m[3]) for m in meta] == [
+        ("rank0.sqlite.xz", "rank0.sqlite.xz", None), (b, "rank0.sqlite.xz", None),
+        ("rank0.sqlite.xz [5000000000, 6000000000]", "rank0.sqlite.xz",
+         "[5000000000, 6000000000]")]
+    assert len({m[1] for m in meta}) == 3
     stalls = dict(rows(db, "SELECT trace, SUM(stall) FROM launches GROUP BY trace"))
     assert stalls["rank0.sqlite.xz"] < 5 and stalls[b] > 290  # healthy kept; case 1 whole
+    # the absolute paths, which name the user's folders, are nowhere in the database
+    assert str(tmp_path).encode() not in db.read_bytes()
     # the same file again replaces only its own rows (whole or range)
     r = CliRunner().invoke(cli, ["report", "rank0.sqlite.xz", "--per-launch", str(db)])
     assert r.exit_code == 0 and rows(db, "SELECT COUNT(*) FROM meta")[0][0] == 3
