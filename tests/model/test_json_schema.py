@@ -115,3 +115,25 @@ def test_a_summary_older_than_a_class_reads_it_as_0(monkeypatch):
     assert all(p.classes["future_stall"] == 0 for p in s.processes)
     with pytest.raises(ValueError, match="'stalls' has no count of future_stall"):
         Summary.from_dict({**d, "schema": "nsysscope.summary/1.9"})
+
+
+@pytest.mark.parametrize("name, make, golden", [
+    ("gate", "gate_schema", "gate_case1.json"), ("batch", "batch_schema", "batch.json")])
+def test_gate_and_batch_schemas_are_made_from_the_model(name, make, golden):
+    """docs/{gate,batch}.schema.json are what nsysscope.model.json_schema makes from the
+    result types (NSYSSCOPE_UPDATE_GOLDEN=1 writes them), and the golden results follow
+    them; a result that lost a required key does not."""
+    from nsysscope.model import json_schema
+
+    made = getattr(json_schema, make)()
+    path = ROOT / "docs" / f"{name}.schema.json"
+    if os.environ.get("NSYSSCOPE_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(made, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert json.loads(path.read_text(encoding="utf-8")) == made
+    jsonschema.Draft202012Validator.check_schema(made)
+    d = json.loads((ROOT / "tests" / "golden" / golden).read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(made).validate(d)
+    for broken in ({k: v for k, v in d.items() if k != "schema"},
+                   {**d, "schema": "nsysscope.summary/1.5"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(made).validate(broken)
