@@ -35,7 +35,7 @@ from .source_lines import (
 )
 from .stored import RowStore
 from .summarise import summarize
-from .windows import parallel_rows, windowed_rows
+from .windows import parallel_rows, window_part, windowed_rows
 
 #: what of a trace's events an analysis keeps (:func:`analyze_file`)
 Events = Literal["none", "shown", "all"]
@@ -141,13 +141,18 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
 
 def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
     """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
-    copy of the export is gone before the summary is made). Its ``trace`` holds what the
-    summary reads (the first window's identity and processes), not the events; its rows
-    are on disk (:mod:`.stored`), their text as categoricals."""
+    export and its copy are closed before the summary is made; the windows analysed in
+    processes of their own where they are read from the export: :meth:`.TraceWindows.each`).
+    Its ``trace`` holds what the summary reads (the first window's identity and processes),
+    not the events; its rows are on disk (:mod:`.stored`), their text as categoricals."""
     cfg = config_of(cfg)
     with windows:
         ranks = RankWaits.of(windows.collectives())
-        outline, rows = windowed_rows(windows.traces(), cfg, ranks)
+        parts = windows.each(partial(window_part, cfg=cfg, ranks=ranks))
+        try:
+            outline, rows = windowed_rows(parts)
+        finally:
+            parts.close()  # now, not when collected: its processes are stopped
     try:
         return finish(outline, rows, cfg)
     except BaseException:

@@ -66,37 +66,59 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
                                _latent([p.latent for p in done]), None))
 
 
-def windowed_rows(windows: Iterable[tuple[Trace, Window]], cfg: AnalysisConfig,
-                  ranks: RankWaits | None = None) -> tuple[Trace, TraceRows]:
-    """The rows of the whole trace read in ``windows`` (on disk, its NVTX step ranges too),
-    and the trace without its events (what :func:`.pipeline.finish` reads);
-    ``ranks``: the whole trace's collective waits (:class:`.collectives.RankWaits`)."""
+@dataclass
+class WindowPart:
+    """What the analysis of one window gives the whole trace's: what it owns
+    (:class:`_Owned`), its own NVTX step ranges, how many of its own rows end before they
+    start (the reader's note), and, of the first window, the trace without its events
+    (:func:`_outline`)."""
+
+    owned: _Owned
+    steps: dict[str, np.ndarray]
+    backwards: int
+    outline: Trace | None
+
+
+def window_part(trace: Trace, window: Window, first: bool, cfg: AnalysisConfig,
+                ranks: RankWaits | None = None) -> WindowPart:
+    """The :class:`WindowPart` of ``window``, read as ``trace`` (``first``: the trace's
+    first window); ``ranks``: the whole trace's collective waits
+    (:class:`.collectives.RankWaits`)."""
+    nv = trace.nvtx
+    own = step_ranges(nv[window.owns(nv["start_ns"].to_numpy())])
+    return WindowPart(_Owned.of(launch_rows(trace, cfg, ranks), window),
+                      {c: own[c].to_numpy() for c in STEP_COLUMNS},
+                      backwards_rows((trace.api, trace.gpu_ops, nv), window.owns),
+                      _outline(trace) if first else None)
+
+
+def windowed_rows(parts: Iterable[WindowPart]) -> tuple[Trace, TraceRows]:
+    """The rows of the whole trace from its windows' ``parts``, in order (on disk, its NVTX
+    step ranges too), and the trace without its events (what :func:`.pipeline.finish`
+    reads)."""
     return_freed_memory()
-    outlines: list[Trace] = []
     steps = SpilledRows()
+    launches, blocks = SpilledRows(), SpilledRows()
+    rows = TraceRows(launches, blocks, pd.DataFrame(), None, steps)
+    latent, outlines = [], []
     backwards = 0  # the windows' own rows that end before they start (the reader's note)
 
     def owned() -> Iterator[_Owned]:
         nonlocal backwards
-        for trace, window in windows:
-            if not outlines:
-                outlines.append(_outline(trace))
-            nv = trace.nvtx
-            backwards += backwards_rows((trace.api, trace.gpu_ops, nv), window.owns)
-            own = step_ranges(nv[window.owns(nv["start_ns"].to_numpy())])
-            steps.append({c: own[c].to_numpy() for c in STEP_COLUMNS})
-            yield _Owned.of(launch_rows(trace, cfg, ranks), window)
-            del trace, nv, own  # the next window's events take their place
+        for part in parts:
+            if part.outline is not None:
+                outlines.append(part.outline)
+            steps.append(part.steps)
+            backwards += part.backwards
+            yield part.owned
+            del part  # the next window's rows take its place
 
-    launches, blocks = SpilledRows(), SpilledRows()
-    rows = TraceRows(launches, blocks, pd.DataFrame(), None, steps)
-    latent = []
     try:
-        for part in _counted(owned()):
-            launches.append(part.launches)
-            blocks.append(part.blocks)
-            latent.append(part.latent)
-            del part
+        for own in _counted(owned()):
+            launches.append(own.launches)
+            blocks.append(own.blocks)
+            latent.append(own.latent)
+            del own
             release_free_pages()
         if not outlines:
             raise ValueError("no window to analyse")

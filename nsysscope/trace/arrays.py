@@ -28,6 +28,15 @@ def workers() -> int:
     return max(1, min(8, cpu_count()))
 
 
+def processes() -> int:
+    """Processes for work split by time (a long trace's windows): ``$NSYSSCOPE_THREADS``,
+    else the CPU count (no cap: each process reads and works on its own window)."""
+    env = os.environ.get("NSYSSCOPE_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return cpu_count()
+
+
 def cpu_count() -> int:
     """CPUs this process may run on (its affinity mask, where the OS has one)."""
     try:

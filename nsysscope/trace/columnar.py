@@ -62,7 +62,7 @@ class ColumnReader:
         self.fallbacks = 0
 
     def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
-             split: str | None = None) -> list[Any]:
+             split: str | None = None, rows: list[tuple[int, int]] | None = None) -> list[Any]:
         """The columns of ``sql``'s result: ``i`` int64 (no NULLs: use IFNULL), ``c`` text as a
         :class:`pandas.Categorical` (at most one such column).
 
@@ -72,10 +72,13 @@ class ColumnReader:
         the caller folds those again.
 
         ``split``: the table ``sql`` reads its rows from (a big one), which the C reader may
-        read in parts on every core; it must be named once, as itself or with an alias."""
+        read in parts on every core; it must be named once, as itself or with an alias.
+        ``rows``: the stretches of its rowids that hold every row ``sql`` keeps (a time
+        window's, :mod:`.nsys.zones`), all the C reader reads; the other readers read the table
+        (a read of the whole table gives the same rows, only slower)."""
         if self._stepped is not None:
             try:
-                got = self._stepped.read(sql, kinds, params, split)
+                got = self._stepped.read(sql, kinds, params, split, rows)
             except REFUSED:
                 self.fallbacks += 1
             else:

@@ -68,9 +68,11 @@ class SteppedReader:
         self._stopped = False
 
     def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
-             split: str | None = None) -> list[Any]:
+             split: str | None = None, rows: list[tuple[int, int]] | None = None) -> list[Any]:
         """``sql``'s columns: int64 arrays, and for a ``c`` column (codes, values), codes
-        into the distinct texts (-1: NULL). ``split``: a table ``sql`` reads, read in parts.
+        into the distinct texts (-1: NULL). ``split``: a table ``sql`` reads, read in parts;
+        ``rows``: the only stretches of its rowids (first, last) to read, a part each
+        (:meth:`.nsys.zones.Zones.runs`; None: all of them).
 
         Reads may run at once on several threads (the loader's tables); :meth:`stop` ends
         them all."""
@@ -82,7 +84,7 @@ class SteppedReader:
             self._flags[id(cancel)] = cancel
         try:
             futures = [_pool().submit(stepper.read, self.uri, sql, kinds, params,
-                                      prelude, cancel) for prelude in self._parts(split)]
+                                      prelude, cancel) for prelude in self._parts(split, rows)]
             try:
                 parts = [f.result() for f in futures]
             except BaseException:  # Ctrl-C, or one part failed: stop the others, then say so
@@ -105,8 +107,13 @@ class SteppedReader:
             for flag in self._flags.values():
                 flag[0] = 1
 
-    def _parts(self, table: str | None) -> list[str]:
-        """The prelude of each part of a read of ``table`` (every part: one, of the whole)."""
+    def _parts(self, table: str | None, rows: list[tuple[int, int]] | None = None) -> list[str]:
+        """The prelude of each part of a read of ``table`` (every part: one, of the whole;
+        with ``rows``, one per stretch of rowids)."""
+        if table is not None and rows is not None:
+            return [f'{_MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
+                    f'FROM main."{table}" WHERE rowid BETWEEN {lo} AND {hi}'
+                    for lo, hi in rows or [(1, 0)]]  # none: a part that reads nothing
         n = workers()
         last = 0
         if table is not None and n > 1:

@@ -10,14 +10,18 @@ it (its replay, the host block after it, the NVTX ranges around that), and these
 them, so the launches of consecutive windows put together are the whole trace's, to the
 nanosecond (``tests/analysis/test_windows.py``).
 
-DuckDB's SQLite scanner reads a whole table whatever a query filters, so N windows read from
-the export would scan it N times. Instead the columns the loader reads are copied once, in one
-pass per table (on every core, each writing the stretch of the table it read), into Parquet
-files in a temporary folder, and each window runs the loader's own SQL
-(:func:`.load.read_trace`) on views of them, in the table's order: Parquet keeps the smallest
-and largest value of every column per group of rows, so DuckDB skips the groups that a
-window's time range (``start``, ``end``) or correlation ids cannot match. Exports keep their
-rows roughly in time order, so a window reads little more than its own rows.
+SQLite has no index on an export's times, so N windows read with the loader's filters would
+scan each table N times. Exports keep their rows roughly in time order, though, so a window's
+rows lie in a few stretches of rowids. Where the C reader is built, one pass over each table
+(on every core) maps them (:mod:`.nsys.zones`: per 4,096 rowids, the bounds of the times and
+correlation ids), and each window runs the loader's own SQL (:func:`.load.read_trace`) on
+only the stretches that may hold its rows, straight from the export: the windows then need no
+copy and no order, and are read and analysed in processes of their own, one per core
+(:meth:`TraceWindows.each`). Without the C reader, the columns the loader reads are copied
+once into Parquet files in a temporary folder (DuckDB, on every core) and each window runs
+the SQL on views of them, in the table's order: Parquet keeps the smallest and largest value
+of every column per group of rows, so DuckDB skips the groups a window's time range or
+correlation ids cannot match; those windows are analysed one after the other.
 """
 
 from __future__ import annotations
@@ -25,18 +29,21 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from ..util.forks import can_fork, imap_forked
 from ..util.progress import note, progress
 from ..util.text import clipped
+from . import stepped
 from .apis import LAUNCH_APIS, process_of
+from .arrays import processes as cpu_processes
 from .columnar import attach, interrupted, sql_text
 from .formats import json_kind
 from .normalised import Trace
@@ -45,7 +52,10 @@ from .nsys.read import read_trace
 from .nsys.schema import Schema, connect_readonly
 from .nsys.sources import read_resolved, resolve
 from .nsys.tables import collectives_table, wanted_api_ids
+from .nsys.zones import Zones, zone_map
 from .time_range import TimeRange
+
+R = TypeVar("R")
 
 #: launches a window owns at most (one window's analysis holds ~6 KB per launch of the light
 #: replica, ~51 rows of the copied tables a launch: bench/README.md)
@@ -143,25 +153,38 @@ def _margin(own: list[np.ndarray], t: int | None, n: int, side: int) -> int | No
 
 
 class TraceWindows:
-    """An nsys export copied for reading in :class:`Window`\\ s (a context manager: the copy
-    is deleted on exit). :meth:`traces` yields each window's :class:`Trace`; ``per_window``:
-    the launches a window owns (None: :func:`launches_per_window`)."""
+    """An nsys export ready for reading in :class:`Window`\\ s (a context manager). Where the
+    C reader is built (``duck`` None) a window is read straight from the export, by the
+    stretches of rowids its zone map says hold its rows (:mod:`.nsys.zones`); else the columns the
+    loader reads are copied to Parquet (deleted on exit) and DuckDB reads each window from
+    the copy. :meth:`traces` yields each window's :class:`Trace`, :meth:`each` a function of
+    each, in processes of their own; ``per_window``: the launches a window owns (None:
+    :func:`launches_per_window`)."""
 
     def __init__(self, path: str | Path, db: Path, duck: Any,
                  per_window: int | None = None, margin: int = MARGIN_LAUNCHES) -> None:
         self.path, self.db, self._duck = Path(path), db, duck
         self._dir: Path | None = None
+        self.zones: Zones | None = None
         #: where the next window is read while the caller analyses one (:meth:`traces`)
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="nsysscope-window")
         self._ahead: Future[Trace] | None = None
         self._schema = Schema(connect_readonly(db), self.path, duck=duck)
+        self._fallbacks = 0
+        self._reading: Schema | None = None  # a window's, while it is read (:meth:`read`)
         try:
-            self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
             with damage_reported(path):
                 self._wanted = wanted_api_ids(self._schema)  # the CUDA calls the loader reads
-                #: rows copied, of all the tables
-                self.rows = self._copy()
-                launches = self._launches()
+                if duck is None:
+                    launch_ids = [i for i, n in self._wanted.items() if n in LAUNCH_APIS]
+                    with progress(f"mapping {self.path.name} to read it in windows"):
+                        self.zones, launches, self.rows = zone_map(
+                            self._schema, _COPIED, launch_ids, list(self._wanted))
+                else:
+                    self._dir = Path(tempfile.mkdtemp(prefix="nsysscope-windows-"))
+                    #: rows copied, of all the tables
+                    self.rows = self._copy()
+                    launches = self._launches()
                 self.windows = plan_windows(
                     launches, per_window or launches_per_window(len(launches), self.rows),
                     margin)
@@ -170,26 +193,58 @@ class TraceWindows:
             raise
 
     def traces(self) -> Iterator[tuple[Trace, Window]]:
-        """Each window's trace. The next window is read (DuckDB, on threads of its own) while
-        the caller analyses this one, so two windows are in memory at most (the light 10^6
-        replica, side by side: 101 -> 93 s and 0.52 -> 0.64 GB). Past the last one the copy
-        is closed: DuckDB's caches (~140 MB at 10^6 launches) and the temporary folder are
-        gone before the windows' rows are joined."""
+        """Each window's trace. The next window is read (on threads of its own) while the
+        caller analyses this one, so two windows are in memory at most (the light 10^6
+        replica, side by side: 101 -> 93 s and 0.52 -> 0.64 GB). Past the last one the
+        export is closed (and the copy, with DuckDB's caches, ~140 MB at 10^6 launches, and
+        the temporary folder, gone) before the windows' rows are joined."""
         n = len(self.windows)
         with progress(f"analysing {self.path.name} in {n} windows", total=n) as bar:
-            ahead = self._ahead = self._reader.submit(self._read, self.windows[0])
+            ahead = self._ahead = self._reader.submit(self.read, self.windows[0])
             for i, w in enumerate(self.windows):
                 trace = ahead.result()
                 if i + 1 < n:
-                    ahead = self._ahead = self._reader.submit(self._read, self.windows[i + 1])
+                    ahead = self._ahead = self._reader.submit(self.read, self.windows[i + 1])
                 yield trace, w
                 del trace  # (the caller's is gone by now too)
                 bar.advance()
         self.close()
 
-    def _read(self, w: Window) -> Trace:
-        with damage_reported(self.path):
-            return read_trace(self._schema, self.path, self.db, w.read)
+    def each(self, fn: Callable[[Trace, Window, bool], R],
+             processes: int | None = None) -> Generator[R, None, None]:
+        """``fn(trace, window, first)`` of each window, in order. Read from the export
+        (:attr:`zones`), each window is read and ``fn`` run in a process forked from this one,
+        ``processes`` (default: one per CPU, :func:`.arrays.processes`) at once, so that the
+        reads and the work of a long trace take every core; from the copy, one window after
+        the other here (:meth:`traces`). The export is closed past the last window."""
+        n = processes or cpu_processes()
+        if self.zones is None or n < 2 or len(self.windows) < 2 or not can_fork():
+            for i, (trace, w) in enumerate(self.traces()):
+                yield fn(trace, w, i == 0)
+            return
+        first = self.windows[0]
+        with progress(f"analysing {self.path.name} in {len(self.windows)} windows, "
+                      f"{min(n, len(self.windows))} at once", total=len(self.windows)) as bar:
+            for got in imap_forked(lambda w: fn(self.read(w), w, w is first), self.windows,
+                                   n):
+                yield got
+                bar.advance()
+        self.close()
+
+    def read(self, w: Window) -> Trace:
+        """Window ``w``'s trace (on a connection of its own: the windows a process forked
+        from this one reads too)."""
+        if self.zones is None:
+            with damage_reported(self.path):
+                return read_trace(self._schema, self.path, self.db, w.read)
+        s = self._reading = Schema(connect_readonly(self.db), self.path, zones=self.zones)
+        try:
+            with damage_reported(self.path):
+                return read_trace(s, self.path, self.db, w.read)
+        finally:
+            self._reading = None
+            self._fallbacks += s.fallbacks
+            s.close()
 
     def collectives(self) -> pd.DataFrame:
         """Every NCCL kernel of the whole trace (:func:`.tables.collectives_table`): which
@@ -199,20 +254,25 @@ class TraceWindows:
 
     @property
     def fallbacks(self) -> int:
-        """Window queries DuckDB refused and sqlite3 answered from the export (0: the copy
-        holds every column the loader reads)."""
-        return self._schema.fallbacks
+        """Window queries the fast reader refused and sqlite3 answered from the export (0:
+        the copy, or the C reader, read every column the loader reads), of the windows read
+        in this process."""
+        return self._schema.fallbacks if self.zones is None else self._fallbacks
 
     def close(self) -> None:
         """End the read ahead, if any (an analysis stopped or failed), close the export and
         DuckDB, and delete the copy (again: nothing to do)."""
         while self._ahead is not None and not self._ahead.done():
-            self._duck.interrupt()  # the query under way; the read may be between two
+            if self._duck is not None:
+                self._duck.interrupt()  # the query under way; the read may be between two
+            elif (reading := self._reading) is not None:
+                reading.stop()
             wait([self._ahead], timeout=0.05)
         self._ahead = None
         self._reader.shutdown()
         self._schema.close()
-        self._duck.close()
+        if self._duck is not None:
+            self._duck.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -314,7 +374,10 @@ def is_long(path: str | Path, nsys: str | None = None, calls: int | None = None)
 
 
 def _windows_of(path: str | Path, db: Path, per_window: int | None) -> TraceWindows | None:
-    """The export ``db`` of ``path`` copied for reading in windows, or None: read it whole."""
+    """The export ``db`` of ``path`` ready for reading in windows: mapped (the C reader), or
+    copied (DuckDB); or None: read it whole."""
+    if stepped.available():
+        return TraceWindows(path, db, None, per_window)
     duck = attach(db)
     if duck is None:
         return None

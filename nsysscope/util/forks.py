@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, TypeVar
 
 #: a memory file system, where Linux has one, for the children's results
@@ -73,6 +74,63 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         for _, out, written in children:
             out.close()
             os.close(written)
+
+
+def imap_forked(fn: Callable[[T], R], items: Sequence[T], processes: int) -> Iterator[R]:
+    """``fn(x)`` for each of ``items``, in order, each in a child process, ``processes`` of
+    them at once: a child that ends starts the next item, so a slow item holds up no core,
+    and no more than ``2 * processes`` results wait to be taken (each in its file) behind
+    the next one due. This process only takes the results, as they come due, and works on
+    each meanwhile (the caller's loop). Errors, a child that dies and Ctrl-C, or the caller
+    leaving the loop, are as :func:`map_forked`'s: every child still running is killed."""
+    if processes < 2 or len(items) < 2 or not can_fork():
+        yield from (fn(x) for x in items)
+        return
+    started: dict[int, tuple[int, BinaryIO, int]] = {}  # item -> pid, result file, pipe
+    running: dict[int, int] = {}  # pipe -> item, of the children not done yet
+    done: set[int] = set()
+    try:
+        for due in range(len(items)):
+            while due not in done:
+                while len(running) < processes and len(started) < len(items) and \
+                        len(started) - due < 2 * processes:
+                    i = len(started)
+                    started[i] = _fork(fn, items[i])
+                    running[started[i][2]] = i
+                for fd in _ready(list(running)):
+                    i = running.pop(fd)
+                    pid = started[i][0]
+                    if not os.read(fd, 1):  # the child ended without writing its result
+                        _, status = os.waitpid(pid, 0)
+                        started[i] = (0, started[i][1], fd)
+                        raise ChildDied(f"a worker process ended without a result "
+                                        f"({_how(status)})")
+                    _reap_later(pid)
+                    done.add(i)
+            pid, out, fd = started[due]
+            out.seek(0)
+            payload = out.read()
+            out.close()
+            os.close(fd)
+            started[due] = (0, out, -1)
+            yield _result(payload)
+    finally:
+        for i in running.values():  # an error, Ctrl-C or the caller left: stop the rest
+            with contextlib.suppress(OSError):
+                os.kill(started[i][0], signal.SIGKILL)
+                os.waitpid(started[i][0], 0)
+        for _, out, fd in started.values():
+            if fd >= 0:
+                out.close()
+                os.close(fd)
+
+
+def _ready(fds: list[int]) -> list[int]:
+    """Those of ``fds`` (pipes) that can be read now, waiting for at least one."""
+    poll = select.poll()
+    for fd in fds:
+        poll.register(fd, select.POLLIN | select.POLLHUP)
+    return [fd for fd, _ in poll.poll()]
 
 
 def _fork(fn: Callable[[T], R], item: T) -> tuple[int, BinaryIO, int]:

@@ -31,8 +31,20 @@ def windowed(path, per_window=SMALL):
     tw = in_windows(path, per_window=per_window, calls=0)
     assert tw is not None
     a = analyze_windows(tw)
-    assert tw.fallbacks == 0  # DuckDB answered every window from the copy
+    assert tw.fallbacks == 0  # the C reader (or DuckDB, from the copy) read every window
     return a, len(tw.windows)
+
+
+@pytest.fixture
+def copied(monkeypatch):
+    """Windows read from DuckDB's Parquet copy, as where the C reader is not built."""
+    monkeypatch.setattr(trace_windows.stepped, "available", lambda: False)
+
+
+@pytest.fixture
+def one_process(monkeypatch):
+    """Windows read from the export and analysed one after the other, in this process."""
+    monkeypatch.setenv("NSYSSCOPE_THREADS", "1")
 
 
 @pytest.mark.parametrize("name", ["case1", "case2", "both", "case1_py", "twoproc", "tp2_case1",
@@ -50,6 +62,64 @@ def test_windows_give_the_whole_traces_analysis(sample_path, analysed, name):
                                   check_dtype=False)
     assert json.loads(part.summary.to_json(with_distributions=True)) == \
         json.loads(whole.summary.to_json(with_distributions=True))
+
+
+@pytest.mark.parametrize("name", ["case1_py", "twoproc", "tp2_case1"])
+@pytest.mark.parametrize("how", ["copied", "one_process"])
+def test_windows_read_any_way_give_the_whole_traces_analysis(sample_path, analysed, name, how,
+                                                             request):
+    """The windows read from DuckDB's Parquet copy (no C reader), and read from the export
+    one after the other in this process (one CPU), give what the windows read in processes
+    of their own do above: the whole trace's analysis."""
+    request.getfixturevalue(how)
+    whole = analysed(name)
+    part, n = windowed(sample_path(name))
+    assert n >= 2
+    pd.testing.assert_frame_equal(comparable(part.launches), comparable(whole.launches),
+                                  check_dtype=False)
+    assert json.loads(part.summary.to_json(with_distributions=True)) == \
+        json.loads(whole.summary.to_json(with_distributions=True))
+
+
+def test_a_stop_in_a_window_stops_every_process(sample_path, monkeypatch):
+    """Windows analysed in processes of their own: an error in one (here Ctrl-C, as a window
+    of a process stopped would raise it) comes through once, and no process is left."""
+    import multiprocessing
+
+    from nsysscope.analysis import windows as analysis_windows
+
+    real = analysis_windows.launch_rows
+    parent = os.getpid()
+
+    def stopped(trace, *args, **kwargs):
+        if trace.api["start_ns"].min() > first_end:  # the third window or later
+            raise KeyboardInterrupt
+        return real(trace, *args, **kwargs)
+
+    monkeypatch.setattr(analysis_windows, "launch_rows", stopped)
+    monkeypatch.setenv("NSYSSCOPE_THREADS", "3")
+    tw = in_windows(sample_path("case1"), per_window=SMALL, calls=0)
+    assert tw is not None and len(tw.windows) > 4
+    first_end = tw.windows[1].end_ns
+    with pytest.raises(KeyboardInterrupt):
+        analyze_windows(tw)
+    assert os.getpid() == parent and not multiprocessing.active_children()
+    assert not _children()
+
+
+def _children() -> list[int]:
+    """This process's children still running (not zombies: reaped ones are gone)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == os.getpid() and stat[0] != "Z":
+                pids.append(int(d))
+    return pids
 
 
 @pytest.mark.parametrize("name", ["pieces_case1", "pieces_hostbound"])
@@ -172,12 +242,13 @@ def test_a_small_trace_is_read_whole(sample_path):
     assert in_windows(sample_path("case1")) is None  # 300 launches: far below the bound
 
 
-def test_without_duckdb_a_trace_is_read_whole(sample_path, monkeypatch):
+def test_without_duckdb_or_the_c_reader_a_trace_is_read_whole(sample_path, monkeypatch,
+                                                                copied):
     monkeypatch.setattr(trace_windows, "attach", lambda db: None)
     assert in_windows(sample_path("case1"), calls=0) is None
 
 
-def test_no_room_for_the_copy_reads_the_trace_whole(sample_path, monkeypatch, capsys):
+def test_no_room_for_the_copy_reads_the_trace_whole(sample_path, monkeypatch, capsys, copied):
     def no_room(self):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(trace_windows.TraceWindows, "_copy", no_room)
@@ -190,7 +261,7 @@ def test_no_room_for_the_copy_reads_the_trace_whole(sample_path, monkeypatch, ca
 
 
 def test_a_disk_short_of_room_gets_a_compressed_copy_and_the_same_analysis(
-        sample_path, analysed, monkeypatch):
+        sample_path, analysed, monkeypatch, copied):
     """The copy is left uncompressed where the disk has room for the export's size (the
     samples' folder does), else zstd-compressed: the windows read the same rows either way."""
     import shutil
@@ -209,7 +280,7 @@ def test_a_disk_short_of_room_gets_a_compressed_copy_and_the_same_analysis(
                                   comparable(analysed("case1").launches), check_dtype=False)
 
 
-def test_the_copy_is_removed_and_the_trace_left_alone(sample_path):
+def test_the_copy_is_removed_and_the_trace_left_alone(sample_path, copied):
     path = sample_path("case1")
     before = (path.stat().st_size, path.stat().st_mtime_ns)
     tmp = set(os.listdir(tempfile.gettempdir()))
@@ -219,7 +290,7 @@ def test_the_copy_is_removed_and_the_trace_left_alone(sample_path):
     assert (path.stat().st_size, path.stat().st_mtime_ns) == before
 
 
-def test_the_copy_is_gone_once_the_last_window_is_read(sample_path, monkeypatch):
+def test_the_copy_is_gone_once_the_last_window_is_read(sample_path, monkeypatch, copied):
     """The windows' rows are joined, and the summary made, without DuckDB and its copy:
     they are closed past the last window (at 10^6 launches, ~140 MB and 1.5 GB of disk)."""
     from nsysscope.analysis import windows as analysis_windows
@@ -245,8 +316,8 @@ def test_report_reads_a_long_trace_in_windows(sample_path, monkeypatch):
     calls = []
     monkeypatch.setattr(trace_windows, "WINDOWED_CALLS", 0)
     monkeypatch.setattr(trace_windows, "WINDOW_LAUNCHES", SMALL)
-    monkeypatch.setattr(trace_windows.TraceWindows, "traces",
-                        _counting(trace_windows.TraceWindows.traces, calls))
+    monkeypatch.setattr(trace_windows.TraceWindows, "each",
+                        _counting(trace_windows.TraceWindows.each, calls))
     r = CliRunner().invoke(cli, ["report", path, "--format", "json"])
     assert r.exit_code == 0 and calls and r.output == whole
     calls.clear()
@@ -258,10 +329,10 @@ def test_report_reads_a_long_trace_in_windows(sample_path, monkeypatch):
         analyze_file(path, events=True)
 
 
-def _counting(traces, calls):
-    def wrapped(self):
+def _counting(each, calls):
+    def wrapped(self, *args, **kwargs):
         calls.append(len(self.windows))
-        return traces(self)
+        return each(self, *args, **kwargs)
     return wrapped
 
 
@@ -379,7 +450,7 @@ def test_a_windowed_analysis_keeps_the_whole_ones_types_and_steps(sample_path, a
     assert again[0] is not None and again[0] == again[1]
 
 
-def test_a_stop_while_the_next_window_is_read_ends_the_read(sample_path, monkeypatch):
+def test_a_stop_while_the_next_window_is_read_ends_the_read(sample_path, monkeypatch, copied):
     """Ctrl-C in a window's analysis, the next window being read meanwhile: the stop comes
     through, the read ahead ends (no thread left reading), and the copy is deleted."""
     import threading

@@ -131,13 +131,13 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     pid = "IFNULL(globalPid, -1)" if "globalPid" in tcols else "-1"
     calls = of_calls.sql("globalPid" in tcols)
     if has_node and not s.filters_first:
-        return _one_pass(s, table, copy, pid, calls)
+        return _one_pass(s, table, copy, pid, calls, of_calls)
     # an eager op's row as it is (its rowid orders ties); without graphNodeId (an old
     # export) every row is one
     eager_sql = (f'SELECT start, "end", streamId, deviceId, IFNULL(correlationId, -1), {pid}, '
                  + ", ".join(copy) + f", rowid FROM {table} "
                  f"WHERE {'graphNodeId IS NULL' if has_node else 'TRUE'}{calls}")
-    eager = s.read(eager_sql, "i" * 11, split=table)
+    eager = s.read(eager_sql, "i" * 11, split=table, within=of_calls)
     eager[5] = process_of_pid(eager[5])
     if not has_node:
         return [np.empty(0, np.int64)] * 8, eager
@@ -146,12 +146,12 @@ def _table_pass(s: Schema, table: str, tcols: frozenset[str], has_node: bool,
     corr, gpid, start, end, stream, device, count, ex = s.read(
         f'SELECT correlationId, {pid}, start, "end", streamId, deviceId, 1, {_EXEC_OF_NODE} '
         f"FROM {table} WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL{calls}",
-        "kknxnnsn", split=table)
+        "kknxnnsn", split=table, within=of_calls)
     return [process_of_pid(gpid), corr, start, end, stream, device, count, ex], eager
 
 
-def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
-              calls: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _one_pass(s: Schema, table: str, copy: list[str], pid: str, calls: str,
+              of_calls: CallRows) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """:func:`_table_pass`'s two results from one grouped read: a replay's rows group by
     correlation id and process, an eager op's row is a group alone under the key
     ``-1 - rowid``."""
@@ -163,7 +163,8 @@ def _one_pass(s: Schema, table: str, copy: list[str], pid: str,
         f'start, "end", streamId, deviceId, 1, IFNULL({_EXEC_OF_NODE}, {NO_EXEC}), '
         "IFNULL(correlationId, -1)" + "".join(f", {c}" for c in read)
         + f" FROM {table} WHERE (graphNodeId IS NULL OR correlationId IS NOT NULL){calls}",
-        "kknxnnsn" + "n" * (1 + len(read)), split=table)
+        "kknxnnsn" + "n" * (1 + len(read)), split=table,
+        within=of_calls)
     proc = process_of_pid(gpid)
     eager, graph = key < 0, key >= 0
     got = iter(copied)
@@ -192,7 +193,7 @@ def graph_work(s: Schema, api: pd.DataFrame, gpu: GpuWork,
         g = frame(GRAPH_WORK_COLUMNS, s.read(
             f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, 1, '
             f"{exec_id} FROM {table} WHERE TRUE{of_calls.sql(has_pid)}", "iiiiiiii",
-            split=table))
+            split=table, within=of_calls))
         g["proc"] = process_of_pid(g["proc"])
         seen = pd.MultiIndex.from_frame(df[["proc", "corr_id"]])
         g = g[~pd.MultiIndex.from_frame(g[["proc", "corr_id"]]).isin(seen)]

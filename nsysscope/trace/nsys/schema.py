@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import DamagedExport, NotAnNsysExport, UnreadableInput
 from ...util.text import name_text
@@ -23,6 +23,10 @@ from ..columnar import ColumnReader
 from ..files import SQLITE_MAGIC, sqlite_uri
 from ..names import sql_name
 from ..stepped import ReadStopped
+
+if TYPE_CHECKING:  # zones.py reads through this module
+    from ..time_range import CallRows, TimeRange
+    from .zones import Zones
 
 #: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
 TESTED_SCHEMAS = ("3.7.2", "3.20.3")
@@ -115,9 +119,12 @@ def is_whole(db: Path) -> bool:
 class Schema:
     """Tables, columns, enums and version of one export."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, duck: Any = None) -> None:
-        """``duck``: the DuckDB connection :meth:`read` runs on (default: its own)."""
-        self.conn, self.path, self._duck = conn, path, duck
+    def __init__(self, conn: sqlite3.Connection, path: Path, duck: Any = None,
+                 zones: Zones | None = None) -> None:
+        """``duck``: the DuckDB connection :meth:`read` runs on (default: its own);
+        ``zones``: where the rows of a time window lie in the big tables (:mod:`.zones`),
+        for reads of one."""
+        self.conn, self.path, self._duck, self.zones = conn, path, duck, zones
         cut = truncation(self._file())
         if cut:
             raise NotAnNsysExport(f"{path}: truncated export ({cut}); copy or export it again")
@@ -156,12 +163,16 @@ class Schema:
         return ColumnReader(self._file(), self.conn, self._duck)
 
     def read(self, sql: str, kinds: str, params: tuple[Any, ...] = (),
-             split: str | None = None) -> list[Any]:
+             split: str | None = None, within: TimeRange | CallRows | None = None) -> list[Any]:
         """The columns of ``sql``'s result (``i``: int64 arrays; ``c``: text, a categorical;
         or grouped by runs), read without a Python object per value
         (:meth:`.columnar.ColumnReader.read`; ``split``: the big table it reads). For the big
-        tables; metadata goes through :attr:`conn`."""
-        return self._reader.read(sql, kinds, params, split)
+        tables; metadata goes through :attr:`conn`. ``within``: the time range or calls
+        whose condition (:meth:`.TimeRange.overlapping`, :meth:`.CallRows.sql`) ``sql``
+        filters ``split`` by, so that with :attr:`zones` only the stretches of the table
+        that may hold its rows are read."""
+        rows = None if self.zones is None or split is None else self.zones.runs(split, within)
+        return self._reader.read(sql, kinds, params, split, rows)
 
     @property
     def filters_first(self) -> bool:
@@ -194,6 +205,11 @@ class Schema:
                 self._reader.stop()
                 raise
             return {name: f.result() for name, f in futures.items()}
+
+    def stop(self) -> None:
+        """End the reads under way (another thread's: an analysis stopped meanwhile)."""
+        if "_reader" in self.__dict__:
+            self._reader.stop()
 
     @property
     def fallbacks(self) -> int:

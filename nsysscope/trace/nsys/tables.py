@@ -26,7 +26,7 @@ def api_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     start, end, tid, corr, name_id, status = s.read(
         'SELECT start, "end", IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId, '
         f"{ret} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}){span.overlapping()}",
-        "iiiiii", split="CUPTI_ACTIVITY_KIND_RUNTIME")
+        "iiiiii", split="CUPTI_ACTIVITY_KIND_RUNTIME", within=span)
     start, end, tid, corr, name_id, status = in_order(
         [start, end, tid, corr, name_id, status], np.argsort(start, kind="stable"))
     categories = sorted(set(wanted.values()))
@@ -68,7 +68,8 @@ def syncs_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFrame:
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), {esid}, streamId "
                             "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE TRUE"
                             f"{of_calls.sql('globalPid' in tcols)}",
-                            "iiii", split="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"))
+                            "iiii", split="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                            within=of_calls))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
@@ -81,7 +82,8 @@ def event_records_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFr
     pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
                             f"IFNULL(eventSyncId, -1), streamId FROM {table} "
-                            f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii", split=table))
+                            f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii", split=table,
+                            within=of_calls))
     return df.assign(proc=process_of_pid(df["proc"]))
 
 
@@ -101,7 +103,8 @@ def nvtx_table(s: Schema, span: TimeRange = WHOLE) -> pd.DataFrame:
     sql = (f'SELECT n.start, n."end", IFNULL(n.globalTid, -1), n.rowid, {text}, {text_id} '
            f"FROM NVTX_EVENTS n WHERE n.eventType IN ({ranges[0]}, {ranges[1]}) "
            f'AND n."end" IS NOT NULL{span.overlapping("n.")}')
-    start, end, tid, rowid, own, interned = s.read(sql, "iiiici", split="NVTX_EVENTS")
+    start, end, tid, rowid, own, interned = s.read(sql, "iiiici", split="NVTX_EVENTS",
+                                                   within=span)
     start, end, tid, names = in_order([start, end, tid, _range_names(s, own, interned)],
                                       np.lexsort((rowid, start)))  # ties in table order
     df = frame(cols[:-1], [start, end, tid])
@@ -167,7 +170,7 @@ def collectives_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFram
     proc, corr, start, end, stream, device, name_id = s.read(
         f'SELECT {pid}, IFNULL(correlationId, -1), start, "end", streamId, deviceId, '
         f"{name_col} FROM {table} WHERE {name_col} IN ({ids})"
-        f"{of_calls.sql('globalPid' in tcols)}", "iiiiiii", split=table)
+        f"{of_calls.sql('globalPid' in tcols)}", "iiiiiii", split=table, within=of_calls)
     df = frame(cols, [process_of_pid(proc), corr, start, end, stream, device])
     df["name"] = pd.Categorical(pd.Series(name_id).map(names).to_numpy())
     return df.sort_values(["proc", "start_ns"], kind="stable").reset_index(drop=True)
