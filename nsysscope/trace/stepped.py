@@ -39,7 +39,7 @@ PART_ROWS = 100_000
 #: SQLite reads the first 256 MiB of an export through a memory map, saving a read() call
 #: per 4 KB page, and the rest with read(): every mapped page counts in the process's
 #: resident memory, and mapping all of a 2.2 GB export read 2.2 GB RSS (bench/README.md)
-_MMAP = f"PRAGMA mmap_size = {256 << 20}"
+MMAP = f"PRAGMA mmap_size = {256 << 20}"
 
 #: what the C reader raises where the sqlite3 module should read the query instead
 REFUSED: tuple[type[Exception], ...] = (TypeError,) if stepper is None else \
@@ -111,7 +111,7 @@ class SteppedReader:
         """The prelude of each part of a read of ``table`` (every part: one, of the whole;
         with ``rows``, one per stretch of rowids)."""
         if table is not None and rows is not None:
-            return [f'{_MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
+            return [f'{MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
                     f'FROM main."{table}" WHERE rowid BETWEEN {lo} AND {hi}'
                     for lo, hi in rows or [(1, 0)]]  # none: a part that reads nothing
         n = workers()
@@ -120,13 +120,13 @@ class SteppedReader:
             last = self.conn.execute(f'SELECT MAX(rowid) FROM "{table}"').fetchone()[0] or 0
         n = max(1, min(n, last // PART_ROWS))
         if n == 1:
-            return [_MMAP]
+            return [MMAP]
         cuts = np.linspace(0, last, n + 1).astype(np.int64)[1:-1].tolist()
         # the first part and the last are open-ended: every rowid falls in one part
         bounds = [f"rowid <= {cuts[0]}"] + \
             [f"rowid > {lo} AND rowid <= {hi}" for lo, hi in itertools.pairwise(cuts)] + \
             [f"rowid > {cuts[-1]}"]
-        return [f'{_MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
+        return [f'{MMAP}; CREATE TEMP VIEW "{table}" AS SELECT rowid AS rowid, * '
                 f'FROM main."{table}" WHERE {b}' for b in bounds]
 
 

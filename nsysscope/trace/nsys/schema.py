@@ -228,6 +228,11 @@ class Schema:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def file(self) -> Path:
+        """The SQLite file read (for a cache, not the user's path)."""
+        return self._file()
+
     def _file(self) -> Path:
         """The SQLite file behind the connection (for a cache, not the user's path)."""
         try:

@@ -17,13 +17,18 @@ returns exactly the rows the whole table's would, in the same (rowid) order
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from ..apis import process_of
+from ..arrays import workers
+from ..files import sqlite_uri
+from ..stepped import MMAP
 from ..time_range import CallRows, TimeRange
 from .schema import Schema
 
@@ -99,64 +104,82 @@ class Zones:
 
 def zone_map(s: Schema, tables: tuple[str, ...], launch_ids: list[int],
              wanted_ids: list[int]) -> tuple[Zones, pd.DataFrame, int]:
-    """The zone maps of ``tables`` (those the export has), each one pass on every core (the C
-    reader's read grouped by runs: a zone's rows are adjacent); every graph launch
+    """The zone maps of ``tables`` (those the export has); every graph launch
     (``launch_ids``: the names' string ids) as ``proc, start_ns``; and the rows of the tables
-    (of the CUDA calls, only those named by ``wanted_ids``: the calls the loader reads)."""
-    got = s.at_once({t: partial(_zones_of, s, t, launch_ids, wanted_ids) for t in tables
-                     if s.columns(t)})
-    launches = got[_RUNTIME][1] if _RUNTIME in got else None
-    if launches is None:
-        launches = pd.DataFrame({"proc": np.empty(0, np.int64),
-                                 "start_ns": np.empty(0, np.int64)})
-    return (Zones({t: z for t, (z, _, _) in got.items()}), launches,
-            sum(n for _, _, n in got.values()))
+    (of the CUDA calls, only those named by ``wanted_ids``: the calls the loader reads).
+
+    A zone's bounds are one aggregate query over its rowids, which SQLite answers in its
+    own loop (a tenth of a microsecond a row): returning every row's values to be folded
+    outside cost 3x as much. The zones are aggregated on every core, each thread on a
+    connection of its own, while the launches are read (the C reader, in parts)."""
+    present = [t for t in tables if s.columns(t)]
+    uri = sqlite_uri(s.file, "mode=ro&immutable=1")
+    jobs = []
+    for t in present:
+        last = s.conn.execute(f'SELECT MAX(rowid) FROM "{t}"').fetchone()[0] or 0
+        cuts = np.linspace(0, (last >> ZONE_BITS) + 1, 4 * workers() + 1).astype(np.int64)
+        jobs += [(t, int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)
+                 if hi > lo]
+    stop = threading.Event()
+    with ThreadPoolExecutor(workers(), thread_name_prefix="nsysscope-zones") as pool:
+        futures = [pool.submit(_aggregate, uri, _zone_sql(s, t, wanted_ids), lo, hi, stop)
+                   for t, lo, hi in jobs]
+        try:
+            launches = _launches(s, launch_ids) if _RUNTIME in present else \
+                pd.DataFrame({"proc": np.empty(0, np.int64), "start_ns": np.empty(0, np.int64)})
+            parts = [f.result() for f in futures]
+        except BaseException:
+            stop.set()  # the threads end at their next zone
+            raise
+    by_table: dict[str, list[np.ndarray]] = {}
+    for (t, _, _), part in zip(jobs, parts, strict=True):
+        by_table.setdefault(t, []).append(part)
+    zones, rows = {}, 0
+    for t, chunks in by_table.items():
+        z = np.concatenate(chunks) if chunks else np.empty((0, 8), np.int64)
+        zones[t] = TableZones(*(z[:, j] for j in range(7)))
+        rows += int(z[:, 7].sum())
+    return Zones(zones), launches, rows
 
 
-def _zones_of(s: Schema, table: str, launch_ids: list[int],
-              wanted_ids: list[int]) -> tuple[TableZones, pd.DataFrame | None, int]:
-    """One table's zones, its launches (of the CUDA calls; else None) and rows counted. A
-    launch is a group of its own (key ``-1 - rowid``), every other row folds into its
-    zone's group (key ``rowid >> ZONE_BITS``)."""
+def _zone_sql(s: Schema, table: str, wanted_ids: list[int]) -> str:
+    """The aggregate of one zone of ``table``: first and last rowid, the bounds of ``start``,
+    ``end`` and ``correlationId`` (a NULL never passes a bound; a column the table lacks
+    bounds nothing), and its rows (of the CUDA calls, those the loader reads)."""
     cols = s.columns(table)
-    runtime = table == _RUNTIME
 
-    def bound(col: str, null: int) -> str:
-        return f'IFNULL("{col}", {null})' if col in cols else str(-null)
+    def bound(agg: str, col: str, null: int) -> str:
+        return f'{agg}(IFNULL("{col}", {null}))' if col in cols else str(-null)
 
-    key = f"rowid >> {ZONE_BITS}"
-    tid = "IFNULL(globalTid, -1)" if "globalTid" in cols else "-1"
-    counted = "1"
-    if runtime:
-        launch = ",".join(map(str, launch_ids)) or "NULL"
-        key = f"CASE WHEN nameId IN ({launch}) THEN -1 - rowid ELSE {key} END"
-        counted = f"nameId IN ({','.join(map(str, wanted_ids)) or 'NULL'})"
-    got = s.read(
-        f"SELECT {key}, rowid, rowid, {bound('start', _MAX)}, {bound('start', _MIN)}, "
-        f"{bound('end', _MIN)}, {bound('correlationId', _MAX)}, "
-        f"{bound('correlationId', _MIN)}, {tid}, {counted} FROM {table}",
-        "knxnxxnxns", split=table)
-    key_, first, last, start_min, start_max, end_max, corr_min, corr_max, tids, n = got
-    order = np.argsort(first, kind="stable")  # a read's groups come in rowid order; a
-    # GROUP BY's (DuckDB, sqlite3) in any
-    key_, first, last, start_min, start_max, end_max, corr_min, corr_max, tids, n = (
-        v[order] for v in got)
-    launches = None
-    if runtime:
-        is_launch = key_ < 0
-        launches = pd.DataFrame({"proc": process_of(tids[is_launch]),
-                                 "start_ns": start_min[is_launch]})
-    # the groups of a zone (a part's edge, launches between its rows) fold into one
-    zone = first >> ZONE_BITS
-    at = np.flatnonzero(np.r_[True, zone[1:] != zone[:-1]]) if len(zone) else \
-        np.empty(0, np.int64)
+    counted = "COUNT(*)" if table != _RUNTIME else \
+        f"IFNULL(SUM(nameId IN ({','.join(map(str, wanted_ids)) or 'NULL'})), 0)"
+    return (f"SELECT MIN(rowid), MAX(rowid), {bound('MIN', 'start', _MAX)}, "
+            f"{bound('MAX', 'start', _MIN)}, {bound('MAX', 'end', _MIN)}, "
+            f"{bound('MIN', 'correlationId', _MAX)}, {bound('MAX', 'correlationId', _MIN)}, "
+            f'{counted} FROM "{table}" WHERE rowid BETWEEN ? AND ?')
 
-    def fold(v: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
-        return ufunc.reduceat(v, at) if len(at) else v
 
-    zones = TableZones(
-        first=fold(first, np.minimum), last=fold(last, np.maximum),
-        start_min=fold(start_min, np.minimum), start_max=fold(start_max, np.maximum),
-        end_max=fold(end_max, np.maximum), corr_min=fold(corr_min, np.minimum),
-        corr_max=fold(corr_max, np.maximum))
-    return zones, launches, int(n.sum())
+def _aggregate(uri: str, sql: str, first: int, last: int,
+               stop: threading.Event) -> np.ndarray:
+    """``sql`` over each zone ``first <= k < last``: one row per zone that holds rows."""
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    try:
+        conn.execute(MMAP)
+        out = []
+        for k in range(first, last):
+            if stop.is_set():
+                break
+            row = conn.execute(sql, (k << ZONE_BITS, ((k + 1) << ZONE_BITS) - 1)).fetchone()
+            if row[0] is not None:
+                out.append(row)
+        return np.array(out, dtype=np.int64).reshape(-1, 8)
+    finally:
+        conn.close()
+
+
+def _launches(s: Schema, launch_ids: list[int]) -> pd.DataFrame:
+    """``proc, start_ns`` of every graph launch, in table order."""
+    start, tid = s.read(
+        f"SELECT start, IFNULL(globalTid, -1) FROM {_RUNTIME} "
+        f"WHERE nameId IN ({','.join(map(str, launch_ids)) or 'NULL'})", "ii", split=_RUNTIME)
+    return pd.DataFrame({"proc": process_of(tid), "start_ns": start})
