@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import CAUSES, Headline, LaunchClass, Summary, counted_steps
-from ..model.summary import NO_NVTX
+from ..model.sites import NO_NVTX
 from ..util.units import gain, pct
 
 #: a projected gain below 2 % (or, where no gain is projected, a cause costing less than 2 % of

@@ -6,7 +6,7 @@ both end in :func:`finish`, which makes the steady state, source lines, bursts a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Literal, get_args
@@ -104,20 +104,23 @@ class Analysis:
 
 
 def analyze_file(path: str | Path, cfg: AnalysisConfig | None = None, nsys: str | None = None,
-                 time_range: TimeRange | None = None, events: Events = "shown") -> Analysis:
+                 time_range: TimeRange | None = None, events: Events = "shown",
+                 collectives: bool = False) -> Analysis:
     """Load and analyse the trace at ``path`` (or ``time_range`` of it). A long one is read in
     windows, in bounded memory. ``events``: what of the trace's events the analysis keeps in
     :attr:`Analysis.trace` for what is drawn from them: ``"none"``; ``"shown"``, for
     timelines of a few steps (a long trace keeps none, and reads the time a timeline shows
     again: :attr:`Analysis.read_events`); or ``"all"``, for a timeline of the whole trace
-    (read whole)."""
+    (read whole). ``collectives``: keep the trace's NCCL kernels in the analysis's trace
+    even where it keeps no other event (what a job of several files lines its ranks up by:
+    :mod:`.job`)."""
     cfg = config_of(cfg)
     if events not in EVENTS:
         raise ValueError(f"events: one of {', '.join(map(repr, EVENTS))}, not {events!r}")
     long = events != "all" and span_of(time_range).whole
     windows = in_windows(path, nsys=nsys) if long else None
     if windows is not None:
-        analysis = analyze_windows(windows, cfg)
+        analysis = analyze_windows(windows, cfg, collectives)
         if events == "shown":
             analysis.read_events = partial(load, Path(path).absolute(), nsys)  # (a notebook
             # may change its folder before it draws)
@@ -139,20 +142,26 @@ def analyze(trace: Trace, cfg: AnalysisConfig | None = None,
     return finish(trace, TraceRows.of(launch_rows(trace, cfg)), cfg, python_samples)
 
 
-def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None) -> Analysis:
+def analyze_windows(windows: TraceWindows, cfg: AnalysisConfig | None = None,
+                    collectives: bool = False) -> Analysis:
     """The :class:`Analysis` of a trace read in ``windows`` (closed once read, so that the
     export and its copy are closed before the summary is made; the windows analysed in
     processes of their own where they are read from the export: :meth:`.TraceWindows.each`).
     Its ``trace`` holds what the summary reads (the first window's identity and processes),
-    not the events; its rows are on disk (:mod:`.stored`), their text as categoricals."""
+    not the events (but the NCCL kernels, with ``collectives``); its rows are on disk
+    (:mod:`.stored`), their text as categoricals."""
     cfg = config_of(cfg)
     with windows:
-        ranks = RankWaits.of(windows.collectives())
+        kernels = windows.collectives()
+        ranks = RankWaits.of(kernels)
         parts = windows.each(partial(window_part, cfg=cfg, ranks=ranks))
         try:
             outline, rows = windowed_rows(parts)
         finally:
             parts.close()  # now, not when collected: its processes are stopped
+    if collectives:
+        outline = replace(outline, collectives=kernels)
+    del kernels
     try:
         return finish(outline, rows, cfg)
     except BaseException:

@@ -10,7 +10,8 @@ Columns: ``proc``, ``pid``, ``name``, ``device``, ``launches``, ``warmup_launche
 ``steady_launches``, one count per launch class (steady state), ``busy_ns`` and ``span_ns``
 (GPU busy time and the span of the steady replays), ``gpu_busy``, ``launches_per_s``,
 ``collective_wait_ns`` (steady-state total), ``waited_for`` (the process it waited for most
-in collectives, -1 if none).
+in collectives, -1 if none, :data:`.collectives.ABSENT` for a rank not in the input) and
+``collectives`` (whether it ran any) and ``rank`` (:func:`ranks`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .stored import RowStore, as_rows
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
            *(str(k) for k in LAUNCH_CLASSES), "busy_ns", "span_ns", "gpu_busy",
-           "launches_per_s", "collective_wait_ns", "waited_for"]
+           "launches_per_s", "collective_wait_ns", "waited_for", "collectives", "rank"]
 
 #: classes never in the steady state: nothing follows the last launch on a stream, and a
 #: launch without GPU work in the trace has no replay to judge
@@ -88,13 +89,39 @@ def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFra
             launches_per_s=round(n_work / (span_ns / 1e9), 2) if span_ns else None,
             collective_wait_ns=p.collective_wait,
             # the process it waited for longest in collectives (-1: none)
-            waited_for=min(p.peers, key=lambda q: (-p.peers[q], q)) if p.peers else -1))
-    return pd.DataFrame(rows, columns=COLUMNS)
+            waited_for=min(p.peers, key=lambda q: (-p.peers[q], q)) if p.peers else -1,
+            collectives=p.grouped, rank=None))
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["rank"] = ranks(trace, table, {p for p, s in seen.items() if s.grouped})
+    return table
+
+
+def ranks(trace: Trace, table: pd.DataFrame, grouped: set[int]) -> pd.Series:
+    """Each process's rank, where the trace says it (None elsewhere), in this order: the rank
+    its trace names (``processes.rank``: a file's in a job; or ``meta.rank``, for the one
+    process of a trace that launched graphs); for the ranks of a group (the processes with
+    collectives, ``grouped``), their CUDA devices where each has its own (ranks of one node
+    see every GPU: the device is the local rank); else their place in a job's files
+    (``processes.order``)."""
+    out = pd.Series([None] * len(table), index=table["proc"].to_numpy(), dtype=object)
+    info = trace.processes.set_index("proc") if len(trace.processes) else pd.DataFrame()
+    if "rank" in info:
+        said = info["rank"].dropna()
+        out.update(said[said.index.isin(out.index)].astype(int).astype(object))
+    elif trace.meta.rank is not None and len(table) == 1:
+        out.iloc[0] = trace.meta.rank
+    unknown = [p for p in out.index[out.isna()] if p in grouped]
+    devices = table.set_index("proc")["device"]
+    if unknown and devices[list(grouped)].is_unique:
+        out[unknown] = devices[unknown].astype(int).astype(object)
+    elif unknown and "order" in info:
+        out[unknown] = info["order"].reindex(unknown).astype(object)
+    return out.reindex(table["proc"].to_numpy()).reset_index(drop=True)
 
 
 #: the launch table's columns the per-process table reads
 _READ = ["proc", "klass", "steady", "warmup", "device", "gpu_start_ns", "gpu_end_ns",
-         *BUSY_BEFORE, "collective_wait_ns", "waited_for"]
+         *BUSY_BEFORE, "collective_wait_ns", "waited_for", "collective_group"]
 
 
 @dataclass
@@ -116,11 +143,13 @@ class _Process:
     first: dict[int, tuple[float, float]] = field(default_factory=dict)  # start, busy
     last: dict[int, tuple[float, float]] = field(default_factory=dict)  # end, busy
     peers: dict[int, int] = field(default_factory=dict)
+    grouped: bool = False  # in a group of ranks (it has collectives)
 
     def add(self, col: dict[str, np.ndarray], own: np.ndarray) -> None:
         """Count the launches at positions ``own`` of a part (``col``: its columns)."""
         self.launches += len(own)
         self.warmup += int(col["warmup"][own].sum())
+        self.grouped |= bool((col["collective_group"][own] >= 0).any())
         _count(self.devices, col["device"][own])
         steady = own[col["steady"][own].astype(bool)]
         self.steady += len(steady)
@@ -145,7 +174,7 @@ class _Process:
                     j = ended[end[ended].argmax()]
                     if end[j] > self.last.get(int(d), (-np.inf, 0.0))[0]:
                         self.last[int(d)] = (end[j], col["busy_before_end_ns"][work[j]])
-        waited = steady[col["waited_for"][steady] >= 0]
+        waited = steady[col["waited_for"][steady] != -1]  # a peer, or one not in the input
         peer, wait = col["waited_for"][waited], col["collective_wait_ns"][waited]
         for q in np.unique(peer):
             self.peers[int(q)] = self.peers.get(int(q), 0) + int(wait[peer == q].sum())

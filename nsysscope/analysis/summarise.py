@@ -35,6 +35,7 @@ from ..trace.apis import process_of
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
 from .bursts import steady_bursts
+from .collectives import ABSENT
 from .config import AnalysisConfig
 from .headline import LateCost, headline
 from .nvtx import step_ranges
@@ -83,7 +84,7 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
     busy, per_s = totals(table)
     steady_numbers = _steady_numbers(rows, table)
     processes = [_process(rows, row, table, steady_numbers, cfg, sites, projected, top, fixed)
-                 for row in table.sort_values("pid", kind="stable").itertuples()]
+                 for row in _by_rank(table).itertuples()]
     summary = Summary(
         trace=trace.meta.info,
         verdict="", overlap_ok=True, launches=len(rows),
@@ -135,6 +136,7 @@ def _process(rows: RowStore, row: Any, table: pd.DataFrame, trace_numbers: dict[
     one = len(table) == 1
     proc = None if one else int(row.proc)
     pid_of = dict(zip(table["proc"], table["pid"], strict=True))
+    rank_of = dict(zip(table["proc"], table["rank"], strict=True))
     p = ProcessSummary(
         pid=int(row.pid), name=str(row.name), device=int(row.device), status="",
         verdict="", launches=int(row.launches), steady_launches=int(row.steady_launches),
@@ -145,12 +147,25 @@ def _process(rows: RowStore, row: Any, table: pd.DataFrame, trace_numbers: dict[
         collective_wait_us=Percentiles.of(steady_values(rows, "collective_wait_ns", proc) / 1e3),
         waits_for_pid=pid_of.get(row.waited_for) if row.waited_for >= 0 else None,
         waits_in=_most_waited_in(rows, int(row.proc)),
+        rank=None if row.rank is None else int(row.rank),
+        waits_for_rank=None if rank_of.get(row.waited_for) is None
+        else int(rank_of[row.waited_for]),
+        waits_for_missing_rank=bool(row.waited_for == ABSENT),
+        collectives=bool(row.collectives),
         sites=trace_sites if one else sites.stall_sites(projected=projected, proc=proc),
         if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
         # one process: its distributions are the summary's own, not kept twice
         distributions=None if one else _distributions(rows, proc))
     status, verdict = process_verdict(p, cfg)
     return ProcessSummary(**{**p.__dict__, "status": status, "verdict": verdict})
+
+
+def _by_rank(table: pd.DataFrame) -> pd.DataFrame:
+    """The processes in rank order where their ranks are known, the others after them, each
+    in pid order."""
+    unranked = table["rank"].isna().to_numpy()
+    rank = table["rank"].where(~unranked, 0).astype(np.int64).to_numpy()
+    return table.iloc[np.lexsort((table["pid"].to_numpy(), rank, unranked))]
 
 
 def _not_covered(latent: list[LatentSite], sites: list[StallSite]) -> list[LatentSite]:
@@ -171,7 +186,7 @@ def _most_waited_in(rows: RowStore, proc: int) -> str | None:
     """The collective the process's steady launches waited longest in (None: none)."""
     parts = []
     for part in steady_parts(rows, ["waited_for", "waited_in", "collective_wait_ns"], proc):
-        w = part[part["waited_for"].to_numpy() >= 0]
+        w = part[part["waited_for"].to_numpy() != -1]
         parts.append(w.groupby(w["waited_in"].astype(object))["collective_wait_ns"].sum())
     waited = pd.concat(parts)
     if waited.empty:

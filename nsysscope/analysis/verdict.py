@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..model import ProcessSummary, StallSite, Summary, counted_steps
-from ..model.summary import NO_NVTX
+from ..model.sites import NO_NVTX
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
 from ..util.units import pct, us
@@ -120,6 +120,9 @@ def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
         return False, "no steady-state launches to judge"
     if _stalled_share(s) > cfg.stall_fraction_broken:
         return False, _broken(s)
+    if s.processes and s.processes[0].status == "waits_for_peer":  # a rank whose peers'
+        # traces are not in the input: its own launches are on time
+        return False, f"overlap lost to waiting: {s.processes[0].verdict}"
     if _launch_bound_share(s) > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
         return True, f"overlap works, but the host is launch-bound on {_launch_bound(s)}"
     return True, f"overlap healthy: {_healthy(s, cfg)}"
@@ -205,14 +208,24 @@ def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
         return "stalls", _broken(p).replace("OVERLAP BROKEN: ", "")
     wait = p.collective_wait_us.p50 or 0.0
     period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
-    if p.waits_for_pid is not None and wait >= cfg.peer_wait_us and \
+    if p.waits_for is not None and wait >= cfg.peer_wait_us and \
             (period_us is None or wait >= cfg.peer_wait_fraction * period_us):
         return "waits_for_peer", (f"waits {us(wait)} per step in "
-                                  f"{p.waits_in or 'collectives'} for pid {p.waits_for_pid}; "
+                                  f"{p.waits_in or 'collectives'} for {p.waits_for}; "
                                   "its own launches are on time")
     if _launch_bound_share(p) > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
         return "launch_bound", f"launch-bound on {_launch_bound(p, idle=False)}"
     return "healthy", f"healthy: {_healthy(p, cfg)}"
+
+
+def _named(procs: list[ProcessSummary]) -> str:
+    """``pids 937, 938``, ``ranks 0, 1 (pids 937, 938)``."""
+    pids = ", ".join(str(p.pid) for p in procs)
+    if len(procs) == 1:
+        return procs[0].label
+    if any(p.rank is None for p in procs):
+        return f"pids {pids}"
+    return f"ranks {', '.join(str(p.rank) for p in procs)} (pids {pids})"
 
 
 def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
@@ -221,11 +234,11 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     stalling = sorted((p for p in procs if p.status == "stalls"),
                       key=lambda p: -sum(site.lost_us for site in p.sites))
     waiting = [p for p in procs if p.status == "waits_for_peer"]
-    waits = "; ".join(f"pid {p.pid} {p.verdict.split(';')[0]}" for p in waiting)
+    waits = "; ".join(f"{p.label} {p.verdict.split(';')[0]}" for p in waiting)
     if stalling:
         worst = stalling[0]  # every stalling process named, the worst one's verdict told
-        who = f"pid {worst.pid}" if len(stalling) == 1 else \
-            f"pids {', '.join(str(p.pid) for p in stalling)}; the worst, pid {worst.pid},"
+        who = worst.label if len(stalling) == 1 else \
+            f"{_named(stalling)}; the worst, {worst.label},"
         line = f"OVERLAP BROKEN in {len(stalling)} of {n} processes: {who} {worst.verdict}"
         return False, line + (f"; {waits}" if waits else "")
     if waiting:
@@ -233,5 +246,5 @@ def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
     lb = [p for p in procs if p.status == "launch_bound"]
     if lb:
         return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
-                      f"(pid {', '.join(str(p.pid) for p in lb)})")
+                      f"({_named(lb)})")
     return True, f"overlap healthy in all {n} processes: {_healthy(s, cfg)}"

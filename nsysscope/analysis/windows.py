@@ -155,7 +155,7 @@ class _Owned:
 
     @classmethod
     def of(cls, rows: LaunchRows, w: Window) -> _Owned:
-        launches = _columns(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())])
+        launches = columns_of(rows.launches[w.owns(rows.launches["api_start_ns"].to_numpy())])
         since: dict[tuple[int, int], float] = {}
         if w.start_ns is not None:  # what the read holds before the window is earlier ones'
             since = busy_before_time(rows.busy, w.start_ns)
@@ -163,7 +163,7 @@ class _Owned:
         until = {} if w.end_ns is None else busy_before_time(rows.busy, w.end_ns)
         return cls(
             launches=launches,
-            blocks=_columns(rows.blocks[w.owns(rows.blocks["start_ns"].to_numpy())]),
+            blocks=columns_of(rows.blocks[w.owns(rows.blocks["start_ns"].to_numpy())]),
             busy={k: b - since.get(k, 0.0) for k, b in until.items()},
             latent=rows.latent[w.owns(rows.latent["start_ns"].to_numpy())])
 
@@ -179,7 +179,7 @@ def _add_busy(launches: Columns, busy: dict[tuple[int, int], float]) -> None:
             launches[c][on] += b
 
 
-def _columns(df: pd.DataFrame) -> Columns:
+def columns_of(df: pd.DataFrame) -> Columns:
     """``df``'s columns, copied out of its blocks, text as categoricals: a few names (API
     chains, NVTX paths, threads) repeat over every launch, and a Python string per row and
     column would make the windows' rows together as big as the events they replace. Other

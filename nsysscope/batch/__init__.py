@@ -6,8 +6,10 @@ them. The result is a :class:`~nsysscope.model.BatchResult`; renderers format it
 """
 
 from .aggregate import aggregate, worst_line
+from .dask import run_dask
 from .expand import expand, names_many, rank_of
-from .run import analyze_one, run_batch, run_dask, run_local
+from .one import analyze_one
+from .run import run_batch, run_local, run_traces
 
 __all__ = ["aggregate", "analyze_one", "expand", "names_many", "rank_of", "run_batch",
-           "run_dask", "run_local", "worst_line"]
+           "run_dask", "run_local", "run_traces", "worst_line"]

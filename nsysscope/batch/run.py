@@ -21,52 +21,21 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ..analysis import AnalysisConfig, analyze_file
-from ..analysis.summarise import steady_values
-from ..errors import NsysscopeError, UnreadableInput
-from ..export.db import append_parts, write_part
+from ..analysis import Analysis, AnalysisConfig
+from ..analysis.config import config_of
+from ..analysis.job import analyze_job, pairs_up
+from ..errors import UnreadableInput
+from ..export.db import append_parts, write_db
 from ..model import BatchResult, TraceResult
 from ..trace.arrays import cpu_count
 from ..util.progress import progress
 from .aggregate import aggregate
+from .dask import run_dask_parts
 from .expand import expand, rank_of
-
-
-def analyze_one(path: str, config: AnalysisConfig | None = None,
-                nsys: str | None = None, per_launch_part: str | None = None,
-                label: str | None = None) -> TraceResult:
-    """Load and analyse one trace; never raises for a bad trace (the error goes in the
-    result). Runs in a worker process or on a Dask worker. ``per_launch_part``: also write
-    the trace's tables to this new SQLite file (:func:`nsysscope.export.db.write_part`), as
-    trace ``label`` (default: ``path``)."""
-    t0 = time.perf_counter()
-    result = TraceResult(path=str(path), rank=rank_of(path))
-    try:
-        a = analyze_file(path, config, nsys, events="none")
-        result.rank = rank_of(path, len(a.summary.processes))
-        if per_launch_part:
-            write_part(per_launch_part, a, trace=label or str(path), rank=result.rank)
-    except NsysscopeError as e:
-        result.error, result.exit_code = str(e), e.exit_code
-    except Exception as e:  # noqa: BLE001 - one broken trace must not sink the others
-        result.error, result.exit_code = f"internal error: {type(e).__name__}: {e}", 70
-    else:
-        result.summary = a.summary
-        values = {c: steady_values(a.launch_table, c) for c in ("window_ns", "gpu_idle_ns",
-                                                                   "stall")}
-        # float64: the pooled p50 of one trace is its own p50 (float32 moved it by 0.01 us)
-        result.window_values_us = values["window_ns"].astype(np.float64) / 1e3
-        idle = values["gpu_idle_ns"].astype(np.float64)
-        result.gpu_idle_values_us = idle / 1e3
-        lost = idle[values["stall"].astype(bool)]
-        result.lost_us = float(np.nansum(np.clip(lost, 0, None)) / 1e3)
-    result.seconds = round(time.perf_counter() - t0, 3)
-    return result
+from .one import Done, analyze_part, part_of
 
 
 @contextlib.contextmanager
@@ -138,11 +107,11 @@ def _stop_worker(signum: int, frame: object) -> None:
 
 
 def _analyse_in_worker(path: str, config: AnalysisConfig | None, nsys: str | None,
-                       part: str | None) -> TraceResult:
+                       part: str | None, job: bool | None = False) -> Done:
     global _busy
     _busy = True
     try:
-        return analyze_one(path, config, nsys, part)
+        return analyze_part(path, config, nsys, part, job=job)
     except KeyboardInterrupt:  # its clean-up done on the way here: leave, not wait for work
         os._exit(130)
     finally:
@@ -165,12 +134,20 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
     trace). ``jobs=1`` runs them one after the other in this process. ``owns_process``: this
     process is the ``nsysscope`` program, which may start multiprocessing's fork server, a
     process-wide one, ignoring Ctrl-C (:func:`_start_fork_server`)."""
+    return [r for r, _ in _run_local(paths, jobs, config, nsys, parts, owns_process)]
+
+
+def _run_local(paths: list[Path], jobs: int | None = None,
+               config: AnalysisConfig | None = None, nsys: str | None = None,
+               parts: list[str] | None = None, owns_process: bool = False,
+               job: bool | None = False) -> list[Done]:
+    """:func:`run_local`, each trace's part of a job too (:func:`analyze_part`)."""
     jobs = workers_for(paths, jobs)
-    results: dict[int, TraceResult] = {}
+    results: dict[int, Done] = {}
     with progress("analysing traces", total=len(paths)) as bar:
         if jobs == 1:
             for i, p in enumerate(paths):
-                results[i] = analyze_one(str(p), config, nsys, _part(parts, i))
+                results[i] = analyze_part(str(p), config, nsys, part_of(parts, i), job=job)
                 bar.advance()
         else:
             import multiprocessing as mp
@@ -186,17 +163,19 @@ def run_local(paths: list[Path], jobs: int | None = None, config: AnalysisConfig
                 try:
                     with _signals_held(signal.SIGINT, signal.SIGTERM):
                         futures = {pool.submit(_analyse_in_worker, str(p), config, nsys,
-                                               _part(parts, i)): i for i, p in enumerate(paths)}
+                                               part_of(parts, i), job): i
+                                   for i, p in enumerate(paths)}
                     for f in as_completed(futures):
                         i = futures[f]
                         try:
                             results[i] = f.result()
                         except BrokenProcessPool:  # a worker was killed: the traces it and
                             # the others had not finished say so; those done keep their rows
-                            results[i] = TraceResult(
+                            results[i] = (TraceResult(
                                 path=str(paths[i]), rank=rank_of(paths[i]), exit_code=70,
                                 error="a worker process died before this trace was done (out "
-                                      "of memory, or killed); analyse it alone (-j 1) to see why")
+                                      "of memory, or killed); analyse it alone (-j 1) to see "
+                                      "why"), None)
                         bar.advance()
                 except BaseException:  # Ctrl-C, SIGTERM: stop the batch, not finish it first
                     _stop_pool(pool)
@@ -256,85 +235,6 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-#: how long to wait for a Dask scheduler that accepts connections but does not answer
-CONNECT_TIMEOUT_S = 10.0
-
-
-def _probe(address: str, timeout: float = 3.0) -> None:
-    """Fail in seconds, with one line, when nothing listens at a ``tcp://host:port`` address
-    (Dask itself retries for its whole timeout)."""
-    import socket
-    from urllib.parse import urlsplit
-    if "://" not in address:
-        address = "tcp://" + address
-    u = urlsplit(address)
-    if u.scheme not in ("tcp", "tls") or not u.hostname:
-        return  # inproc://, ucx://...: left to Dask
-    try:
-        port = u.port or 8786
-    except ValueError:
-        raise UnreadableInput(f"--scheduler {address}: not a host:port address") from None
-    try:
-        with socket.create_connection((u.hostname, port), timeout=timeout):
-            pass
-    except OSError as e:
-        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-        raise UnreadableInput(f"--scheduler {address}: cannot reach the Dask scheduler "
-                              f"({u.hostname}:{port}: {why})") from None
-
-
-def run_dask(paths: list[Path], address: str, config: AnalysisConfig | None = None,
-             nsys: str | None = None, client: Any = None,
-             parts: list[str] | None = None) -> list[TraceResult]:
-    """Analyse ``paths`` on the Dask distributed cluster at ``address`` (the workers must
-    see the same files). ``client``: an existing ``dask.distributed.Client`` instead."""
-    try:
-        from dask.distributed import Client
-        from dask.distributed import as_completed as dask_completed
-    except ImportError as e:
-        raise UnreadableInput(f"--scheduler needs dask.distributed ({e}): "
-                              "pip install 'nsysscope[dask]'") from None
-    own = client is None
-    if own:
-        _probe(address)
-        try:
-            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s")
-        except (OSError, TimeoutError) as e:
-            raise UnreadableInput(f"--scheduler {address}: cannot reach the Dask scheduler "
-                                  f"({' '.join(str(e).split())})") from None
-        except Exception as e:  # noqa: BLE001 - something listens there, but not Dask
-            raise UnreadableInput(f"--scheduler {address}: something answers there, but not "
-                                  f"like a Dask scheduler ({type(e).__name__})") from None
-    try:
-        names = [os.path.abspath(p) for p in paths]  # not resolved: a symlink's name is its rank
-        futures = client.map(_analyze_on_dask, names,
-                             [_part(parts, i) for i in range(len(names))],
-                             [str(p) for p in paths], config=config, nsys=nsys, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
-        results: dict[int, TraceResult] = {}
-        with progress(f"analysing traces on {address}", total=len(paths)) as bar:
-            for f in dask_completed(futures):
-                r = f.result()
-                r.path = str(paths[index[f.key]])
-                r.rank = rank_of(r.path, len(r.summary.processes) if r.summary else 1)
-                results[index[f.key]] = r
-                bar.advance()
-        return [results[i] for i in range(len(paths))]
-    finally:
-        if own:
-            client.close()
-
-
-def _analyze_on_dask(path: str, part: str | None, label: str,
-                     config: AnalysisConfig | None = None,
-                     nsys: str | None = None) -> TraceResult:
-    return analyze_one(path, config, nsys, part, label)
-
-
-def _part(parts: list[str] | None, i: int) -> str | None:
-    return parts[i] if parts else None
-
-
 def run_batch(specs: Iterable[str | Path], jobs: int | None = None, scheduler: str | None = None,
               config: AnalysisConfig | None = None, nsys: str | None = None,
               timed: bool = False, per_launch_db: str | None = None,
@@ -346,20 +246,43 @@ def run_batch(specs: Iterable[str | Path], jobs: int | None = None, scheduler: s
     the order of the traces, so the same traces give the same database). ``owns_process``:
     the caller is the ``nsysscope`` program, not a library user's Python
     (:func:`run_local`)."""
+    return run_traces(specs, jobs, scheduler, config, nsys, timed, per_launch_db,
+                      owns_process)[0]
+
+
+def run_traces(specs: Iterable[str | Path], jobs: int | None = None,
+               scheduler: str | None = None, config: AnalysisConfig | None = None,
+               nsys: str | None = None, timed: bool = False, per_launch_db: str | None = None,
+               owns_process: bool = False, job: bool | None = False,
+               ) -> tuple[BatchResult, Analysis | None]:
+    """:func:`run_batch`, and the traces analysed as one job of several files
+    (:mod:`nsysscope.analysis.job`) where ``job`` says so: True, always (the traces that
+    could be analysed); None, where their collectives pair up across the files; False,
+    never. A job's per-launch database holds the job (its ranks' waits are the job's)."""
     paths = expand(specs)
     if not paths:
         raise UnreadableInput("no traces given")
     t0 = time.perf_counter()
     with _parts_beside(per_launch_db, len(paths)) as parts:
         if scheduler:
-            results = run_dask(paths, scheduler, config, nsys, parts=parts)
+            done = run_dask_parts(paths, scheduler, config, nsys, parts=parts, job=job)
             workers = 1
         else:
-            results = run_local(paths, jobs, config, nsys, parts=parts,
-                                owns_process=owns_process)
+            done = _run_local(paths, jobs, config, nsys, parts=parts,
+                              owns_process=owns_process, job=job)
             workers = workers_for(paths, jobs)
-        if per_launch_db and parts:
+        results = [r for r, _ in done]
+        pieces = [p for _, p in done if p is not None]
+        together = None
+        if job or (job is None and pairs_up(pieces)):
+            if len(pieces) < 2:
+                raise UnreadableInput(f"--job: {len(pieces)} of {len(paths)} traces could be "
+                                      "analysed; a job needs two or more")
+            together = analyze_job(pieces, config_of(config))
+        if per_launch_db and together is not None:
+            write_db(per_launch_db, together, trace=together.trace.meta.path)
+        elif per_launch_db and parts:
             append_parts(per_launch_db, parts)
     return BatchResult(traces=results, aggregate=aggregate(results), workers=workers,
                        scheduler=scheduler, seconds=round(time.perf_counter() - t0, 1),
-                       timed=timed)
+                       timed=timed), together

@@ -73,6 +73,16 @@ def analysis_options(f: F) -> F:
     return f
 
 
+def job_option(f: F) -> F:
+    """``--job/--no-job``: several traces are the files of one job (its ranks profiled
+    apart), analysed as one server; by default where their collectives pair up."""
+    return click.option(
+        "--job/--no-job", "job", default=None,
+        help="Several traces: analyse them as one job, its ranks profiled apart (one file per "
+             "rank or node), as one server: one row per rank, waits in collectives across "
+             "the files [default: where the files' collectives pair up].")(f)
+
+
 def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
     """A number option's value, refused when NaN or infinite (NaN passes FloatRange, and a NaN
     threshold silently matches nothing)."""

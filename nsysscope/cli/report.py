@@ -9,7 +9,7 @@ import click
 
 from .. import render
 from ..analysis import analyze_file
-from ..batch import expand, names_many, rank_of, run_batch
+from ..batch import expand, names_many, rank_of, run_traces
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import ExportContext, is_db_name
 from ..util.progress import note
@@ -22,6 +22,7 @@ from .options import (
     check_per_launch,
     check_writable,
     config_from,
+    job_option,
     output_format,
     require_steady,
     text_width,
@@ -72,18 +73,22 @@ from .options import (
 @click.option("--timings", is_flag=True,
               help="Several traces: show how long each took (off: the same traces give the "
                    "same output).")
+@job_option
 @analysis_options
 def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                    per_launch: str | None, warmup: int | None, launch_bound_us: float,
                    nsys: str | None, no_cache: bool = False, source_root: str | None = None,
                    jobs: int | None = None, scheduler: str | None = None,
                    timings: bool = False, perfetto: str | None = None,
-                   start: str | None = None, end: str | None = None) -> int:
+                   start: str | None = None, end: str | None = None,
+                   job: bool | None = None) -> int:
     """Analyse TRACE (.sqlite, .sqlite.xz/.gz, .nsys-rep or a torch.profiler JSON trace) and
     report its overlap.
 
     Several traces, folders or globs (one trace per rank, say) are analysed in parallel:
-    one row per trace, an aggregate row, and the rank that stalls most. Exit codes: 0
+    one row per trace, an aggregate row, and the rank that stalls most; the files of one job
+    (ranks profiled apart, whose collectives pair up, or --job) are reported as one server,
+    one row per rank. Exit codes: 0
     analysed, 2 usage or unreadable file, 3 nothing to analyse, 5 not an nsys export, 6 nsys
     missing or too old, 7 the profiler lost the data, 8 nothing steady to judge (see
     'nsysscope --help')."""
@@ -106,12 +111,23 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         paths = expand(traces)  # a folder or glob with no trace in it is an error first
         check_writable(output, "-o", paths)  # the traces the folder or glob names
         check_per_launch(per_launch, paths)
-        if fmt not in render.BATCH_FORMATS:
+        if fmt not in render.BATCH_FORMATS and job is False:
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
-        batch = run_batch(paths, jobs, scheduler, cfg, nsys, timed=timings,
-                          per_launch_db=per_launch, owns_process=True)
+        batch, together = run_traces(paths, jobs, scheduler, cfg, nsys, timed=timings,
+                                     per_launch_db=per_launch, owns_process=True, job=job)
+        if together is not None:
+            require_steady(together.summary, warmup)
+            write_output(render.render("report", fmt, together, width=text_width(output)),
+                         output)
+            return 0
+        if fmt not in render.BATCH_FORMATS:
+            raise UnreadableInput(f"--format {fmt} shows one trace or one job; these traces "
+                                  "are no job (their collectives do not pair up; --job says "
+                                  f"they are): for many traces use "
+                                  f"{', '.join(render.BATCH_FORMATS[:-1])} or "
+                                  f"{render.BATCH_FORMATS[-1]}")
         write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
         failed = [t for t in batch.traces if not t.ok]
         if failed:

@@ -36,16 +36,14 @@ from .gate import (
 )
 from .headline import Headline
 from .registry import Renderer
+from .sites import Percentiles, SourceLine, StallSite
 from .summary import (
     SCHEMA,
     Bursts,
     Distributions,
     IfFixed,
     LatentSite,
-    Percentiles,
     ProcessSummary,
-    SourceLine,
-    StallSite,
     Summary,
     TraceInfo,
     counted_steps,

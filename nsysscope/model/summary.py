@@ -24,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from . import registry
 from .checks import check_counts, check_rate
 from .classes import LaunchClass, with_new_classes
@@ -40,6 +38,7 @@ from .schema import (
     shown,
     to_plain,
 )
+from .sites import NO_NVTX, Percentiles, StallSite
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -50,84 +49,9 @@ from .schema import (
 #: 1.3 added sites[].launches_per_s_if_fixed
 #: 1.4 added bursts and processes[].bursts
 #: 1.5 added headline
-SCHEMA = "nsysscope.summary/1.5"
+#: 1.6 added processes[].rank/waits_for_rank/waits_for_missing_rank/collectives
+SCHEMA = "nsysscope.summary/1.6"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
-
-
-#: where a stall is when the trace has no NVTX range around it (and no source line)
-NO_NVTX = "(no NVTX range)"
-
-@dataclass(frozen=True)
-class Percentiles(Record):
-    """p10, p50 and p90 of a per-launch time, in microseconds (None: no value)."""
-
-    p10: float | None
-    p50: float | None
-    p90: float | None
-    extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def of(cls, values_us: Any) -> Percentiles:
-        v = np.asarray(values_us, dtype=float)
-        v = v[~np.isnan(v)]
-        if not len(v):
-            return cls(None, None, None)
-        p10, p50, p90 = (round(float(x), 2) for x in np.percentile(v, [10, 50, 90]))
-        return cls(p10, p50, p90)
-
-
-@dataclass(frozen=True)
-class SourceLine(Record):
-    """The Python line that caused a stall site (from nsys Python sampling)."""
-
-    file: str
-    line: int
-    function: str
-    samples: int
-    agreement: float  # fraction 0..1 of the samples inside the site's blocks that name this line
-    text: str | None = None
-    extra: dict[str, Any] = extra_field()
-
-
-@dataclass(frozen=True)
-class StallSite(Record):
-    """Stalls with the same class, phase, op and API chain: one thing to fix."""
-
-    klass: str  # a LaunchClass value
-    count: int
-    lost_us: float  # GPU idle time after these launches
-    share: float  # fraction 0..1 of all steady-state stalls
-    phase: str | None
-    op: str | None
-    api_chain: str
-    nvtx_path: str
-    thread: str
-    mean_block_us: float
-    example_launch: int
-    fix: str
-    source: SourceLine | None = None
-    pid: int | None = None  # the process whose launches stall here
-    mean_polls: float = 0.0  # tries per wait when the host polls (cudaEventQuery loops)
-    #: the trace's launch rate with this site's stalls fixed, over the measured one (the
-    #: model: README, "How much will the fix buy?"); None for launch-bound gaps
-    speedup_if_fixed: float | None = None
-    #: the trace's launch rate with this site's stalls fixed (what ``speedup_if_fixed``
-    #: multiplies, rounded as ``if_fixed.launches_per_s`` is, so that the two agree)
-    launches_per_s_if_fixed: float | None = None
-    extra: dict[str, Any] = extra_field()
-    nested = {"source": optional(SourceLine.from_dict)}
-
-    @property
-    def where(self) -> str:
-        """Where to look, most specific first: the source line, else phase and op."""
-        parts = []
-        if self.source:
-            parts.append(f"{self.source.file}:{self.source.line}")
-        if self.phase:
-            parts.append(f"phase '{self.phase}'")
-        if self.op:
-            parts.append(self.op)
-        return ", ".join(parts) or self.nvtx_path or NO_NVTX
 
 
 #: the names reports give the profilers whose readers set no nsys version (``nsys_version``
@@ -279,8 +203,8 @@ class ProcessSummary(Record):
 
     ``status`` says what limits the process: ``stalls`` (its own host waits let the GPU run
     dry), ``waits_for_peer`` (its own launches are on time, but its GPU spins in collectives
-    waiting for ``waits_for_pid``), ``launch_bound``, ``healthy``, or ``idle`` (no steady
-    launch to judge)."""
+    waiting for ``waits_for_pid``, or for a rank not in the input), ``launch_bound``,
+    ``healthy``, or ``idle`` (no steady launch to judge)."""
 
     pid: int
     name: str
@@ -304,6 +228,13 @@ class ProcessSummary(Record):
     if_fixed: IfFixed | None = None
     distributions: Distributions | None = None
     bursts: Bursts | None = None  # None in a summary written before 1.4
+    #: its rank, where the trace says it (torch.distributed's or the launcher's environment,
+    #: the CUDA device of a rank of a group, a file's place in a job); None before 1.6
+    rank: int | None = None
+    waits_for_rank: int | None = None  # the rank of ``waits_for_pid``, where known
+    #: its collectives wait for a rank whose trace is not in the input (one file of a job)
+    waits_for_missing_rank: bool = False
+    collectives: bool = False  # it ran collectives (NCCL kernels): a rank of a group
     extra: dict[str, Any] = extra_field()
     nested = {"window_us": Percentiles.from_dict, "gpu_gap_us": Percentiles.from_dict,
               "collective_wait_us": Percentiles.from_dict, "if_fixed": optional(IfFixed.from_dict),
@@ -313,6 +244,22 @@ class ProcessSummary(Record):
 
     def check_values(self) -> None:
         check_counts(self)
+
+    @property
+    def label(self) -> str:
+        """How reports name it: ``rank 1 (pid 938)``, or ``pid 938`` where its rank is not
+        known."""
+        return f"pid {self.pid}" if self.rank is None else f"rank {self.rank} (pid {self.pid})"
+
+    @property
+    def waits_for(self) -> str | None:
+        """The peer it waits for, as reports name it (None: none)."""
+        if self.waits_for_missing_rank and self.waits_for_pid is None:
+            return "a rank not in the input"
+        if self.waits_for_pid is None:
+            return None
+        return f"pid {self.waits_for_pid}" if self.waits_for_rank is None else \
+            f"rank {self.waits_for_rank} (pid {self.waits_for_pid})"
 
 
 @dataclass(frozen=True)

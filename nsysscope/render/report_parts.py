@@ -99,18 +99,20 @@ def steps_row(s: Summary) -> str:
             f"{b.stalled} stall, {b.launch_bound} launch-bound{window})")
 
 
-PROCESS_COLUMNS = ("pid", "process", "GPU", "status", "stalls", "window p50", "GPU idle p50",
+PROCESS_COLUMNS = ("process", "name", "GPU", "status", "stalls", "window p50", "GPU idle p50",
                    "GPU busy", "launches/s", "waits in collectives p50")
 
 
 def process_rows(s: Summary) -> list[tuple[str, ...]]:
     """One row per process (a trace with several processes), in the order of
-    :data:`PROCESS_COLUMNS`."""
-    return [(str(p.pid), p.name or "-", str(p.device), p.status,
+    :data:`PROCESS_COLUMNS`: named by its rank where the trace says it; its waits in
+    collectives only where it ran any."""
+    return [(p.label, p.name or "-", str(p.device), p.status,
              f"{sum(p.stalls.values())}/{p.steady_launches}", us(p.window_us.p50),
              us(p.gpu_gap_us.p50), pct(p.gpu_busy),
              f"{p.launches_per_s:.1f}" if p.launches_per_s is not None else "n/a",
-             us(p.collective_wait_us.p50) + (f" (for pid {p.waits_for_pid})"
+             "-" if not (p.collectives or p.waits_for) else
+             us(p.collective_wait_us.p50) + (f" (for {p.waits_for})"
                                              if p.status == "waits_for_peer" else ""))
             for p in s.processes]
 

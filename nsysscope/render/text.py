@@ -41,9 +41,9 @@ def _processes(s: Summary, width: int) -> list[str]:
         for row in rows:
             out += wrap(", ".join(f"{k} {v}" for k, v in zip(PROCESS_COLUMNS[1:], row[1:],
                                                                strict=True)),
-                        width, f"  pid {row[0]}: ", "    ")
+                        width, f"  {row[0]}: ", "    ")
     for p in s.processes:
-        out += wrap(times_in(p.verdict), width, f"  pid {p.pid}: ", "    ")
+        out += wrap(times_in(p.verdict), width, f"  {p.label}: ", "    ")
     return out
 
 

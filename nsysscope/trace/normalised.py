@@ -65,6 +65,13 @@ class TraceMeta(TraceInfo):
     can_window: bool = False
     #: what the reader left out of a damaged trace, for the report's notes
     reader_notes: tuple[str, ...] = ()
+    #: the wall-clock time of the timeline's zero (Unix epoch, ns; None: not recorded): nsys's
+    #: session start, a torch.profiler trace's base time (0 where its timestamps are the
+    #: epoch's own). Files of one job are put on one time axis by it
+    session_start_ns: int | None = None
+    #: the rank the capture names (torch.profiler's ``distributedInfo``, the launcher's
+    #: environment: ``RANK``, ``SLURM_PROCID``...), for a trace of one rank
+    rank: int | None = None
 
     @property
     def info(self) -> TraceInfo:

@@ -11,6 +11,7 @@ import pytest
 
 from nsysscope.analysis.alignment import SAME_GROUP, match, sequences
 from nsysscope.analysis.collectives import (
+    ABSENT,
     RankWaits,
     attach_waits,
     collective_waits,
@@ -45,7 +46,24 @@ def test_the_early_rank_waits_for_the_late_one():
 
 def test_a_single_process_waits_for_nobody():
     w = collective_waits(kernels([(10, 5, 0, 20), (10, 6, 100, 120)]))
-    assert w.empty
+    assert (w["wait_ns"] == 0).all() and (w["waited_for"] == -1).all()
+
+
+def test_a_rank_without_peers_waits_what_its_kernels_took_beyond_their_own_time(analysed):
+    """Rank 1 of the capture where rank 0 stalls, alone (its peer's trace not given): its
+    kernels' time beyond their name's p10 is its wait, for a rank not in the input; per
+    step 1.33 ms (p50), where the two ranks together measure 1.32 ms."""
+    a = analysed("tp2_case1_rank0")
+    c = a.trace.collectives
+    late = int(c["proc"].max())
+    w = RankWaits.of(c[c["proc"] == late]).per_launch
+    with_peer = RankWaits.of(c).per_launch.loc[w.index]
+    steady = a.launches[a.launches["steady"] & (a.launches["proc"] == late)]
+    keys = pd.MultiIndex.from_arrays([steady["proc"], steady["corr_id"]])
+    alone = w["collective_wait_ns"].reindex(keys)
+    both = with_peer["collective_wait_ns"].reindex(keys)
+    assert abs(alone.median() - both.median()) < 0.01 * both.median()
+    assert (w["waited_for"].reindex(keys) == ABSENT).all()
 
 
 def test_back_to_back_collectives_of_one_rank_are_not_merged():

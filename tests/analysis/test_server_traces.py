@@ -57,11 +57,13 @@ def test_tp2_case1_on_every_rank_stalls_every_rank(analysed):
     s = analysed("tp2_case1").summary
     assert [p.status for p in s.processes] == ["stalls", "stalls"]
     assert all(p.stalls["gpu_to_cpu"] == p.steady_launches for p in s.processes)
-    # the verdict names both stalled ranks (before: only the worst, as if it were alone)
+    # the verdict names both stalled ranks (before: only the worst, as if it were alone), by
+    # rank: each on its own GPU (0 and 1) of the node
     by_loss = sorted(s.processes, key=lambda p: -sum(site.lost_us for site in p.sites))
-    pids = ", ".join(str(p.pid) for p in by_loss)
-    assert s.verdict.startswith(f"OVERLAP BROKEN in 2 of 2 processes: pids {pids}; the worst, "
-                                f"pid {by_loss[0].pid}, 94/94 steady launches stall")
+    assert [(p.rank, p.device) for p in s.processes] == [(0, 0), (1, 1)]
+    assert s.verdict.startswith("OVERLAP BROKEN in 2 of 2 processes: ranks 0, 1 (pids 937, "
+                                f"938); the worst, {by_loss[0].label}, 94/94 steady launches "
+                                "stall")
 
 
 def test_tp2_case1_on_rank0_names_its_line_and_the_waiting_rank(analysed):
@@ -79,7 +81,9 @@ def test_tp2_case1_on_rank0_names_its_line_and_the_waiting_rank(analysed):
     # rank 1 waits about rank 0's stall per step: rank 0's GPU idles ~1.4 ms per step
     assert 0.5 * rank0.gpu_gap_us.p50 < rank1.collective_wait_us.p50 < 1.5 * rank0.gpu_gap_us.p50
     assert rank1.gpu_busy > 0.95  # it is busy... spinning in NCCL
-    assert f"pid {rank1.pid} waits" in s.verdict and "for pid" in s.verdict
+    assert (rank0.rank, rank1.rank, rank1.waits_for_rank) == (0, 1, 0)
+    assert f"rank 1 (pid {rank1.pid}) waits" in s.verdict and \
+        f"for rank 0 (pid {rank0.pid})" in s.verdict
 
 
 @pytest.mark.parametrize("name", ["tp2_healthy", "tp2_case1_rank0"])
@@ -209,7 +213,12 @@ def test_two_tensor_parallel_groups_in_one_export_are_each_their_own(dp2_tp2, an
     healthy = {p.pid for p in analysed("tp2_healthy").summary.processes}
     for p in a.summary.processes:
         got, want = to_plain(p), to_plain(own[p.pid])
-        want["device"] += 2 if p.pid in healthy else 0  # the second group's GPUs: 2 and 3
+        if p.pid in healthy:  # the second group's GPUs: 2 and 3, so are its ranks
+            want["device"] += 2
+            want["rank"] += 2
+            want["waits_for_rank"] += 2
+            for k in ("verdict", "status"):
+                want[k] = want[k].replace("rank 1 (", "rank 3 (").replace("rank 0 (", "rank 2 (")
         for site in (*got["sites"], *want["sites"]):
             for key in trace_wide:
                 site.pop(key)

@@ -204,7 +204,7 @@ def test_a_file_of_several_processes_is_no_rank(sample_path, tmp_path):
     its name gives."""
     import shutil
 
-    from nsysscope.batch.run import analyze_one
+    from nsysscope.batch import analyze_one
     r = analyze_one(str(sample_path("tp2_case1_rank0")))
     assert len(r.summary.processes) == 2 and r.rank is None
     one = tmp_path / "engine_rank3.sqlite.xz"
@@ -306,7 +306,7 @@ run.STOP_GRACE_S = 0.5
 run.init_worker(1, True, "python")
 
 
-def analysis(*_):  # a trace under analysis, Ctrl-C in the middle of it
+def analysis(*_, **__):  # a trace under analysis, Ctrl-C in the middle of it
     try:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)
@@ -317,7 +317,7 @@ def analysis(*_):  # a trace under analysis, Ctrl-C in the middle of it
             time.sleep(0.01)
 
 
-run.analyze_one = analysis
+run.analyze_part = analysis
 run._analyse_in_worker("t.sqlite", None, None, None)
 print("back for more work")
 """

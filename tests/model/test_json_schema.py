@@ -17,7 +17,8 @@ from nsysscope.cli import cli
 from nsysscope.model import Summary
 from nsysscope.model.classes import schema_with_classes
 from nsysscope.model.headline import Headline
-from nsysscope.model.summary import Distributions, Percentiles, SourceLine, StallSite, TraceInfo
+from nsysscope.model.sites import Percentiles, SourceLine, StallSite
+from nsysscope.model.summary import Distributions, TraceInfo
 from nsysscope.render.json_ import render as summary_json
 
 ROOT = Path(__file__).resolve().parents[2]

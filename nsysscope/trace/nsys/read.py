@@ -88,6 +88,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
         capture_start_ns=capture[0], capture_end_ns=capture[1],
+        session_start_ns=tables.session_start(s),
         reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))) +
         cut_names_note([got["nvtx"]["text"].cat.categories, threads["thread_name"],
                         processes["name"], got["collectives"]["name"], gpus,

@@ -215,6 +215,15 @@ def launches_span(s: Schema) -> tuple[int, int] | None:
     return None if first is None else (int(first), int(last))
 
 
+def session_start(s: Schema) -> int | None:
+    """The wall-clock time of the timeline's zero (Unix epoch, ns): nsys's
+    ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (None in an export without it)."""
+    if "utcEpochNs" not in s.columns("TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = s.conn.execute("SELECT MIN(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    return None if row[0] is None else int(row[0])
+
+
 def capture_span(s: Schema, api: pd.DataFrame) -> tuple[int, int]:
     """The capture's start and stop (ns): nsys's own record of them, else the CUDA calls'."""
     if {"startTime", "stopTime"} <= s.columns("ANALYSIS_DETAILS"):

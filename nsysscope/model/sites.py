@@ -1,0 +1,88 @@
+"""Where stalls are and how long things took: a stall site (:class:`StallSite`, with the
+Python line behind it, :class:`SourceLine`) and the percentiles every per-launch time is
+summarised by (:class:`Percentiles`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .schema import Record, extra_field, optional
+
+#: where a stall is when the trace has no NVTX range around it (and no source line)
+NO_NVTX = "(no NVTX range)"
+
+
+@dataclass(frozen=True)
+class Percentiles(Record):
+    """p10, p50 and p90 of a per-launch time, in microseconds (None: no value)."""
+
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    extra: dict[str, Any] = extra_field()
+
+    @classmethod
+    def of(cls, values_us: Any) -> Percentiles:
+        v = np.asarray(values_us, dtype=float)
+        v = v[~np.isnan(v)]
+        if not len(v):
+            return cls(None, None, None)
+        p10, p50, p90 = (round(float(x), 2) for x in np.percentile(v, [10, 50, 90]))
+        return cls(p10, p50, p90)
+
+
+@dataclass(frozen=True)
+class SourceLine(Record):
+    """The Python line that caused a stall site (from nsys Python sampling)."""
+
+    file: str
+    line: int
+    function: str
+    samples: int
+    agreement: float  # fraction 0..1 of the samples inside the site's blocks that name this line
+    text: str | None = None
+    extra: dict[str, Any] = extra_field()
+
+
+@dataclass(frozen=True)
+class StallSite(Record):
+    """Stalls with the same class, phase, op and API chain: one thing to fix."""
+
+    klass: str  # a LaunchClass value
+    count: int
+    lost_us: float  # GPU idle time after these launches
+    share: float  # fraction 0..1 of all steady-state stalls
+    phase: str | None
+    op: str | None
+    api_chain: str
+    nvtx_path: str
+    thread: str
+    mean_block_us: float
+    example_launch: int
+    fix: str
+    source: SourceLine | None = None
+    pid: int | None = None  # the process whose launches stall here
+    mean_polls: float = 0.0  # tries per wait when the host polls (cudaEventQuery loops)
+    #: the trace's launch rate with this site's stalls fixed, over the measured one (the
+    #: model: README, "How much will the fix buy?"); None for launch-bound gaps
+    speedup_if_fixed: float | None = None
+    #: the trace's launch rate with this site's stalls fixed (what ``speedup_if_fixed``
+    #: multiplies, rounded as ``if_fixed.launches_per_s`` is, so that the two agree)
+    launches_per_s_if_fixed: float | None = None
+    extra: dict[str, Any] = extra_field()
+    nested = {"source": optional(SourceLine.from_dict)}
+
+    @property
+    def where(self) -> str:
+        """Where to look, most specific first: the source line, else phase and op."""
+        parts = []
+        if self.source:
+            parts.append(f"{self.source.file}:{self.source.line}")
+        if self.phase:
+            parts.append(f"phase '{self.phase}'")
+        if self.op:
+            parts.append(self.op)
+        return ", ".join(parts) or self.nvtx_path or NO_NVTX
