@@ -36,7 +36,7 @@ from ..trace.load import Trace
 from .calls import ThreadCalls
 from .config import AnalysisConfig
 from .distinct import per_distinct
-from .pairs import join_first
+from .keys import join_first
 from .polling import POLLING, polling_blocks
 
 #: the calls that wait on one stream, and on one event (the queries: by polling them)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .pairs import PairIndex
+from .keys import KeyIndex
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class ThreadCalls:
     unique in a process only."""
 
     table: pd.DataFrame
-    index: PairIndex
+    index: KeyIndex
     #: the rows of ``table`` as positions in the API table (for its other columns)
     order: np.ndarray
 
@@ -33,7 +33,7 @@ class ThreadCalls:
     def of(cls, api: pd.DataFrame) -> ThreadCalls:
         order = np.lexsort((api["start_ns"].to_numpy(), api["tid"].to_numpy()))
         table = api[["tid", "corr_id", "name"]].iloc[order]
-        return cls(table, PairIndex.of(table["tid"], table["corr_id"]), order)
+        return cls(table, KeyIndex.of(table["tid"], table["corr_id"]), order)
 
     @property
     def follows_on_thread(self) -> np.ndarray:

@@ -29,8 +29,8 @@ from ..trace.load import Trace
 from .bursts import count_before
 from .calls import ThreadCalls
 from .distinct import per_distinct_row
+from .keys import KeyIndex
 from .nvtx import NvtxIndex
-from .pairs import PairIndex
 from .stored import RowStore, as_rows, steady_parts
 
 _KIND_LABEL = {1: "HtoD", 2: "DtoH"}
@@ -72,7 +72,7 @@ def latent_sites(found: pd.DataFrame, launches: pd.DataFrame | RowStore,
                                                 b=("next_api_start_ns", "max")))
         # a copy already blamed for a stall (the same thread and start) is not latent
         cause = steady[["cause_tid", "cause_start_ns"]].dropna().astype(np.int64)
-        blamed |= PairIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
+        blamed |= KeyIndex.of(cause["cause_tid"], cause["cause_start_ns"]).first_row(
             found["tid"], found["start_ns"]) >= 0
         step += count_before(proc, start, steady["proc"].to_numpy(),
                              steady["api_start_ns"].to_numpy(), side="right")

@@ -35,7 +35,7 @@ from ..trace.apis import RECORD_APIS, process_of
 from .calls import ThreadCalls
 from .config import AnalysisConfig
 from .distinct import per_distinct_row
-from .pairs import PairIndex
+from .keys import KeyIndex
 
 _COPY_KIND_LABEL = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
 
@@ -170,7 +170,7 @@ def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,
     before = np.where(is_record[at], prev_corr[at], before)
     cause_corr = np.where(own_copy, blk["corr_id"].to_numpy(dtype=np.float64), before)
     found = pd.DataFrame({"tid": tids, "corr": cause_corr}, index=paired).dropna()
-    row = PairIndex.of(copies["tid"], copies["corr_id"]).first_row(
+    row = KeyIndex.of(copies["tid"], copies["corr_id"]).first_row(
         found["tid"].astype(np.int64), found["corr"].astype(np.int64))
     found = found[row >= 0]
     hit = copies.iloc[row[row >= 0]]

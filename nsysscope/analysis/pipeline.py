@@ -31,7 +31,7 @@ from .source_lines import (
     SOURCE_READS,
     attach_source_lines,
     is_stalled,
-    stall_windows,
+    stall_blocks,
 )
 from .stored import RowStore
 from .summarise import summarize
@@ -196,7 +196,7 @@ def _python_samples(trace: Trace, launches: RowStore) -> PythonSamples:
         return trace.python
     if trace.source is None:
         return PythonSamples.none()
-    return read_python_samples(trace.source, windows=lambda: stall_windows(_stalled(launches)),
+    return read_python_samples(trace.source, spans=lambda: stall_blocks(_stalled(launches)),
                                path=trace.meta.path)
 
 

@@ -105,7 +105,7 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return code, np.asarray(values, dtype=object)
 
 
-def stall_windows(launches: pd.DataFrame) -> pd.DataFrame:
+def stall_blocks(launches: pd.DataFrame) -> pd.DataFrame:
     """``tid``, ``start_ns``, ``end_ns`` of the blocks paired with stalled launches: where
     the samples that matter are (only those need parsing)."""
     rows = _stalled(launches)

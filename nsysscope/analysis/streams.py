@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..trace.apis import RECORD_APIS, STREAM_WAIT_APIS
 from ..trace.load import Trace
-from .pairs import join_first
+from .keys import join_first
 
 COVERAGE_COLUMNS = ["block", "proc", "stream", "boundary_ns"]
 

@@ -30,9 +30,9 @@ from ..util.forks import can_fork, map_forked
 from ..util.memory import release_free_pages, return_freed_memory
 from .collectives import RankWaits
 from .config import AnalysisConfig
+from .keys import KeyIndex
 from .launches import BUSY_BEFORE, busy_before_time
 from .nvtx import STEP_COLUMNS, step_ranges
-from .pairs import PairIndex
 from .rows import LaunchRows, TraceRows, launch_rows
 from .stored import Columns, FrameRows, RowStore, SpilledRows, concat
 
@@ -249,7 +249,7 @@ def _paired(launches: RowStore, blocks: RowStore) -> Iterator[dict[str, np.ndarr
                     break
                 held.append((j, b))
             near = pd.concat([b for _, b in held])
-            at = PairIndex.of(near["tid"], near["start_ns"]).first_row(
+            at = KeyIndex.of(near["tid"], near["start_ns"]).first_row(
                 part.loc[waited, "block_tid"].to_numpy(dtype=np.int64),
                 part.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
             block[waited] = np.where(at >= 0, near.index.to_numpy()[at], -1)

@@ -14,11 +14,11 @@ from .compare import compare
 from .findings import ListedFinding, arrange
 from .sides import (
     is_summary_file,
+    part_summary,
     read_side,
     read_sides,
     read_summary,
     summary_of,
-    window_summary,
 )
 from .stats import (
     bootstrap_median_diff,
@@ -31,4 +31,4 @@ from .thresholds import GateThresholds, load_thresholds
 __all__ = ["GateThresholds", "ListedFinding", "arrange", "bootstrap_median_diff", "compare",
            "is_summary_file", "load_thresholds", "mann_whitney_greater", "mann_whitney_less",
            "pause_excess_us", "read_side", "read_sides", "read_summary", "summary_of",
-           "two_proportion_greater", "window_summary"]
+           "two_proportion_greater", "part_summary"]

@@ -1,7 +1,7 @@
 """The gate's sides: what :func:`~.compare.compare` and ``nsysscope gate`` take as a side
 (a trace, a summary file, an analysis) read as a :class:`~nsysscope.model.Summary` (or an
 Analysis, where a page draws its figures), both at once where the OS can fork; and the
-summary of a part of one analysis (:func:`window_summary`, the false-alarm measurement)."""
+summary of a part of one analysis (:func:`part_summary`, the false-alarm measurement)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def _is_long(trace: str, nsys: str | None) -> bool:
         return False
 
 
-def window_summary(analysis: Analysis, start: int, stop: int) -> Summary:
+def part_summary(analysis: Analysis, start: int, stop: int) -> Summary:
     """The summary of steady launches ``[start, stop)`` (positions among the steady launches)
     of an :class:`~nsysscope.Analysis`, built exactly as the full summary is. Used to measure
     the gate's false-alarm rate on windows of one healthy capture."""

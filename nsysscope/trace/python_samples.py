@@ -13,7 +13,7 @@ innermost frame comes first. Without ``--include-json`` the marks are there but 
 are not: :attr:`PythonSamples.status` says which, and :attr:`PythonSamples.hint` how to fix it.
 
 Everything is read with SQL and numpy; the only per-row Python is ``json.loads`` of the
-payloads, and only of the samples inside the ``windows`` asked for (the host blocks).
+payloads, and only of the samples inside the ``spans`` asked for (the host blocks).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _empty(cols: dict[str, str]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class PythonSamples:
-    """The Python samples of one trace (or of the windows that were asked for).
+    """The Python samples of one trace (or of the spans that were asked for).
 
     ``samples``: one row per parsed sample: ``sample`` (id, the key into ``frames``), ``tid``
     (nsys ``globalTid``), ``time_ns``, ``state`` (the payload's thread state), sorted by
@@ -97,22 +97,22 @@ class PythonSamples:
 
 
 #: the spans to parse the samples of, or a function that makes them
-Windows: TypeAlias = pd.DataFrame | Callable[[], pd.DataFrame]
+Spans: TypeAlias = pd.DataFrame | Callable[[], pd.DataFrame]
 
 
-def read_python_samples(db: str | Path, windows: Windows | None = None,
+def read_python_samples(db: str | Path, spans: Spans | None = None,
                         path: str | Path | None = None) -> PythonSamples:
     """The Python samples in the SQLite export ``db`` (of ``path``, as the user named it:
     what a damaged export's error names).
 
-    ``windows`` (columns ``tid``, ``start_ns``, ``end_ns``, bounds included) limits parsing to
+    ``spans`` (columns ``tid``, ``start_ns``, ``end_ns``, bounds included) limits parsing to
     the samples of those threads inside those spans; None parses every sample. It may be a
     function that makes them, called only where the export has samples to parse (the
-    windows of every stall of a long trace take memory).
+    spans of every stall of a long trace take memory).
     """
     conn = connect_readonly(Path(db))
     try:
-        return _read(conn, windows, db if path is None else path)
+        return _read(conn, spans, db if path is None else path)
     finally:
         conn.close()
 
@@ -121,18 +121,18 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _read(conn: sqlite3.Connection, windows: Windows | None, path: str | Path) -> PythonSamples:
+def _read(conn: sqlite3.Connection, spans: Spans | None, path: str | Path) -> PythonSamples:
     """The samples (:func:`read_python_samples`): a damaged export ``path`` met by the reads
-    is reported as such (only by them: an error in making ``windows`` is the program's)."""
+    is reported as such (only by them: an error in making ``spans`` is the program's)."""
     with damage_reported(path):
         marks = _marks(conn)
     if isinstance(marks, PythonSamples):  # nothing to parse
         return marks
     arr, payload = marks
     rowid, tid, t, with_json = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
-    if callable(windows):
-        windows = windows()
-    keep = with_json & (inside(tid, t, windows) if windows is not None else True)
+    if callable(spans):
+        spans = spans()
+    keep = with_json & (inside(tid, t, spans) if spans is not None else True)
     rowid, tid, t = rowid[keep], tid[keep], t[keep]
     with damage_reported(path):
         texts = _payloads(conn, payload, rowid)
@@ -275,13 +275,13 @@ def _body(text: str | None) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def inside(tid: np.ndarray, t: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
-    """Whether each (thread, time) lies in one of ``windows`` (``tid``, ``start_ns``,
-    ``end_ns``; bounds included; windows may overlap)."""
+def inside(tid: np.ndarray, t: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
+    """Whether each (thread, time) lies in one of ``spans`` (``tid``, ``start_ns``,
+    ``end_ns``; bounds included; spans may overlap)."""
     out = np.zeros(len(t), dtype=bool)
-    if windows is None or windows.empty or not len(t):
+    if spans is None or spans.empty or not len(t):
         return out
-    for w_tid, w in windows.groupby("tid"):
+    for w_tid, w in spans.groupby("tid"):
         q = np.flatnonzero(tid == w_tid)
         if not len(q):
             continue

@@ -438,7 +438,7 @@ def test_a_windowed_analysis_keeps_the_whole_ones_types_and_steps(sample_path, a
     """What a windowed analysis holds beside its summary: the per-launch numbers of the
     whole trace's types (a source line stays a nullable integer, not a float), and the NVTX
     step ranges a summary made again reads (the gate's windows of one capture)."""
-    from nsysscope.gate.compare import window_summary
+    from nsysscope.gate import part_summary
 
     whole = analysed("case1_py")
     part, _ = windowed(sample_path("case1_py"))
@@ -446,7 +446,7 @@ def test_a_windowed_analysis_keeps_the_whole_ones_types_and_steps(sample_path, a
         if pd.api.types.is_numeric_dtype(whole.launches[c]):
             assert part.launches[c].dtype == whole.launches[c].dtype, c
     assert part.launches["src_line"].dtype == "Int64"
-    again = [window_summary(a, 10, 60).steps_per_s for a in (part, whole)]
+    again = [part_summary(a, 10, 60).steps_per_s for a in (part, whole)]
     assert again[0] is not None and again[0] == again[1]
 
 

@@ -25,9 +25,9 @@ from nsysscope.gate import (
     load_thresholds,
     mann_whitney_greater,
     mann_whitney_less,
+    part_summary,
     read_summary,
     two_proportion_greater,
-    window_summary,
 )
 from nsysscope.model import CHANGED, FAIL, IMPROVED, GateResult
 from nsysscope.render.json_ import render as summary_json
@@ -744,7 +744,7 @@ def long_windows(analysed):
     """healthy_long's steady launches in FA_WINDOWS consecutive windows (~490 launches each)."""
     a = analysed("healthy_long")
     edges = np.linspace(0, a.summary.steady_launches, FA_WINDOWS + 1).astype(int)
-    return [window_summary(a, lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    return [part_summary(a, lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def test_false_alarm_rate_on_windows_of_one_healthy_capture(long_windows, capsys):

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import Analysis
+from ...analysis.keys import join_first
 from ...analysis.nvtx import NvtxIndex
-from ...analysis.pairs import join_first
 from ...trace import TimeRange, Trace
 from ...trace.windows import MARGIN_LAUNCHES
 

@@ -1,4 +1,4 @@
-"""PairIndex finds the first row of each (a, b) pair exactly as a dictionary of first
+"""KeyIndex finds the first row of each (a, b) pair exactly as a dictionary of first
 occurrences does: on the real calls of the two-process sample, and on keys that do not fit
 the packed 32 bits."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsysscope.analysis.pairs import PairIndex
+from nsysscope.analysis.keys import KeyIndex
 
 
 def _first_rows(a, b) -> dict:
@@ -19,7 +19,7 @@ def _first_rows(a, b) -> dict:
 
 def _check(a, b, qa, qb) -> None:
     want = _first_rows(a, b)
-    got = PairIndex.of(a, b).first_row(qa, qb)
+    got = KeyIndex.of(a, b).first_row(qa, qb)
     assert got.tolist() == [want.get(k, -1) for k in zip(qa, qb, strict=True)]
 
 
@@ -47,7 +47,7 @@ def test_keys_beyond_32_bits_and_missing_ids():
 def test_join_first_is_a_merge_with_the_first_match(analysed):
     """On the outcopy sample's real tables (syncs of both streams, event records): the same
     frame, dtypes included, as pandas' merge of the deduplicated right side."""
-    from nsysscope.analysis.pairs import join_first
+    from nsysscope.analysis.keys import join_first
 
     t = analysed("outcopy_case1").trace
     calls = t.api[["proc", "corr_id", "tid", "start_ns"]]

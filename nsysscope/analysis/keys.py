@@ -1,8 +1,8 @@
-"""Find rows by a pair of integer keys: a CUDA call by (thread, correlation id).
+"""Find rows by two integer keys: a CUDA call by (thread, correlation id).
 
 Correlation ids restart in every process, so calls are looked up by thread and id. A pandas
-MultiIndex over a million API calls is slow to build and to search; :class:`PairIndex` packs
-each pair into one int64 (the code of ``a`` among its few distinct values, then ``b``: a
+MultiIndex over a million API calls is slow to build and to search; :class:`KeyIndex` packs
+each key into one int64 (the code of ``a`` among its few distinct values, then ``b``: a
 CUDA correlation id fits in 32 bits) and searches the sorted keys. Rows of one thread come
 in time order, and so mostly in correlation-id order: sorting them is cheap.
 """
@@ -20,7 +20,7 @@ _B_BITS = 32
 
 
 @dataclass(frozen=True)
-class PairIndex:
+class KeyIndex:
     """The first row of every distinct (a, b) pair of a table."""
 
     a: pd.Index  # the distinct values of a
@@ -29,7 +29,7 @@ class PairIndex:
     rows: np.ndarray  # the first row of each pair, as ``keys``
 
     @classmethod
-    def of(cls, a: Any, b: Any) -> PairIndex:
+    def of(cls, a: Any, b: Any) -> KeyIndex:
         a, b = np.asarray(a), np.asarray(b, dtype=np.int64)
         ca, ua = pd.factorize(a)
         fits = not len(b) or (b.min() >= -1 and b.max() < (1 << _B_BITS) - 1)
@@ -58,7 +58,7 @@ class PairIndex:
 def join_first(left: pd.DataFrame, right: pd.DataFrame, on: list[str],
                how: str = "left") -> pd.DataFrame:
     """``left.merge(right.drop_duplicates(on), on=on, how=how)`` for two integer keys (``b``
-    may be missing in ``left``: it matches nothing), found through a :class:`PairIndex`
+    may be missing in ``left``: it matches nothing), found through a :class:`KeyIndex`
     instead of pandas' hash join: ``left``'s rows in order (``inner``: those with a match)
     and ``right``'s other columns, missing where nothing matched (integers then become
     floats, as in a merge)."""
@@ -67,7 +67,7 @@ def join_first(left: pd.DataFrame, right: pd.DataFrame, on: list[str],
     a, b = on
     key_b = left[b].to_numpy()
     known = ~pd.isna(key_b)
-    row = PairIndex.of(right[a], right[b]).first_row(
+    row = KeyIndex.of(right[a], right[b]).first_row(
         left[a].to_numpy(), np.where(known, key_b, 0).astype(np.int64))
     row[~known] = -1
     out = left.reset_index(drop=True)
