@@ -65,6 +65,10 @@ Policy (what counts as a leak, and what it becomes):
     Tokens, secret-named values (``--api-key VALUE`` on two argument rows included), URL
     passwords, e-mail addresses, IP addresses (IPv4 where a text uses it as an address, IPv6
     anywhere) and network cards' addresses in any text: :mod:`.secrets`.
+``schema``
+    The schema itself (``sqlite_master``): views and triggers go (nsys writes none, and their
+    SQL is text no cell holds); a table, column or index named after a user or host is
+    renamed (an index dropped); a table whose SQL holds a secret is rebuilt: :mod:`.schema`.
 ``binary``
     A binary payload (``NVTX_EVENTS.binaryData``, any column declared ``BLOB``) cannot be
     searched for any of the above: it is cleared (NULL, or an empty blob where the column may

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..trace.formats import is_kineto
+from ..trace.nsys.nsys_rep import STAMP_TABLE
 from .cells import as_text
 from .context import (
     ExportContext,
@@ -38,6 +39,7 @@ from .policy import (
     redact_name,
 )
 from .private import Keep, scan_private
+from .schema import scan_schema
 from .secrets import (
     SECRET,
     address_option,
@@ -89,6 +91,7 @@ def _rewrite_text(value: str, ctx: ExportContext, kinds: list[tuple[str, str]],
 
 def scan_findings(conn: sqlite3.Connection, ctx: ExportContext,
                   keep: Keep | None = None) -> Iterator[Finding]:
+    """Every finding of the export's rows (the schema's: :func:`schema_findings`)."""
     for table, cols in ctx.text_columns.items():
         yield from _scan_table(conn, ctx, table, cols)
     yield from _scan_timezone(conn, ctx)
@@ -144,6 +147,12 @@ def _scan_table(conn: sqlite3.Connection, ctx: ExportContext, table: str,
             found = _scan_cell(ctx, table, col, rowid, key, name, text) if text else None
             if found is not None:
                 yield dataclasses.replace(found, old=value)  # matched by the stored value
+
+
+def schema_findings(conn: sqlite3.Connection, ctx: ExportContext) -> list[Finding]:
+    """What the export's schema leaks (:mod:`.schema`), names rewritten as a cell's text is."""
+    return list(scan_schema(conn, lambda text, kinds: _rewrite_text(text, ctx, kinds),
+                            skip=frozenset({STAMP_TABLE})))
 
 
 def _env_row(table: str, rowid: int, name: str, cols: list[str],
@@ -245,7 +254,7 @@ def find_leaks(path: PathLike, *, keep_process_list: bool = False,
     conn = connect_ro(path, nsys)
     try:
         ctx = export_context(conn)
-        return leaks_of(list(scan_findings(conn, ctx, keep)))
+        return leaks_of(schema_findings(conn, ctx) + list(scan_findings(conn, ctx, keep)))
     except sqlite3.DatabaseError as e:  # a damaged page past the schema (was exit 70)
         raise NotAnExport(f"{path}: truncated or corrupt export ({e})") from None
     finally:

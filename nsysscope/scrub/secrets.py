@@ -8,8 +8,12 @@ of the machine a rank rendezvoused with. The environment rules of :mod:`.policy`
 text that *is* an environment variable; these find one anywhere in a text and replace just it:
 
 ``secret``
-    well-known token formats (``hf_...``, ``ghp_...``/``github_pat_...``, ``sk-...``,
-    ``AKIA...``, ``xox?-...``, a JWT), the value of a secret-named variable or option
+    a PEM private key (``-----BEGIN ... PRIVATE KEY-----`` to its ``END`` line, or to the end
+    of the text where it was cut), well-known token formats (Hugging Face ``hf_...``, GitHub
+    ``ghp_...``/``github_pat_...``, GitLab ``glpat-...``, OpenAI/Anthropic ``sk-...``, Stripe
+    ``sk_live_...``, AWS ``AKIA...``/``ASIA...``, Google ``AIza...``, Slack ``xox?-...`` and
+    webhook URLs, SendGrid ``SG....``, npm ``npm_...``, PyPI ``pypi-...``, DigitalOcean
+    ``dop_v1_...``, a JWT), the value of a secret-named variable or option
     (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*ACCESS_KEY*``,
     ``*PRIVATE_KEY*``, ``*CREDENTIAL*``: ``NAME=value``, ``--api-key=value``,
     ``--api-key value``, ``"api_key": "value"`` in JSON, ``HF_TOKEN: value`` for a name in
@@ -58,9 +62,18 @@ _WORD = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|API[_\-]?KEY|ACCESS[_\
 SECRET_NAME = r"(?:[A-Za-z0-9]+[_\-.])*" + _WORD + r"(?:[_\-.][A-Za-z0-9]+)*"
 _TOKENS = re.compile(
     r"(?<![\w\-])(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|"
-    r"sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,}|"
+    r"gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|agent|wt|soat)-[A-Za-z0-9_\-]{20,}|"
+    r"sk-[A-Za-z0-9_\-]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}|"
+    r"AIza[0-9A-Za-z_\-]{35}|xox[abeoprs]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}|"
+    r"SG\.[\w\-]{16,}\.[\w\-]{16,}|npm_[A-Za-z0-9]{36}|pypi-[A-Za-z0-9_\-]{50,}|"
+    r"dop_v1_[a-f0-9]{64}|"
     r"eyJ[\w\-]{8,}\.eyJ[\w\-]{8,}\.[\w\-]{8,})(?![\w\-])|(?<=Bearer )[\w\-.~+/=]{8,}|"
-    r"(?<=Basic )[A-Za-z0-9+/]{8,}={0,2}")
+    r"(?<=Basic )[A-Za-z0-9+/]{8,}={0,2}|"
+    r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[\w/\-]{16,}")
+#: a PEM private key (RSA, EC, OpenSSH, PKCS#8, encrypted, PGP), to its END line or, cut
+#: short (a 256-character name), to the end of the text
+_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----.*?"
+                  r"(?:-----END \1-----|\Z)", re.S)
 #: NAME=value or --name=value, and --name value (an option: the value follows a space)
 _NAMED = re.compile(r"(?i)(?<![\w\-.])((?:--?)?" + SECRET_NAME + r")(?![\w])(=)([^\s\"',;&]+)|"
                     r"(?<![\w\-.])(--?" + SECRET_NAME + r")(?![\w])(\s+)(?!-)([^\s\"',;&]+)")
@@ -115,7 +128,9 @@ _IPV6 = re.compile(rf"(?:(?<![\w:.])|(?<=\w:))"
                    rf"(?:{_HEX}{{1,4}}::?){{1,7}}(?:{_HEX}{{1,4}})?(?![\w:])")
 # cheap first looks: most texts of a trace (kernel and range names) hold none of these
 _DIGIT_DOT = re.compile(r"\d\.\d")
-_MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|sk-|AKIA|xox|eyJ|Bearer |Basic ")
+_MAYBE_TOKEN = re.compile(r"hf_|gh[pousr]_|github_pat_|gl[a-z]{1,5}-|sk-|[sr]k_|AKIA|ASIA|"
+                          r"AIza|xox|xapp-|SG\.|npm_|pypi-|dop_v1_|eyJ|Bearer |Basic |"
+                          r"hooks\.slack")
 _MAYBE_NAMED = re.compile(r"(?i)token|secret|pass|key|credential|auth")
 _MAYBE_HW = re.compile(rf"[:\-](?:{_HEX}{{2}}[:\-]|{_HEX}{{4}}:{_HEX}{{4}}:)|{_HEX}{{12}}")
 _MAYBE_IPV6 = re.compile(rf":(?::?{_HEX}{{1,4}}:|{_HEX}{{1,4}}::)")
@@ -171,7 +186,11 @@ def redact_secrets(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         found.append(("ip", a.split(":", 1)[0] + ":…"))
         return IP
 
-    out = text
+    def pem(m: re.Match[str]) -> str:
+        found.append(("secret", f"-----BEGIN {m.group(1)}…"))
+        return SECRET
+
+    out = _PEM.sub(pem, text) if "-----BEGIN " in text else text
     if _MAYBE_HW.search(out):  # the naming words are looked for only then (they cost more)
         card = _NAMES_HARDWARE.search(text) is not None
         out = _GUID.sub(hardware, _MAC.sub(hardware, out))

@@ -27,7 +27,8 @@ from .context import (
 from .kineto import scrub_kineto
 from .policy import DELETE, JSON_IDS, Finding, PathLike, ScrubError, ScrubResult
 from .private import Keep, unreferenced_strings
-from .scan import leaks_of, scan_findings
+from .scan import leaks_of, scan_findings, schema_findings
+from .schema import apply_schema
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -278,11 +279,14 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             src_conn.close()
             out.execute("PRAGMA journal_mode = OFF")
             out.execute("PRAGMA synchronous = OFF")
-            db = utils_db(out)
             ctx = export_context(out)
             out.execute("BEGIN")
+            schema = schema_findings(out, ctx)
+            if apply_schema(out, schema):  # tables and columns named anew: read again
+                ctx = export_context(out)
+            db = utils_db(out)
             findings = list(scan_findings(out, ctx, keep))
-            leaks = leaks_of(findings)
+            leaks = leaks_of(schema + findings)
             strings = _stream_strings(out, findings)
             deleted, rewritten = _apply(db, findings)
             orphans = unreferenced_strings(out, ctx, strings)
@@ -293,7 +297,8 @@ def scrub(src: PathLike, dst: PathLike | None = None, *, drop_kernel_names: bool
             nn = _drop_nvtx_text(out, ctx) if drop_nvtx_text else 0
             out.execute(f"DROP TABLE IF EXISTS {STAMP_TABLE}")  # nsysscope's, not the trace's
             out.execute("COMMIT")
-            remaining = tuple(leaks_of(list(scan_findings(out, ctx, keep))))
+            remaining = tuple(leaks_of(schema_findings(out, ctx) +
+                                       list(scan_findings(out, ctx, keep))))
             db.vacuum()
         finally:
             out.close()
