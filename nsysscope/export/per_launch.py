@@ -3,7 +3,8 @@
 The analysis table (:attr:`nsysscope.Analysis.launches`) made readable for a file: internal
 columns (``_*``) dropped, the process id and the operating system's thread id beside nsys's
 global thread id, and copy and memory kinds as names instead of nsys's enum codes. Every column
-is described in ``docs/per-launch.md`` (the tests check that the two agree).
+is described in ``docs/per-launch.md``, made from the column contract
+(:mod:`nsysscope.analysis.columns`; the tests check the table against it).
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.columns import COLUMNS, Kind
 from ..trace.apis import COPY_KINDS, MEMORY_KINDS
 
-#: columns that hold whole numbers besides the ``*_ns`` times
-_WHOLE = ("cause_bytes", "cause_tid", "src_line")
 #: text columns the analysis leaves "" where they do not apply
 _BLANK_IS_EMPTY = ("api_chain", "nvtx_path")
 
@@ -73,9 +73,9 @@ def _readable(df: pd.DataFrame) -> pd.DataFrame:
     if "step" in out.columns:  # numbers, or none: an integer column however the trace starts
         out["step"] = pd.to_numeric(out["step"], errors="coerce").astype("Int64")
     # times, byte counts and thread ids that some launch lacks are floats in the analysis
-    # (NaN): whole numbers here, blank where missing (a CSV said 131666051.0, and a cause_tid
-    # written so matched no tid)
-    for col in [c for c in out.columns if c.endswith("_ns") or c in _WHOLE]:
+    # (NaN): whole numbers here, blank where missing, as the column contract says (a CSV said
+    # 131666051.0, and a cause_tid written so matched no tid)
+    for col in [c for c in out.columns if COLUMNS.get(c) is Kind.MAYBE_INT]:
         if out[col].dtype.kind == "f":
             out[col] = out[col].astype("Int64")
     # no API chain (no block waited) and no enclosing range: empty as every other column that
