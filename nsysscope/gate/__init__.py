@@ -11,7 +11,6 @@ samples: README.md, section "Regression gate" (and "The noise model, and why").
 
 from .checks import pause_excess_us
 from .compare import compare
-from .findings import ListedFinding, arrange
 from .sides import (
     is_summary_file,
     part_summary,
@@ -28,7 +27,7 @@ from .stats import (
 )
 from .thresholds import GateThresholds, load_thresholds
 
-__all__ = ["GateThresholds", "ListedFinding", "arrange", "bootstrap_median_diff", "compare",
+__all__ = ["GateThresholds", "bootstrap_median_diff", "compare",
            "is_summary_file", "load_thresholds", "mann_whitney_greater", "mann_whitney_less",
            "pause_excess_us", "read_side", "read_sides", "read_summary", "summary_of",
            "two_proportion_greater", "part_summary"]

@@ -8,10 +8,10 @@ p-value).
 
 from __future__ import annotations
 
-from ..gate import ListedFinding, arrange
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.text import DEFAULT_WIDTH, wrap
 from ..util.units import times_in, us
+from .gate_parts import ListedFinding, arrange
 from .report_parts import captured_by
 
 COLUMNS = ("metric", "baseline", "candidate", "change", "threshold", "p", "result")

@@ -7,9 +7,9 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from ...gate import arrange
 from ...model import Finding, GateResult, SiteChange
 from ...util.units import us
+from ..gate_parts import arrange
 from ..gate_text import COLUMNS, NUMERIC, cells, ci, pauses_left_out, side_headline, side_line
 from ..palette import class_color
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
