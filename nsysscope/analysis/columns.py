@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..model import CLASS_TABLE
+
 
 class Kind(StrEnum):
     """What a column's values are, as the file holds them."""
@@ -149,11 +151,8 @@ LAUNCH_TABLE: tuple[Column, ...] = (
     Column(("cause_tid",), MAYBE_INT, BLOCK,
         "nsys global thread id of the thread that issued the copy"),
     Column(("klass",), TEXT, BLOCK,
-        "the launch's class: `gpu_to_cpu` (a stall caused by a device→host readback, case 1),"
-        " `cpu_to_gpu` (a stall caused by a host→device copy from pageable memory, case 2), "
-        "`other_stall`, `launch_bound` (no stall, but the GPU idled longer than "
-        "`--launch-bound-us` before the next replay), `healthy`, `last` (the last launch on "
-        "its stream: nothing follows to judge it by), `no_gpu_work`"),
+        "the launch's class (the class table, `nsysscope/model/classes.py`): "
+        + "; ".join(f"`{r.klass}`: {r.meaning}" for r in CLASS_TABLE)),
     Column(("api_chain",), TEXT, BLOCK,
         "the calls that made the stall, as the report shows them: `cudaMemcpyAsync DtoH 1 B →"
         " cudaStreamSynchronize`"),

@@ -83,7 +83,8 @@ class ClassRow:
 CLASS_TABLE: tuple[ClassRow, ...] = (
     ClassRow(
         LaunchClass.GPU_TO_CPU,
-        "a device-to-host copy made the host wait for the in-flight launch (case 1)",
+        "a stall caused by a device→host readback: the host waited for the in-flight launch "
+        "(case 1)",
         label="gpu_to_cpu stall (readback)", colour="#D55E00", is_stall=True,
         wait_label="wait: gpu_to_cpu stall", count_label="stalls gpu_to_cpu (case 1)",
         gate_label="gpu_to_cpu stalls", gate_threshold="stall_pp",
@@ -92,7 +93,8 @@ CLASS_TABLE: tuple[ClassRow, ...] = (
         "the value into pinned memory with non_blocking=True and wait on an event in the next "
         "round.", cause="a GPU→CPU readback"),
     ClassRow(
-        LaunchClass.CPU_TO_GPU, "a copy from pageable host memory made the host wait (case 2)",
+        LaunchClass.CPU_TO_GPU,
+        "a stall caused by a host→device copy from pageable memory (case 2)",
         label="cpu_to_gpu stall (pageable upload)", colour="#E69F00", is_stall=True, light=True,
         wait_label="wait: cpu_to_gpu stall", count_label="stalls cpu_to_gpu (case 2)",
         gate_label="cpu_to_gpu stalls", gate_threshold="stall_pp",
@@ -108,7 +110,8 @@ CLASS_TABLE: tuple[ClassRow, ...] = (
         cause="a host wait on the in-flight launch"),
     ClassRow(
         LaunchClass.LAUNCH_BOUND,
-        "no stall, but the next launch came long after the GPU went idle (a slow host)",
+        "no stall, but the GPU idled longer than `--launch-bound-us` before the next replay "
+        "(a slow host)",
         label="launch-bound gap", colour="#000000", count_label="launch-bound gaps",
         gate_label="launch-bound gaps", gate_threshold="launch_bound_pp",
         fix="The host is slower than the GPU: the next replay is issued after the GPU went "
@@ -116,7 +119,7 @@ CLASS_TABLE: tuple[ClassRow, ...] = (
         cause="a host slower than the GPU"),
     ClassRow(LaunchClass.HEALTHY, "the GPU still had work when the next launch came",
              label="healthy", colour="#009E73", wait_label="wait, GPU still busy after it"),
-    ClassRow(LaunchClass.LAST, "the final launch: nothing follows it to judge",
+    ClassRow(LaunchClass.LAST, "the last launch on its stream: nothing follows to judge it by",
              label="last launch", colour="#999999", judged=False),
     ClassRow(LaunchClass.NO_GPU_WORK, "the profiler kept no GPU work for this launch",
              label="no GPU work", colour="#999999", judged=False),
