@@ -30,6 +30,7 @@ def aggregate(results: list[TraceResult]) -> Aggregate:
             stalls[k] = stalls.get(k, 0) + v
     steady = sum(s.steady_launches for s in summaries)
     worst = max(ok, key=lambda r: (r.stall_share, r.lost_us), default=None)
+    pooled = one_job(ok)
     if worst is not None and worst.stalled == 0 and worst.lost_us == 0:
         worst = None
     agg = Aggregate(
@@ -37,12 +38,21 @@ def aggregate(results: list[TraceResult]) -> Aggregate:
         launches=sum(s.launches for s in summaries), steady_launches=steady,
         stalls=stalls, stall_share=round(sum(stalls.values()) / steady, 4) if steady else 0.0,
         lost_us=round(sum(r.lost_us for r in ok), 1),
-        window_p50_us=_p50([r.window_values_us for r in ok]),
-        gpu_idle_p50_us=_p50([r.gpu_idle_values_us for r in ok]),
+        window_p50_us=_p50([r.window_values_us for r in ok]) if pooled else None,
+        gpu_idle_p50_us=_p50([r.gpu_idle_values_us for r in ok]) if pooled else None,
         gpu_busy_mean=_mean([s.gpu_busy for s in summaries]),
         launches_per_s_mean=_mean([s.launches_per_s for s in summaries]), worst=worst)
     agg.worst_line = worst_line(agg, shown_names([r.path for r in results]))
     return agg
+
+
+def one_job(results: list[TraceResult]) -> bool:
+    """Whether the traces are the ranks of one job (each file names a rank of its own:
+    ``rank0``, ``rank1``...), whose launches' percentiles pool into one: a window p50 over
+    unrelated traces (a case-1 run, a healthy one, another engine) described none of them.
+    One trace is its own job."""
+    ranks = [r.rank for r in results]
+    return len(results) <= 1 or (None not in ranks and len(set(ranks)) == len(ranks))
 
 
 def shown_names(paths: list[str]) -> dict[str, str]:
@@ -63,7 +73,11 @@ def worst_line(agg: Aggregate, names: dict[str, str] | None = None) -> str:
     name = (names or {}).get(w.path, Path(w.path).name)
     who = f"rank {w.rank} ({name})" if w.rank is not None else name
     s = w.summary
-    kind = max(s.stalls, key=lambda k: s.stalls[k]) if w.stalled else LaunchClass.LAUNCH_BOUND
+    # the class of its costliest site (sites come biggest gain first), not the class with
+    # most launches (as the verdict and the headline name it)
+    stall_sites = [x for x in s.sites if x.klass != LaunchClass.LAUNCH_BOUND]
+    kind = (stall_sites[0].klass if stall_sites else max(s.stalls, key=lambda k: s.stalls[k])) \
+        if w.stalled else LaunchClass.LAUNCH_BOUND
     top = next((x for x in s.sites if x.klass == kind), None)
     where = f" at {top.where}" if top else ""
     steps = counted_steps(s)  # as the share counts them: a piecewise trace's steps

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UnreadableInput
-from ..trace.load import TRACE_SUFFIXES, is_trace_name, own_output
+from ..trace.load import TRACE_SUFFIXES, is_trace_file, own_output
 from ..util.progress import note
 
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|rk|proc|gpu|dev(?:ice)?|node)[_\-.=]?(\d+)", re.I)
@@ -49,8 +49,8 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
         if p.is_dir():
             found = _traces(sorted(q for q in p.iterdir() if q.is_file()))
             if not found:
-                raise UnreadableInput(f"{spec}: no trace files in this folder "
-                                      f"({', '.join(TRACE_SUFFIXES)})")
+                raise UnreadableInput(f"{spec}: no trace files in this folder (by name: "
+                                      f"{', '.join(TRACE_SUFFIXES)}; or by content)")
             for q in _natural(found):
                 add(q)
         elif _GLOB.search(spec) and not p.exists():
@@ -70,9 +70,10 @@ def expand(specs: Iterable[str | Path]) -> list[Path]:
 
 
 def _traces(files: Iterable[Path]) -> list[Path]:
-    """The trace files of ``files`` found in a folder or by a glob: by name, less
-    nsysscope's own outputs (per-launch databases, timelines) that sit among them."""
-    return [q for q in files if is_trace_name(q.name) and not _left_out(q)]
+    """The trace files of ``files`` found in a folder or by a glob: by name or by content
+    (:func:`~nsysscope.trace.load.is_trace_file`), less nsysscope's own outputs (per-launch
+    databases, timelines) that sit among them."""
+    return [q for q in files if is_trace_file(q) and not _left_out(q)]
 
 
 def _left_out(q: Path) -> bool:

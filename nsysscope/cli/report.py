@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import click
 
@@ -12,6 +13,7 @@ from ..analysis import analyze_file
 from ..batch import expand, names_many, rank_of, run_traces
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import ExportContext, is_db_name
+from ..util.atomic import writes_in_place
 from ..util.progress import note
 from .export import note_whole_read, write_perfetto_file
 from .options import (
@@ -101,14 +103,15 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     span = time_range(start, end)
     if source_root:
         cfg = dataclasses.replace(cfg, source_root=source_root)
-    if len(traces) > 1 or names_many(traces[0]):
+    many = any(names_many(t) for t in traces)  # a folder or a glob: a table, however many
+    paths = expand(traces) if many or len(traces) > 1 else [traces[0]]
+    if many or len(paths) > 1:
         if perfetto or not span.whole:
             raise click.UsageError(f"{'--perfetto' if perfetto else '--from/--to'} takes a "
                                    "single trace")
         if per_launch and not is_db_name(per_launch):
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
-        paths = expand(traces)  # a folder or glob with no trace in it is an error first
         check_writable(output, "-o", paths)  # the traces the folder or glob names
         check_per_launch(per_launch, paths)
         if fmt not in render.BATCH_FORMATS and job is False:
@@ -119,8 +122,10 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                                      per_launch_db=per_launch, owns_process=True, job=job)
         if together is not None:
             require_steady(together.summary, warmup)
-            write_output(render.render("report", fmt, together, width=text_width(output)),
-                         output)
+            size = write_output(render.render("report", fmt, together,
+                                              width=text_width(output)), output)
+            said(output, f"report of {len(paths)} traces as one job written to {output} "
+                 f"({fmt}, {kb(size)})")
             return 0
         if fmt not in render.BATCH_FORMATS:
             raise UnreadableInput(f"--format {fmt} shows one trace or one job; these traces "
@@ -128,18 +133,22 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
                                   f"they are): for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
-        write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
+        size = write_output(render.render("batch", fmt, batch, width=text_width(output)), output)
+        said(output, f"report of {len(paths)} traces written to {output} ({fmt}, {kb(size)})")
+        said(per_launch, f"launches of {sum(t.ok for t in batch.traces)} traces added to the "
+             f"per-launch database {per_launch}")
         failed = [t for t in batch.traces if not t.ok]
         if failed:
             raise SomeTracesFailed(
-                f"{len(failed)} of {len(batch.traces)} traces could not be analysed (see their "
-                f"rows); the first: {failed[0].error}", batch.exit_code)
+                f"{len(failed)} of {len(batch.traces)} traces could not be analysed (listed "
+                f"under the table); the first: {failed[0].error}", batch.exit_code)
         if not batch.aggregate.steady_launches:  # as one trace with nothing steady: exit 8
             how = f"--warmup {warmup}" if warmup is not None else "the default warm-up"
             raise NothingSteady(f"nothing steady to judge: {how} leaves no steady launch in "
                                 f"any of the {len(batch.traces)} traces; lower --warmup or "
                                 "capture more steps")
         return 0
+    traces = (str(paths[0]),)  # a trace named twice (`report T T`) is one trace's report
     if scheduler or jobs or timings:
         used = [o for o, v in (("--scheduler", scheduler), ("-j", jobs), ("--timings", timings))
                 if v]
@@ -151,14 +160,40 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     a = analyze_file(traces[0], cfg, nsys, span, events="all" if perfetto else
                      "shown" if fmt == "html" else "none")
     require_steady(a.summary, warmup)
+    steady = f"{a.summary.steady_launches} steady launches"
     if per_launch:
         write_export("--per-launch", per_launch, a, ExportContext(
             trace=traces[0], rank=rank_of(traces[0], len(a.summary.processes))))
+        said(per_launch, f"{a.summary.launches} launches of {traces[0]} added to the per-launch "
+             f"database {per_launch}" if is_db_name(per_launch) else
+             f"per-launch table of {traces[0]} written to {per_launch} "
+             f"({a.summary.launches} rows)")
     context: dict[str, str] = {}
     if perfetto:
-        write_perfetto_file(perfetto, a)
+        n = write_perfetto_file(perfetto, a)
+        said(perfetto, f"Perfetto timeline of {traces[0]} written to {perfetto} ({n} events); "
+             "open it in https://ui.perfetto.dev")
         if fmt == "html":
             here = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
             context["perfetto"] = os.path.relpath(os.path.abspath(perfetto), here)
-    write_output(render.render("report", fmt, a, width=text_width(output), **context), output)
+    size = write_output(render.render("report", fmt, a, width=text_width(output), **context),
+                        output)
+    first = a.summary.headline.text if a.summary.headline else a.summary.verdict
+    said(output, f"report of {traces[0]} written to {output} ({fmt}, {steady}, {kb(size)}): "
+         f"{first}")
     return 0
+
+
+def said(path: str | None, line: str) -> None:
+    """What was written to ``path`` (``report of T written to FILE (text, 293 steady
+    launches, 4 KB): HEADLINE``) on stderr, as ``summarize``, ``export`` and ``scrub`` say
+    it (``report -o`` wrote in silence); nothing for stdout, nor for ``/dev/stdout`` and
+    ``/dev/null``."""
+    if path and not writes_in_place(Path(path)):
+        click.echo(line, err=True)
+
+
+def kb(size: int) -> str:
+    """A file's size for those lines: ``4 KB``, ``1.2 MB``."""
+    return f"{size / 1024:.0f} KB" if size < 1 << 20 else f"{size / (1 << 20):.1f} MB"
+

@@ -92,6 +92,8 @@ class Aggregate:
     stalls: dict[str, int]
     stall_share: float  # fraction 0..1 of all steady launches
     lost_us: float
+    #: pooled over every steady launch where the traces are the ranks of one job; None for
+    #: unrelated traces, whose pooled percentile describes none of them
     window_p50_us: float | None
     gpu_idle_p50_us: float | None
     gpu_busy_mean: float | None  # fraction 0..1

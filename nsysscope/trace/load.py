@@ -11,13 +11,14 @@ from pathlib import Path
 
 from ..errors import UnreadableInput
 from .cache import CACHE_SUFFIX
-from .formats import is_results_db, json_kind
+from .formats import file_kind, is_results_db, json_kind
 from .kineto import read_kineto
 from .normalised import Trace, TraceMeta
 from .nsys.read import read_nsys
 from .time_range import TimeRange, span_of
 
-__all__ = ["READERS", "TRACE_SUFFIXES", "Reader", "Trace", "TraceMeta", "is_trace_name", "load",
+__all__ = ["READERS", "TRACE_SUFFIXES", "Reader", "Trace", "TraceMeta", "is_trace_file",
+           "is_trace_name", "load",
            "own_output"]
 
 
@@ -75,6 +76,23 @@ def is_trace_name(name: str) -> bool:
     as :data:`TRACE_SUFFIXES` says, less nsysscope's own cached exports."""
     n = name.lower()
     return n.endswith(TRACE_SUFFIXES) and not n.endswith(CACHE_SUFFIX)
+
+
+#: what :func:`~.formats.file_kind` says of a file that is a trace, whatever its name
+TRACE_KINDS = frozenset({"an nsys export", "a compressed SQLite file", "an Nsight Systems report",
+                         "a torch.profiler trace"})
+
+
+def is_trace_file(q: Path) -> bool:
+    """Whether a file of a folder (or a glob) is taken for a trace: named as one
+    (:func:`is_trace_name`), or one by content whatever its name, as a file given alone is
+    read (torch.profiler's ``tensorboard_trace_handler`` names its files ``HOST_PID.TIME
+    .pt.trace.json``, but a trace saved as ``rank0.json`` was "no trace files in this
+    folder" while ``report rank0.json`` read it). Nothing is opened twice for a name that
+    says it; nsysscope's cached exports are left out."""
+    if is_trace_name(q.name):
+        return True
+    return not q.name.lower().endswith(CACHE_SUFFIX) and file_kind(q) in TRACE_KINDS
 
 
 def own_output(q: Path) -> str | None:

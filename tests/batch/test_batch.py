@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from nsysscope import batch
 from nsysscope.cli import cli
+from nsysscope.model import BatchResult
+from nsysscope.render.batch import render_text
 
 pytestmark = pytest.mark.slow  # worker processes and a Dask cluster
 
@@ -68,16 +70,19 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
     assert "rank1.sqlite.xz" in out and "rank 1 (rank1.sqlite.xz) stalls most" in out
     assert "error:" in out and "3 of 4 traces" in out
     # and one line on stderr says so (before: exit 2 and nothing there)
-    assert res.stderr == (f"nsysscope: error: 1 of 4 traces could not be analysed (see their "
-                          f"rows); the first: {bad}: not an SQLite file (nsysscope reads "
-                          ".sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler JSON "
-                          "traces)\n")
-    assert res.stdout.endswith("\n1 trace(s) could not be analysed (see their rows).\n")
+    error = (f"{bad}: not an SQLite file (nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, "
+             ".nsys-rep and torch.profiler JSON traces)")
+    assert res.stderr == (f"nsysscope: error: 1 of 4 traces could not be analysed (listed "
+                          f"under the table); the first: {error}\n")
+    # the error under the table, wrapped, where it cannot widen the table (issue 55, item 15)
+    tail = res.stdout[res.stdout.index("\n1 trace(s) could not be analysed:\n"):]
+    assert " ".join(tail.split()) == f"1 trace(s) could not be analysed: - {error} (exit 2)"
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80
     # Markdown ends so too (it ended at the worst line)
     res = CliRunner().invoke(cli, ["report", str(ranks), str(bad), "-j", "1", "--format",
                                    "markdown"])
     assert res.exit_code == 2
-    assert res.stdout.endswith("\n1 trace(s) could not be analysed (see their rows).\n")
+    assert res.stdout.endswith(f"\n1 trace(s) could not be analysed:\n- {error} (exit 2)\n")
     res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
@@ -123,9 +128,12 @@ def test_the_database_named_among_the_traces_by_the_shell_is_not_a_trace(sample_
         assert res.exit_code == 0, res.output
     assert res.stdout.splitlines()[0] == "nsysscope report: 2 traces"
     assert f"nsysscope: note: {db}: left out: nsysscope's per-launch database" in res.stderr
-    # with one trace beside it: a batch of one trace (the title said "1 traces")
+    # with one trace beside it: that trace's report (a many-trace table of one trace before,
+    # whose title said "1 traces"; issue 55, item 17)
     res = CliRunner().invoke(cli, ["report", str(db), str(tmp_path / "rank0.sqlite.xz")])
-    assert res.exit_code == 0 and res.stdout.startswith("nsysscope report: 1 trace\n")
+    assert res.exit_code == 0
+    assert " ".join(res.stdout.split()).startswith(
+        f"nsysscope report: {tmp_path / 'rank0.sqlite.xz'} (nsys")
     # nothing but nsysscope's own outputs: one line, not an empty table
     res = CliRunner().invoke(cli, ["report", str(db), str(db)])
     assert res.exit_code == 2 and res.stderr.endswith(
@@ -269,13 +277,60 @@ def test_the_worst_line_of_piecewise_traces_counts_steps(sample_path, tmp_path):
                            "gpu_to_cpu at phase 'sample')"), line
 
 
-def test_the_pooled_p50_of_one_trace_is_its_own(sample_path):
-    """One trace with windows and one with none (a host-bound piecewise trace): the pooled
-    window p50 is the first's own, 3551.32 us (values kept as float32 made it 3551.31)."""
-    results = batch.run_local([sample_path("run2"), sample_path("pieces_hostbound")], jobs=1)
+def test_the_pooled_p50_of_one_trace_is_its_own(sample_path, tmp_path):
+    """Two ranks, one with windows and one with none (a host-bound piecewise trace): the
+    pooled window p50 is the first's own, 3551.32 us (values kept as float32 made it
+    3551.31)."""
+    for i, name in enumerate(("run2", "pieces_hostbound")):
+        (tmp_path / f"rank{i}.sqlite.xz").symlink_to(sample_path(name))
+    results = batch.run_local(batch.expand([str(tmp_path)]), jobs=1)
     agg = batch.aggregate(results)
     own = results[0].summary.window_us.p50
     assert own == 3551.32 and agg.window_p50_us == own
+
+
+def test_unrelated_traces_pool_no_percentile(sample_path):
+    """Issue 55, item 15: the aggregate row pooled the window p50 of unrelated traces (a
+    case-1 run and a healthy one: 195.3 us, neither's); only the ranks of one job (a rank in
+    each file name) pool theirs."""
+    results = batch.run_local([sample_path("case1"), sample_path("healthy")], jobs=1)
+    agg = batch.aggregate(results)
+    assert agg.window_p50_us is None and agg.gpu_idle_p50_us is None
+    assert agg.launches_per_s_mean == pytest.approx((191.86 + 304.81) / 2, abs=0.01)
+    text = render_text(BatchResult(results, agg))
+    rows = [line.split() for line in text.splitlines() if line.startswith(" all")]
+    assert rows[1][-2:] == ["-", "-"]  # the second table's window and idle gap p50
+    assert "195.3" not in text
+
+
+def test_the_many_trace_table_fits_the_terminal(sample_path, tmp_path):
+    """Issue 55, item 15: 287 columns (long names, errors in the verdict column). Within the
+    width given, in two tables where one does not fit, names cut at their start alike in
+    both; per-trace times with --timings (item 10: only the total was shown)."""
+    long = "decode_loop_with_python_sampling_on_the_h200_box"
+    for i, name in enumerate(("healthy", "case1")):
+        (tmp_path / f"{long}_rank{i}.sqlite.xz").symlink_to(sample_path(name))
+    (tmp_path / f"{long}_rank2.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(
+        cli, ["report", str(tmp_path), "-j", "1", "--timings"])
+    assert res.exit_code == 5, res.output
+    lines = res.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, res.stdout
+    heads = [line.split() for line in lines if line.startswith("rank  trace")]
+    assert heads == [["rank", "trace", "stall", "%", "GPU", "busy", "launches/s", "verdict"],
+                     ["rank", "trace", "launches", "steady", "stalls", "window", "p50", "GPU",
+                      "idle", "p50", "seconds"]]
+    rows = [line for line in lines if line.startswith(("   0  ", "   1  "))]
+    # cut alike in both tables, at their start (the end tells them apart)
+    assert [r.split()[1] for r in rows] == ["\u2026" + f"{long}_rank{i}.sqlite.xz"[-12:]
+                                            for i in (0, 1, 0, 1)]
+    seconds = [float(r.split()[-1]) for r in rows[2:]]
+    assert all(0 < t < 120 for t in seconds)
+    assert "185.8 us" in res.stdout and "2.01 ms" in res.stdout  # case 1's window and gap
+    # a wide terminal: one table, every column
+    wide = CliRunner(env={"COLUMNS": "250"}).invoke(
+        cli, ["report", str(tmp_path), "-j", "1"], terminal_width=250)
+    assert sum(line.startswith("rank  trace") for line in wide.stdout.splitlines()) == 1
 
 
 @pytest.mark.parametrize("storage", ["python", "pyarrow"])
@@ -337,3 +392,32 @@ def test_a_worker_stopped_mid_trace_leaves_whatever_the_analysis_makes_of_it(mad
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 130, p.stderr
     assert "back for more work" not in p.stdout
+
+
+def test_a_folder_s_traces_are_found_by_content_as_a_file_is(sample_path, tmp_path):
+    """Issue 55, item 5: a folder of torch.profiler traces named rank0.json(.gz) was "no trace
+    files in this folder", while the same files one by one were read. Folders and globs now
+    take what a file given alone would be read as, whatever its name; other files (a text
+    file, a summary JSON) are left out without a word."""
+    from pathlib import Path
+    kineto = Path(__file__).resolve().parents[2] / "sample_traces" / "kineto"
+    (tmp_path / "rank0.json.gz").symlink_to(kineto / "h200_kineto_case1_60.pt.trace.json.gz")
+    (tmp_path / "rank1.json.gz").symlink_to(kineto / "h200_kineto_case2_60.pt.trace.json.gz")
+    (tmp_path / "export.bin").symlink_to(sample_path("healthy"))  # an export, wrongly named
+    (tmp_path / "notes.txt").write_text("run of 2026-12-06\n")
+    (tmp_path / "config.json").write_text('{"tp": 2}\n')
+    assert [p.name for p in batch.expand([str(tmp_path)])] == \
+        ["export.bin", "rank0.json.gz", "rank1.json.gz"]
+    assert [p.name for p in batch.expand([str(tmp_path / "rank*")])] == \
+        ["rank0.json.gz", "rank1.json.gz"]
+    res = CliRunner().invoke(cli, ["report", str(tmp_path), "-j", "1", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert [(t["path"].rsplit("/", 1)[-1], t["summary"]["steady_launches"])
+            for t in d["traces"]] == [("export.bin", 293), ("rank0.json.gz", 54),
+                                      ("rank1.json.gz", 54)]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("nothing\n")
+    res = CliRunner().invoke(cli, ["report", str(empty)])
+    assert res.exit_code == 2 and "no trace files in this folder (by name: .sqlite" in res.stderr

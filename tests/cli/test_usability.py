@@ -641,3 +641,39 @@ def test_an_empty_file_name_is_a_usage_error(sample_path, args, names):
     assert one_error_line(r, 2).startswith(f"nsysscope: error: Invalid value for {names}: an "
                                            "empty file name (see '")
     assert r.stdout == ""
+
+
+def test_a_trace_named_twice_is_one_trace_s_report(sample_path, tmp_path):
+    """Issue 55, item 17: `report T T` gave the many-trace table for one trace."""
+    t = str(sample_path("case1"))
+    r = run("report", t, t)
+    assert r.exit_code == 0
+    assert r.stdout == run("report", t).stdout  # the one-trace report, byte for byte
+    assert r.stderr == f"nsysscope: note: {t}: named more than once; analysed once\n"
+    # a folder stays a table, however many traces it holds (scripts read its JSON)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "rank0.sqlite.xz").symlink_to(t)
+    r = run("report", tmp_path / "one", "--format", "json", "-j", "1")
+    assert json.loads(r.stdout)["schema"] == "nsysscope.many/1"
+
+
+def test_report_says_what_it_wrote(sample_path, tmp_path):
+    """Issue 55, item 10: `report -o FILE`, `--perfetto` and `--per-launch` wrote in silence,
+    where summarize, export and scrub say what they wrote."""
+    t = str(sample_path("case1"))
+    out, timeline, table = tmp_path / "r.md", tmp_path / "r.json.gz", tmp_path / "r.csv"
+    r = run("report", t, "-o", out, "--perfetto", timeline, "--per-launch", table)
+    assert r.exit_code == 0 and r.stdout == ""
+    size = out.stat().st_size
+    assert r.stderr.splitlines() == [
+        f"per-launch table of {t} written to {table} (300 rows)",
+        f"Perfetto timeline of {t} written to {timeline} (15119 events); open it in "
+        "https://ui.perfetto.dev",
+        f"report of {t} written to {out} (markdown, 293 steady launches, {size / 1024:.0f} KB): "
+        "OVERLAP BROKEN: a GPU→CPU readback at phase 'sample' costs 37.8% of the GPU's time; "
+        "fixing it -> ~1.58x launches/s (191.9 -> ~302.5)"]
+    db = tmp_path / "all.db"
+    r = run("report", t, "--per-launch", db)
+    assert r.stderr == f"300 launches of {t} added to the per-launch database {db}\n"
+    # stdout, /dev/stdout: nothing said
+    assert run("report", t, "-o", "/dev/stdout").stderr == ""

@@ -191,9 +191,9 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     p = d / "a_directory.sqlite"
     p.mkdir()
     # report takes folders of traces (one per rank): an empty one is an error
-    add("directory", Case(p, 2, f"{p}: no trace files in this folder (.sqlite, .sqlite.xz, "
-                                ".sqlite.gz, .nsys-rep, .qdrep, .trace.json, .trace.json.gz, "
-                                ".trace.json.xz)"))
+    add("directory", Case(p, 2, f"{p}: no trace files in this folder (by name: .sqlite, "
+                                ".sqlite.xz, .sqlite.gz, .nsys-rep, .qdrep, .trace.json, "
+                                ".trace.json.gz, .trace.json.xz; or by content)"))
     add("device_file", Case(Path("/dev/null"), 2, f"/dev/null: not a regular file ({ACCEPTS})"))
     p = d / "capture.qdstrm"
     p.write_bytes(b"QDSTRM\x00" + bytes(64))
