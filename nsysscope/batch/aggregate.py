@@ -56,10 +56,19 @@ def one_job(results: list[TraceResult]) -> bool:
 
 
 def shown_names(paths: list[str]) -> dict[str, str]:
-    """How each trace is named in the table and the worst-trace line: its file name, or the
-    path as given where another trace has the same file name (two runs' ``rank0.sqlite``)."""
-    names = [Path(p).name for p in paths]
-    return {p: p if names.count(n) > 1 else n for p, n in zip(paths, names, strict=True)}
+    """How each trace is named in the table and the worst-trace line: its file name, or,
+    where another trace has the same file name (two runs' ``rank0.sqlite``), as many of its
+    last folders as tell them apart (``runA/rank0.sqlite``; the whole path was cut at its
+    start to fit the terminal, and with it what told them apart)."""
+    parts = {p: Path(p).parts for p in paths}
+    out = {}
+    for p in paths:
+        n = 1
+        while n < len(parts[p]) and any(q != p and parts[q][-n:] == parts[p][-n:]
+                                        for q in paths):
+            n += 1
+        out[p] = p if n >= len(parts[p]) else str(Path(*parts[p][-n:]))
+    return out
 
 
 def worst_line(agg: Aggregate, names: dict[str, str] | None = None) -> str:

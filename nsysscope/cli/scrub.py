@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .. import scrub as scrubbing
+from ..util.text import terminal_width, wrap
 from .app import error_line, say
 from .options import INPUT_PATH, NonEmptyPath
 
@@ -29,6 +30,8 @@ _KEEP = (
 @click.option("--in-place", is_flag=True, help="Replace SRC (an uncompressed .sqlite, or a "
                                                "torch.profiler JSON trace, plain or .gz) with "
                                                "its scrubbed copy.")
+@click.option("-v", "--verbose", is_flag=True, help="With --check: list every leak, one a "
+                                                    "line, after the counts.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
 @click.option("--drop-kernel-names", is_flag=True, help="Replace kernel names with kernel_<id>.")
 @click.option("--drop-nvtx-text", is_flag=True, help="Replace NVTX range text with range_<n>.")
@@ -43,6 +46,7 @@ _KEEP = (
                    "no CUDA call the analysis uses (keeps the stacks around every launch, sync, "
                    "copy, event record and query).")
 def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force: bool,
+                  verbose: bool,
                   drop_kernel_names: bool, drop_nvtx_text: bool, nsys: str | None,
                   slim: bool = False, **keep: Any) -> int:
     """Write a copy of SRC safe to share: no environment, paths, user or host names, and (unless
@@ -53,8 +57,8 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     needs --force."""
     if check:
         leaks = scrubbing.find_leaks(src, nsys=nsys, **keep)
-        for leak in leaks:
-            say(_line(leak))
+        for line in grouped(leaks, verbose, terminal_width()):
+            say(line)
         say(f"{len(leaks)} potential leaks in {src}", err=True)
         return 1 if leaks else 0
     if not dst and not in_place:
@@ -71,6 +75,37 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
                    err=True)
         return 1
     return 0
+
+
+#: examples shown per group of leaks without --verbose
+EXAMPLES = 3
+
+
+def grouped(leaks: list[scrubbing.Leak], verbose: bool = False,
+            width: int | None = None) -> list[str]:
+    """``--check``'s list: one line per table, column and kind, most first, with how many
+    and a few redacted examples (a raw export has hundreds of paths in ``StringIds``: 1,097
+    lines, ungrouped, buried the one environment variable), wrapped to ``width``;
+    ``verbose`` adds every leak, one a line, after."""
+    groups: dict[tuple[str, str], list[scrubbing.Leak]] = {}
+    for leak in leaks:
+        groups.setdefault((f"{leak.table}.{leak.column}", leak.kind), []).append(leak)
+    if not groups:
+        return []
+    order = sorted(groups, key=lambda k: (-len(groups[k]), k))
+    count = max(len(str(len(g))) for g in groups.values())
+    out = []
+    for k in order:
+        found = groups[k]
+        seen = list(dict.fromkeys(x.excerpt for x in found))
+        more = f", ... ({len(seen) - EXAMPLES} more)" if len(seen) > EXAMPLES else ""
+        out += wrap(f"{k[0]} [{k[1]}]: {', '.join(seen[:EXAMPLES])}{more}", width,
+                    f"{len(found):>{count}}  ", " " * (count + 4))
+    if verbose:
+        out += ["", *(_line(leak) for leak in leaks)]
+    else:
+        out.append(f"(counts per table, column and kind; -v lists each of the {len(leaks)})")
+    return out
 
 
 def _line(leak: scrubbing.Leak) -> str:

@@ -97,13 +97,23 @@ def _name_width(head: list[str], rows: list[list[str]], width: int) -> int:
     return min(widths[j], max(_MIN_CUT, len(rows[-1][j]), width - other))
 
 
+def _cut(name: str, n: int) -> str:
+    """``name`` in at most ``n`` characters: cut at its start (``…_rank0.sqlite``: the end
+    tells traces apart), or after its first folder where it has one (``runA/…0.sqlite.xz``:
+    two runs' ``rank0.sqlite.xz`` are told apart by that folder)."""
+    if len(name) <= n:
+        return name
+    head = name.split("/", 1)[0] + "/" if "/" in name else ""
+    if len(head) > n // 2:
+        head = ""
+    return head + "\u2026" + name[len(name) - (n - len(head) - 1):]
+
+
 def _table(head: list[str], rows: list[list[str]], names: int) -> list[str]:
     """``head`` and ``rows`` (the last one the aggregate, under a rule) as aligned text, a
-    trace name longer than ``names`` cut at its start (``…_rank0.sqlite``: the end tells
-    traces apart)."""
+    trace name longer than ``names`` cut (:func:`_cut`)."""
     j = head.index("trace")
-    rows = [[*r[:j], r[j] if len(r[j]) <= names else "\u2026" + r[j][len(r[j]) - names + 1:],
-             *r[j + 1:]] for r in rows]
+    rows = [[*r[:j], _cut(r[j], names), *r[j + 1:]] for r in rows]
     widths = _widths(head, rows)
 
     def line(cells: list[str]) -> str:

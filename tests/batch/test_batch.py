@@ -75,14 +75,16 @@ def test_cli_report_of_a_folder(ranks, tmp_path):
     assert res.stderr == (f"nsysscope: error: 1 of 4 traces could not be analysed (listed "
                           f"under the table); the first: {error}\n")
     # the error under the table, wrapped, where it cannot widen the table (issue 55, item 15)
+    # (named as the table names it)
     tail = res.stdout[res.stdout.index("\n1 trace(s) could not be analysed:\n"):]
-    assert " ".join(tail.split()) == f"1 trace(s) could not be analysed: - {error} (exit 2)"
+    shown = error.replace(str(bad), bad.name)
+    assert " ".join(tail.split()) == f"1 trace(s) could not be analysed: - {shown} (exit 2)"
     assert max(len(line) for line in res.stdout.splitlines()) <= 80
     # Markdown ends so too (it ended at the worst line)
     res = CliRunner().invoke(cli, ["report", str(ranks), str(bad), "-j", "1", "--format",
                                    "markdown"])
     assert res.exit_code == 2
-    assert res.stdout.endswith(f"\n1 trace(s) could not be analysed:\n- {error} (exit 2)\n")
+    assert res.stdout.endswith(f"\n1 trace(s) could not be analysed:\n- {shown} (exit 2)\n")
     res = CliRunner().invoke(cli, ["report", str(ranks), "--format", "json", "-j", "1"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
@@ -104,7 +106,7 @@ def test_the_per_launch_database_beside_the_traces_is_not_a_trace(sample_path, t
         assert res.exit_code == 0, res.output
     assert res.stdout.splitlines()[0] == "nsysscope report: 2 traces"
     assert res.stderr == f"nsysscope: note: {db}: left out: nsysscope's per-launch database, " \
-        "not a trace\n"
+        f"not a trace\nlaunches of 2 traces added to the per-launch database {db}\n"
     assert [p.name for p in batch.expand([str(tmp_path / "*.sqlite*")])] == \
         ["rank0.sqlite.xz", "rank1.sqlite.xz"]
     import sqlite3
@@ -257,8 +259,14 @@ def test_two_traces_of_one_file_name_are_told_apart(sample_path, tmp_path):
     r = CliRunner().invoke(cli, ["report", a, b, "-j", "1"])
     assert r.exit_code == 0, r.output
     rows = [line for line in r.stdout.splitlines() if "rank0.sqlite.xz" in line]
-    assert any(a in line for line in rows) and any(b in line for line in rows)
-    assert f"rank 0 ({b}) stalls most" in r.stdout
+    # named by as many folders as tell them apart (the whole path was cut at its start to
+    # fit the terminal, and with it what told them apart)
+    rows = [line for line in r.stdout.splitlines() if line.startswith("   0  ")]
+    assert [line.split()[1] for line in rows] == \
+        ["runA/\u2026sqlite.xz", "runB/\u2026sqlite.xz"] * 2
+    assert "rank 0 (runB/rank0.sqlite.xz) stalls most" in r.stdout
+    wide = CliRunner().invoke(cli, ["report", a, b, "-j", "1"], env={"COLUMNS": "200"})
+    assert "runA/rank0.sqlite.xz" in wide.stdout and "runB/rank0.sqlite.xz" in wide.stdout
     # one trace per name: the file name alone, as before
     r = CliRunner().invoke(cli, ["report", a, str(sample_path("case1")), "-j", "1"])
     assert f"rank 0 ({a})" not in r.stdout and "h200_case1_300.sqlite.xz stalls most" in r.stdout

@@ -207,3 +207,31 @@ def test_a_real_nsys_rep(tmp_path, monkeypatch):
     with connect(out) as c:  # the traced python process stays, the host's others go
         procs = c.execute("SELECT name FROM PROCESSES").fetchall()
         assert 0 < len(procs) < 5, procs
+
+
+def test_check_counts_first_and_lists_with_v(raw_like):
+    """Issue 55, item 16: `scrub --check` printed one line per leak (hundreds of paths in
+    StringIds, 614 lines on the case-1 sample made raw-like, 1,097 on the reporter's) with
+    the one environment variable somewhere among them. Now one line per table, column and
+    kind, most first, a few examples each; -v adds every leak after."""
+    from nsysscope.scrub import find_leaks
+
+    leaks = find_leaks(raw_like)
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["scrub", "--check", str(raw_like)])
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    groups = {(x.table, x.column, x.kind) for x in leaks}
+    firsts = [line for line in lines if not line.startswith("      ")]
+    assert len(firsts) == len(groups) + 1 < 40  # and the hint
+    assert firsts[-1] == f"(counts per table, column and kind; -v lists each of the {len(leaks)})"
+    counts = [int(line.split()[0]) for line in firsts[:-1]]
+    assert counts == sorted(counts, reverse=True) and sum(counts) == len(leaks)
+    assert max(len(line) for line in lines) <= 80
+    paths = sum(x.kind == "abs_path" and x.table == "StringIds" for x in leaks)
+    assert firsts[0].startswith(f"{paths}  StringIds.value [abs_path]: ") and paths > 100
+    assert any("[env]: HOME=" in line for line in firsts)  # the environment, near the top
+    assert r.stderr == f"{len(leaks)} potential leaks in {raw_like}\n"
+    v = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["scrub", "--check", "-v", str(raw_like)])
+    assert v.exit_code == 1
+    listed = v.stdout.split("\n\n", 1)[1].splitlines()
+    assert len(listed) == len(leaks) and listed[0].count("[") == 1
