@@ -5,7 +5,9 @@ NVTX push/pop ranges nest, so on one thread the ranges at one nesting depth neve
 depth is searched with one ``searchsorted``; the stack of names at a moment, outermost
 first, is the range path.
 
-The path is read three ways: ``step`` is the number of a range named like ``step 12``;
+The path is read three ways: ``step`` is the number of a range named like ``step 12``, or of
+any family of numbered ranges that opens each number about once per thread
+(``worker iter 60``, ``ProfilerStep#12``: :func:`step_of_names`);
 ``op`` is the innermost ``aten::`` range (from ``nsys --pytorch=autograd-nvtx``, whose
 ``, seq = ..`` suffix is dropped); ``phase`` is the innermost range that is neither.
 
@@ -24,10 +26,18 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .distinct import per_distinct
-
 #: a range naming a decode step: ``step 12``, ``iter 3``, ``decode step 7``
 STEP_PATTERN = re.compile(r"^\s*(?:step|iter(?:ation)?|decode step)[\s_#:=-]*(\d+)\s*$", re.I)
+#: a range name ending in a number, and what comes before it: ``worker iter 60``,
+#: ``ProfilerStep#12``, ``decode_step_7``
+NUMBERED = re.compile(r"^(?P<prefix>.*?\D)[\s_#:=.-]*(?P<n>\d+)\s*$")
+#: a family of numbered names (one prefix) names steps when a thread opens at least this many
+#: of its numbers (the samples' step ranges: 40 to 5000 per thread)...
+MIN_STEP_NUMBERS = 3
+#: ...and, over its threads, each number at most this many times on average: a step's range
+#: opens once per step (1.0 on every sample, nsys and torch.profiler, one rank or two), while
+#: a per-layer range (``layer 3``) opens once per step, as many times as there are steps
+MAX_OPENINGS = 1.5
 
 
 def nesting_depth(nvtx: pd.DataFrame) -> np.ndarray:
@@ -123,11 +133,31 @@ def _by_depth(nvtx: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
     return np.lexsort((nvtx["start_ns"].to_numpy(), depth, nvtx["tid"].to_numpy()))
 
 
-def step_numbers(text: pd.Series) -> pd.Series:
-    """The digits of each text that names a step (``step 12``: ``12``), NaN for the others.
-    The pattern is matched once per distinct text."""
-    digits = per_distinct(text, lambda s: s.str.extract(STEP_PATTERN)[0].astype(object), np.nan)
-    return pd.Series(digits, index=text.index, dtype=object)
+def step_of_names(names: np.ndarray, codes: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """The step number of each distinct range name of ``names`` (NaN: not a step), given the
+    ranges' name codes (``codes``, -1: none) and threads. A name like ``step 12`` or
+    ``iter 3`` (:data:`STEP_PATTERN`) is a step wherever it is; another name ending in a
+    number is one where its family (the names with its prefix) opens at least
+    :data:`MIN_STEP_NUMBERS` numbers on a thread, each about once (:data:`MAX_OPENINGS`):
+    ``worker iter 60`` made one phase per step, and split every stall site by step. Aten ops
+    (``op_id`` and ``seq`` numbers are cleaned off first) are never steps."""
+    s = pd.Series(names, dtype=object)
+    step: np.ndarray = s.str.extract(STEP_PATTERN)[0].astype(float).to_numpy(copy=True)
+    found = s.str.extract(NUMBERED)
+    numbered = (found["n"].notna() & np.isnan(step) & ~s.str.startswith("aten::")).to_numpy()
+    if not numbered.any():
+        return step
+    ok = codes >= 0
+    ok[ok] = numbered[codes[ok]]
+    prefix = found["prefix"].str.rstrip(" _#:=.-").str.lower().to_numpy(dtype=object)
+    per = pd.DataFrame({"prefix": prefix[codes[ok]], "tid": tids[ok], "code": codes[ok]})
+    per = per.groupby(["prefix", "tid"]).agg(n=("code", "size"), d=("code", "nunique"))
+    family = per.groupby(level="prefix").agg(n=("n", "sum"), d=("d", "sum"), most=("d", "max"))
+    steps = family.index[(family["most"] >= MIN_STEP_NUMBERS) &
+                         (family["n"] <= MAX_OPENINGS * family["d"])]
+    is_step = numbered & np.isin(prefix, np.asarray(steps, dtype=object))
+    step[is_step] = found["n"].to_numpy(dtype=object)[is_step].astype(float)
+    return step
 
 
 #: the columns of :func:`step_ranges`
@@ -136,11 +166,14 @@ STEP_COLUMNS = ["tid", "step", "start_ns", "end_ns"]
 
 def step_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
     """The NVTX ranges of ``nvtx`` (``tid, text, start_ns, end_ns``) that name a step, with
-    its number: :data:`STEP_COLUMNS`, in the table's order."""
-    num = step_numbers(nvtx["text"])
-    ok = num.notna().to_numpy()
+    its number (:func:`step_of_names`): :data:`STEP_COLUMNS`, in the table's order."""
+    codes, names = pd.factorize(clean_names(nvtx["text"].astype(object)))
+    per_name = step_of_names(np.asarray(names, dtype=object), np.asarray(codes),
+                             nvtx["tid"].to_numpy())
+    num = np.append(per_name, np.nan)[codes]  # code -1 (no text) takes the NaN appended last
+    ok = ~np.isnan(num)
     return pd.DataFrame({"tid": nvtx["tid"].to_numpy()[ok],
-                         "step": num[ok].astype(np.int64).to_numpy(),
+                         "step": num[ok].astype(np.int64),
                          "start_ns": nvtx["start_ns"].to_numpy()[ok],
                          "end_ns": nvtx["end_ns"].to_numpy()[ok]})
 
@@ -186,7 +219,7 @@ class NvtxIndex:
         clean, names = pd.factorize(clean_names(pd.Series(texts, dtype=object)))
         name = np.append(clean, -1)[raw]  # a missing text (-1) keeps no name
         names = np.asarray(names, dtype=object)
-        step = step_numbers(pd.Series(names, dtype=object)).astype("float").to_numpy()
+        step = step_of_names(names, name, nvtx["tid"].to_numpy())
         is_op = pd.Series(names, dtype=object).str.startswith("aten::").to_numpy(dtype=bool)
         is_phase = ~is_op & np.isnan(step)
         return cls(depth, name, names, step, is_op, is_phase,

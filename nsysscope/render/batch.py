@@ -4,6 +4,7 @@ text, Markdown or JSON (``nsysscope.many/1``)."""
 from __future__ import annotations
 
 import json
+import os
 
 from ..batch.aggregate import shown_names
 from ..model import BatchResult
@@ -97,23 +98,44 @@ def _name_width(head: list[str], rows: list[list[str]], width: int) -> int:
     return min(widths[j], max(_MIN_CUT, len(rows[-1][j]), width - other))
 
 
-def _cut(name: str, n: int) -> str:
-    """``name`` in at most ``n`` characters: cut at its start (``…_rank0.sqlite``: the end
-    tells traces apart), or after its first folder where it has one (``runA/…0.sqlite.xz``:
-    two runs' ``rank0.sqlite.xz`` are told apart by that folder)."""
-    if len(name) <= n:
-        return name
-    head = name.split("/", 1)[0] + "/" if "/" in name else ""
-    if len(head) > n // 2:
-        head = ""
-    return head + "\u2026" + name[len(name) - (n - len(head) - 1):]
+#: where a word of a file name ends
+_BOUNDARY = frozenset("/_-. ")
+
+
+def _cut(names: list[str], n: int) -> list[str]:
+    """Each of ``names`` in at most ``n`` characters, keeping what tells them apart: the part
+    between their common start and common end (``h200_case1_300.sqlite.xz`` beside
+    ``h200_case2_300.sqlite.xz``: ``case1``), widened to the start of its word, then to the
+    right and the left as far as ``n`` allows, ``…`` where it is cut (cut at their start,
+    the three samples all read ``…_300.sqlite.xz``)."""
+    if max(map(len, names), default=0) <= n:
+        return names
+    start = len(os.path.commonprefix(names))
+    end = len(os.path.commonprefix([x[::-1] for x in names]))
+    out = []
+    for name in names:
+        a, b = min(start, len(name)), max(len(name) - end, min(start, len(name)))
+
+        def size(a: int, b: int, name: str = name) -> int:
+            return (b - a) + (a > 0) + (b < len(name))
+        if size(a, b) > n:  # the differing part alone is too long: its end
+            a, b = len(name) - (n - 1), len(name)
+        while a > 0 and name[a - 1] not in _BOUNDARY and size(a - 1, b) <= n:
+            a -= 1
+        while b < len(name) and size(a, b + 1) <= n:
+            b += 1
+        while a > 0 and size(a - 1, b) <= n:
+            a -= 1
+        out.append(("\u2026" if a > 0 else "") + name[a:b] + ("\u2026" if b < len(name) else ""))
+    return out
 
 
 def _table(head: list[str], rows: list[list[str]], names: int) -> list[str]:
-    """``head`` and ``rows`` (the last one the aggregate, under a rule) as aligned text, a
-    trace name longer than ``names`` cut (:func:`_cut`)."""
+    """``head`` and ``rows`` (the last one the aggregate, under a rule) as aligned text, the
+    traces' names longer than ``names`` cut (:func:`_cut`)."""
     j = head.index("trace")
-    rows = [[*r[:j], _cut(r[j], names), *r[j + 1:]] for r in rows]
+    cut = _cut([r[j] for r in rows[:-1]], names)
+    rows = [[*r[:j], c, *r[j + 1:]] for r, c in zip(rows, [*cut, rows[-1][j]], strict=True)]
     widths = _widths(head, rows)
 
     def line(cells: list[str]) -> str:
