@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import CAUSES, Headline, LaunchClass, Summary, counted_steps
-from ..model.sites import NO_NVTX
+from ..model.sites import NO_NVTX, NO_PHASE
 from ..util.units import gain, pct
 
 #: a projected gain below 2 % (or, where no gain is projected, a cause costing less than 2 % of
@@ -121,7 +121,7 @@ def headline_sentence(s: Summary, cause: _Cause, idle_frac: float | None, worth:
 def _at(where: str | None) -> str:
     """`` at sampler.py:58 (phase 'sample')``: the site's most specific place, the rest in
     brackets; nothing without NVTX ranges or a line."""
-    if not where or where == NO_NVTX:
+    if not where or where in (NO_NVTX, NO_PHASE):
         return ""
     first, _, rest = where.partition(", ")
     return f" at {first}" + (f" ({rest})" if rest else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..model import ProcessSummary, StallSite, Summary, counted_steps
-from ..model.sites import NO_NVTX
+from ..model.sites import NO_NVTX, NO_PHASE
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
 from ..util.units import pct, us
@@ -192,7 +192,7 @@ def _located(top: StallSite | None) -> str:
     """`` at sampler.py:58, phase 'sample'``; without NVTX or a line, the API chain."""
     if top is None or top.klass == "launch_bound":
         return ""
-    if top.where == NO_NVTX:
+    if top.where in (NO_NVTX, NO_PHASE):
         return f" in {top.api_chain}" if top.api_chain else ""
     return f" at {top.where}"
 

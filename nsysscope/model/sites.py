@@ -13,6 +13,9 @@ from .schema import Record, extra_field, optional
 
 #: where a stall is when the trace has no NVTX range around it (and no source line)
 NO_NVTX = "(no NVTX range)"
+#: where it is when the ranges around it are steps only (``step 1058``), no phase: the first
+#: launch's step named every launch's, and told the gate's sites apart by step number
+NO_PHASE = "(no NVTX phase)"
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class StallSite(Record):
 
     @property
     def where(self) -> str:
-        """Where to look, most specific first: the source line, else phase and op."""
+        """Where to look, most specific first: the source line, else phase and op; without
+        them, that no phase encloses it (:data:`NO_PHASE`) or no range at all."""
         parts = []
         if self.source:
             parts.append(f"{self.source.file}:{self.source.line}")
@@ -85,4 +89,4 @@ class StallSite(Record):
             parts.append(f"phase '{self.phase}'")
         if self.op:
             parts.append(self.op)
-        return ", ".join(parts) or self.nvtx_path or NO_NVTX
+        return ", ".join(parts) or (NO_PHASE if self.nvtx_path else NO_NVTX)

@@ -16,10 +16,12 @@ from .report_parts import (
     headline,
     latent_line,
     latent_reason,
+    launch_bound_total,
     metrics_rows,
     nvtx_of,
     process_rows,
     split_sites,
+    unlisted,
     verdict_detail,
 )
 
@@ -62,8 +64,10 @@ def render(result: Any) -> str:
                        f"{fixed} | {_where(site)} | "
                        f"{pipes(md_code(chain(site) if site.api_chain else '-'))} | "
                        f"{cell(site.fix)} |")
+        more = unlisted(s, late=False)
+        out += ["", f"({more})"] if more else []
     if late:
-        total = sum(x.count for x in late)
+        total = launch_bound_total(s)
         out += ["", "### Launch-bound gaps", "",
                 f"{plural(total, 'launch', 'launches')} with no stall where the GPU idled "
                 "longer than the threshold before the next replay (the host was late). "
@@ -71,6 +75,8 @@ def render(result: Any) -> str:
                 "| launches | GPU idle | where | NVTX |", "|---|---|---|---|"]
         out += [f"| {x.count} | {us(x.lost_us)} | {_where(x)} | {pipes(md_code(nvtx_of(x)))} |"
                 for x in late]
+        more = unlisted(s, late=True)
+        out += ["", f"({more})"] if more else []
     if s.latent:
         out += ["", f"**{LATENT_HEADING}** ({md_text(latent_reason(s))})", ""] + \
             [f"- {cell(latent_line(x))}" for x in s.latent]

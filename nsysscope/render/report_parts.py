@@ -13,7 +13,7 @@ from ..model import (
     counted_steps,
     profiler_of,
 )
-from ..util.units import gain, pct, timeline_span, times_in, triple, us
+from ..util.units import gain, pct, plural, timeline_span, times_in, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
 NEVER_WAITED = "no host call waited on their GPU work"
@@ -148,6 +148,24 @@ def latent_reason(s: Summary) -> str:
 def latent_line(x: LatentSite) -> str:
     return (f"{x.kind}: {x.api_chain} in {x.where} on {x.steps}/{x.steady_steps} steady steps "
             f"({x.calls} calls, {us(x.mean_call_us)} each)")
+
+
+def unlisted(s: Summary, late: bool) -> str | None:
+    """``(and 15 more launches at places not listed)``: the steady stalls (``late``: the
+    launch-bound gaps) the capped list of sites leaves out, or None where it holds them all
+    (66 launch-bound gaps were counted and 51 listed, in silence)."""
+    listed = sum(x.count for x in s.sites if (x.klass == LaunchClass.LAUNCH_BOUND) == late)
+    total = s.classes.get(LaunchClass.LAUNCH_BOUND, 0) if late else sum(s.stalls.values())
+    more = total - listed
+    if more <= 0:
+        return None
+    return (f"and {plural(more, 'more launch', 'more launches')} at places not listed (the "
+            "list holds the costliest places only)")
+
+
+def launch_bound_total(s: Summary) -> int:
+    """The steady launch-bound gaps, listed or not."""
+    return s.classes.get(LaunchClass.LAUNCH_BOUND, 0)
 
 
 def split_sites(s: Summary) -> tuple[list[StallSite], list[StallSite]]:

@@ -21,10 +21,12 @@ from .report_parts import (
     headline,
     latent_line,
     latent_reason,
+    launch_bound_total,
     metrics_rows,
     nvtx_of,
     process_rows,
     split_sites,
+    unlisted,
     verdict_detail,
 )
 
@@ -74,8 +76,8 @@ def _site_lines(i: int, site: StallSite, width: int, rate: float | None) -> list
     return out
 
 
-def _late_lines(late: list[StallSite], width: int) -> list[str]:
-    total = sum(x.count for x in late)
+def _late_lines(s: Summary, late: list[StallSite], width: int) -> list[str]:
+    total = launch_bound_total(s)
     out = ["", *wrap(f"Launch-bound gaps: {plural(total, 'launch', 'launches')} with no stall, "
                      "where the GPU idled longer than the threshold before the next replay "
                      "(the host was late), longest first", width, "", "")]
@@ -83,6 +85,8 @@ def _late_lines(late: list[StallSite], width: int) -> list[str]:
         out += wrap(f"{plural(site.count, 'launch', 'launches')}, {us(site.lost_us)} GPU idle "
                     f"-- {site.where}   ({nvtx_of(site)}, thread {site.thread})", width,
                     "  - ")
+    more = unlisted(s, late=True)
+    out += wrap(more, width, "  - ") if more else []
     out += wrap(late[0].fix, width, "  fix: ", " " * 7)
     return out
 
@@ -107,8 +111,10 @@ def render(result: Any, width: int | None = None) -> str:
         out += ["", "Top stall sites (biggest projected gain first)"]
         for i, site in enumerate(stalls, 1):
             out += _site_lines(i, site, w, s.launches_per_s)
+        more = unlisted(s, late=False)
+        out += wrap(f"({more})", w, " ", "  ") if more else []
     if late:
-        out += _late_lines(late, w)
+        out += _late_lines(s, late, w)
     if s.latent:
         out += ["", *wrap(f"{LATENT_HEADING} ({latent_reason(s)})", w, "", "")]
         for x in s.latent:

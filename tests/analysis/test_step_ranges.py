@@ -40,7 +40,7 @@ def test_worker_iter_ranges_are_steps_not_phases(analysed, tmp_path):
     s = analyze(load(trace)).summary
     stalls = [x for x in s.sites if x.klass == "gpu_to_cpu"]
     assert len(stalls) == 1 and stalls[0].count == 293 and stalls[0].phase is None
-    assert stalls[0].nvtx_path == "worker iter 6"
+    assert stalls[0].nvtx_path == "worker iter 6" and stalls[0].where == "(no NVTX phase)"
     assert s.steps_per_s == analysed("case1").summary.steps_per_s == pytest.approx(191.5, abs=0.1)
     assert s.headline.speedup == pytest.approx(analysed("case1").summary.headline.speedup,
                                                abs=0.005)

@@ -181,3 +181,34 @@ def test_a_sites_nvtx_path_is_said_to_be_its_first_launchs(analysed):
     assert late.klass == "launch_bound" and late.count > 1
     assert f"`{late.nvtx_path} (the first of {late.count})`" in \
         registry.render("report", "markdown", analysed("case2_cpubound").summary)
+
+
+@pytest.mark.parametrize("name", ["healthy_long", "case2", "both", "tp2_case1", "pieces_case1"])
+def test_every_site_listed_leaves_nothing_unsaid(analysed, name):
+    """Where the list holds every site, no "more" line (its sums are the class counts)."""
+    from nsysscope.render.report_parts import unlisted
+
+    s = analysed(name).summary
+    assert unlisted(s, late=False) is None and unlisted(s, late=True) is None
+
+
+def test_a_capped_list_of_sites_says_how_many_it_leaves_out(sample_path):
+    """Issue 55, item 8: the launch-bound list is capped (at 10 places with the stalls); 66
+    gaps were counted and 51 listed, in silence. The 5000-step capture with every gap
+    launch-bound (--launch-bound-us 5: 4899 in 8 places), its list cut to its first five."""
+    import dataclasses
+
+    from nsysscope import AnalysisConfig, analyze, load
+
+    s = analyze(load(sample_path("healthy_long")), AnalysisConfig(launch_bound_gap_us=5)).summary
+    late = [x for x in s.sites if x.klass == "launch_bound"]
+    assert len(late) == 8 and sum(x.count for x in late) == s.classes["launch_bound"] == 4899
+    cut = dataclasses.replace(s, sites=late[:5])
+    left = sum(x.count for x in late[5:])
+    text = " ".join(registry.render("report", "text", cut).split())
+    assert text.startswith("nsysscope report") and (
+        "Launch-bound gaps: 4899 launches with no stall" in text)
+    assert f"- and {left} more launches at places not listed (the list holds the costliest " \
+        "places only)" in text
+    md = registry.render("report", "markdown", cut)
+    assert f"(and {left} more launches at places not listed" in md

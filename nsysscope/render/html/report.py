@@ -22,6 +22,7 @@ from ..report_parts import (
     latent_reason,
     metrics_rows,
     process_rows,
+    unlisted,
     verdict_detail,
 )
 from .page import TIMELINE_HELP, chip, figure, name, notes, page
@@ -85,7 +86,9 @@ def _site_card(i: int, site: StallSite) -> str:
 def _sites(s: Summary) -> str:
     if not s.sites:
         return '<p class="note">No stall sites and no launch-bound gaps in the steady state.</p>'
-    return "".join(_site_card(i, site) for i, site in enumerate(s.sites, 1))
+    more = [x for x in (unlisted(s, late=False), unlisted(s, late=True)) if x]
+    return "".join(_site_card(i, site) for i, site in enumerate(s.sites, 1)) + "".join(
+        f'<p class="note">({escape(x)})</p>' for x in more)
 
 
 def report_page(result: Any, timestamp: datetime | str | None = None,
