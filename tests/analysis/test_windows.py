@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from frames import comparable  # tests/ is on sys.path
 
+from nsysscope import render
 from nsysscope.analysis import analyze_file, analyze_windows
 from nsysscope.cli import cli
 from nsysscope.trace import windows as trace_windows
@@ -62,6 +63,7 @@ def test_windows_give_the_whole_traces_analysis(sample_path, analysed, name):
                                   check_dtype=False)
     assert json.loads(part.summary.to_json(with_distributions=True)) == \
         json.loads(whole.summary.to_json(with_distributions=True))
+    assert render.render("report", "text", part) == render.render("report", "text", whole)
 
 
 @pytest.mark.parametrize("name", ["case1_py", "twoproc", "tp2_case1"])
@@ -79,6 +81,7 @@ def test_windows_read_any_way_give_the_whole_traces_analysis(sample_path, analys
                                   check_dtype=False)
     assert json.loads(part.summary.to_json(with_distributions=True)) == \
         json.loads(whole.summary.to_json(with_distributions=True))
+    assert render.render("report", "text", part) == render.render("report", "text", whole)
 
 
 def test_a_stop_in_a_window_stops_every_process(sample_path, monkeypatch):
