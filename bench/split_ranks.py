@@ -23,7 +23,8 @@ start: a clock error the session start does not explain, as two nodes' clocks di
 ``skew`` is what a job's alignment must find from the collectives (file ``i``'s timeline lies
 ``i * skew`` ahead of where its session start puts it).
 
-Everything runs inside SQLite (``DELETE``/``UPDATE`` on a copy), the source is never changed.
+Everything runs inside SQLite (``INSERT ... SELECT`` of each table's rows of one process,
+``UPDATE`` of the times), the source is never changed.
 
 Usage::
 
@@ -90,32 +91,38 @@ def split(src: str | Path, out_dir: str | Path, shift_ns: int = 0,
         for i, proc in enumerate(processes(plain)):
             dst = out / f"{stem}.rank{i}.sqlite"
             tmp = dst.with_suffix(".part")
-            shutil.copyfile(plain, tmp)
+            tmp.unlink(missing_ok=True)
             with sqlite3.connect(tmp) as c:
-                _keep_process(c, proc)
+                _copy_process(c, plain, proc)
                 _move_clock(c, i * shift_ns, i * skew_ns)
-            c.close()
-            with sqlite3.connect(tmp) as c:
-                c.execute("VACUUM")
             c.close()
             tmp.replace(dst)
             written.append(dst)
     return written
 
 
-def _keep_process(c: sqlite3.Connection, proc: int) -> None:
+def _copy_process(c: sqlite3.Connection, src: Path, proc: int) -> None:
+    """Every table of ``src`` into ``c`` (its own ``CREATE`` text, then its indexes), with
+    only ``proc``'s rows where a row names a process."""
+    c.execute("ATTACH ? AS s", (f"file:{src}?mode=ro",))
     pid = proc & ((1 << PID_BITS) - 1)
-    for (table,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-        cols = _columns(c, table)
-        own = next((col for col in GLOBAL_COLUMNS if col in cols), None)
-        if own:
-            c.execute(f"DELETE FROM {_q(table)} WHERE {_q(own)} IS NOT NULL AND "
-                      f"{_q(own)} >> {PID_BITS} != ?", (proc,))
+    schema = c.execute("SELECT type, name, sql FROM s.sqlite_master WHERE sql IS NOT NULL "
+                       "AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', rowid").fetchall()
+    for kind, table, sql in schema:
+        if kind != "table":
             continue
+        c.execute(sql)
+        cols = [r[1] for r in c.execute(f"PRAGMA s.table_info({_q(table)})")]
+        own = next((col for col in GLOBAL_COLUMNS if col in cols), None)
         plain = next((col for col in PID_COLUMNS if col in cols), None)
-        if plain:
-            c.execute(f"DELETE FROM {_q(table)} WHERE {_q(plain)} IS NOT NULL AND "
-                      f"{_q(plain)} != ?", (pid,))
+        where = f"{_q(own)} IS NULL OR {_q(own)} >> {PID_BITS} = {proc}" if own else \
+            f"{_q(plain)} IS NULL OR {_q(plain)} = {pid}" if plain else "1"
+        c.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM s.{_q(table)} WHERE {where}")
+    for kind, _, sql in schema:
+        if kind == "index":
+            c.execute(sql)
+    c.commit()
+    c.execute("DETACH s")
 
 
 def _move_clock(c: sqlite3.Connection, shift_ns: int, skew_ns: int) -> None:

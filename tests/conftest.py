@@ -52,6 +52,7 @@ SAMPLE = {
     "pieces_hostbound": "pieces/h200_pw24_graph_hostbound_60.sqlite.xz",
     # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
     "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
+    "twin_case1": "kineto/h200_nsys_twin_case1_60.sqlite.xz",
 }
 
 

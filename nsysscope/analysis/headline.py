@@ -114,7 +114,8 @@ def headline_sentence(s: Summary, cause: _Cause, idle_frac: float | None, worth:
         costs += f" ({n} came after the GPU went idle)"
     if cause.speedup is not None:
         fix = "a host that keeps ahead -> up to " if late else "fixing it -> "
-        costs += f"; {fix}{gain(s.launches_per_s, cause.speedup, cause.rate_if_fixed)}"
+        rate = s.rate_if(cause.speedup, cause.rate_if_fixed)
+        costs += f"; {fix}{gain(s.rate, cause.speedup, rate)}"
     return f"{lead}: {what}{costs}" + ("" if worth else ": not worth chasing first")
 
 

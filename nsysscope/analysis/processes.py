@@ -11,7 +11,8 @@ Columns: ``proc``, ``pid``, ``name``, ``device``, ``launches``, ``warmup_launche
 (GPU busy time and the span of the steady replays), ``gpu_busy``, ``launches_per_s``,
 ``collective_wait_ns`` (steady-state total), ``waited_for`` (the process it waited for most
 in collectives, -1 if none, :data:`.collectives.ABSENT` for a rank not in the input) and
-``collectives`` (whether it ran any) and ``rank`` (:func:`ranks`).
+``collectives`` (whether it ran any), ``group`` (the group of ranks it runs them with, named
+by its smallest process key; -1: none) and ``rank`` (:func:`ranks`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .stored import RowStore, as_rows
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
            *(str(k) for k in LAUNCH_CLASSES), "busy_ns", "span_ns", "gpu_busy",
-           "launches_per_s", "collective_wait_ns", "waited_for", "collectives", "rank"]
+           "launches_per_s", "collective_wait_ns", "waited_for", "collectives", "group", "rank"]
 
 #: classes never in the steady state: nothing follows the last launch on a stream, and a
 #: launch without GPU work in the trace has no replay to judge
@@ -90,7 +91,7 @@ def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFra
             collective_wait_ns=p.collective_wait,
             # the process it waited for longest in collectives (-1: none)
             waited_for=min(p.peers, key=lambda q: (-p.peers[q], q)) if p.peers else -1,
-            collectives=p.grouped, rank=None))
+            collectives=p.grouped, group=p.group, rank=None))
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["rank"] = ranks(trace, table, {p for p, s in seen.items() if s.grouped})
     return table
@@ -144,12 +145,15 @@ class _Process:
     last: dict[int, tuple[float, float]] = field(default_factory=dict)  # end, busy
     peers: dict[int, int] = field(default_factory=dict)
     grouped: bool = False  # in a group of ranks (it has collectives)
+    group: int = -1  # which (its launches' ``collective_group``)
 
     def add(self, col: dict[str, np.ndarray], own: np.ndarray) -> None:
         """Count the launches at positions ``own`` of a part (``col``: its columns)."""
         self.launches += len(own)
         self.warmup += int(col["warmup"][own].sum())
-        self.grouped |= bool((col["collective_group"][own] >= 0).any())
+        grouped = col["collective_group"][own]
+        if (grouped >= 0).any():
+            self.grouped, self.group = True, int(grouped[grouped >= 0][0])
         _count(self.devices, col["device"][own])
         steady = own[col["steady"][own].astype(bool)]
         self.steady += len(steady)
@@ -208,3 +212,21 @@ def totals(processes: pd.DataFrame) -> tuple[float | None, float | None]:
     busy = round(float(processes["busy_ns"].sum() / processes["span_ns"].sum()), 4)
     rate = round(float(processes["launches_per_s"].fillna(0).sum()), 2)
     return busy, rate
+
+
+def servers_rate(processes: pd.DataFrame) -> float | None:
+    """The launch rate of the trace's servers: the ranks of a group step together, once (their
+    mean rate), and independent processes (engines, groups) add up."""
+    rates = processes[processes["launches_per_s"].notna()]
+    if rates.empty:
+        return None
+    alone = rates["group"] < 0
+    grouped = rates[~alone].groupby("group")["launches_per_s"].mean()
+    return round(float(rates.loc[alone, "launches_per_s"].sum() + grouped.sum()), 2)
+
+
+def groups_of(processes: pd.DataFrame) -> list[set[int]]:
+    """The groups of ranks (processes that run collectives together) of the trace, each a set
+    of process keys (groups of one left out)."""
+    grouped = processes[processes["group"] >= 0].groupby("group")["proc"]
+    return [{int(p) for p in procs} for _, procs in grouped if len(procs) > 1]

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .after_idle import idle_factors
 from .launches import busy_until
 from .stored import RowStore, as_rows, steady_parts
 
@@ -95,9 +96,25 @@ class Projection:
 
     launches_per_s: dict[int, float]  # proc -> projected launches/s
     #: None, both, where no launch rate was measured (a single steady launch): nothing to
-    #: project from (it read 0.0 launches/s, "1.00x": nothing to fix)
+    #: project from (it read 0.0 launches/s, "1.00x": nothing to fix), or where the model
+    #: lacks what it needs (``withheld`` says what)
     total_launches_per_s: float | None
     speedup: float | None
+    withheld: str | None = None
+
+
+#: steps a queue gap is estimated from: a process's healthy steps, else its stalled ones
+#: (:func:`queue_gaps`); with fewer of both a fix's gain is not projected (one stalled step
+#: among six gave a queue gap that made a fix "~0.89x": issue 53)
+MIN_STEPS = 10
+#: the model's GPU time of the fixed run may exceed the measured run by this much, the
+#: projection then clamped to the measured rate (a fix never slows a run); beyond, the model
+#: contradicts the trace and is withheld. Healthy captures of one program and session differ
+#: by 0.4-1.8 % in their rate (17 H200 captures, five sessions)
+MODEL_SLACK = 0.02
+#: ranks of one group run in lockstep: measured further apart than this, their projection is
+#: withheld (the TP=2 captures' ranks: 0.01-0.26 % apart)
+LOCKSTEP = 0.05
 
 
 #: the launch table's columns a projection reads
@@ -110,36 +127,45 @@ Relieved = Callable[[pd.DataFrame], list[np.ndarray]]
 
 
 def project(launches: pd.DataFrame | RowStore, rates: dict[int, float], fixed: Any,
-            groups: list[set[int]]) -> Projection:
+            groups: list[set[int]], back_to_back: dict[int, float] | None = None) -> Projection:
     """The projection with the steady launches where ``fixed`` (one flag per launch) is True
     relieved of their stall. ``rates``: each process's measured launches/s; ``groups``: sets
-    of processes that wait for each other in collectives (tensor-parallel groups)."""
+    of processes that run collectives together (tensor-parallel groups); ``back_to_back``:
+    how much longer each process's replays take back to back than after a stall
+    (:func:`.after_idle.idle_factors`: measured in the trace; none given, measured here)."""
     flags = np.asarray(fixed, dtype=bool)
-    return project_each(launches, rates, groups, lambda part: [flags[part.index]], 1)[0]
+    return project_each(launches, rates, groups, lambda part: [flags[part.index]], 1,
+                        back_to_back)[0]
 
 
 def project_each(launches: pd.DataFrame | RowStore, rates: dict[int, float],
-                 groups: list[set[int]], relieved: Relieved, n: int) -> list[Projection]:
+                 groups: list[set[int]], relieved: Relieved, n: int,
+                 back_to_back: dict[int, float] | None = None) -> list[Projection]:
     """``n`` projections at once (:func:`project`), ``relieved`` saying which launches each
     relieves. Each process's steps are summed a part of the launches at a time: its queue gap
     first (:func:`queue_gaps`), then which processes each projection relieves (a peer that
-    waited for one of them in collectives no longer waits), then its steps' sums."""
+    waited for one of them in collectives no longer waits), then its steps' sums; a relieved
+    step whose replay followed a stall has its GPU work scaled by ``back_to_back``."""
     rows = as_rows(launches)
     q = queue_gaps(rows)
+    factor = idle_factors(rows) if back_to_back is None else back_to_back
     fixed_procs: list[set[int]] = [set() for _ in range(n)]
     for part in _steps(rows):
         procs = part["proc"].to_numpy()
         for f, mask in zip(fixed_procs, relieved(part), strict=True):
             f.update(pd.unique(procs[mask]).tolist())
     sums = [{p: _Sums() for p in q} for _ in range(n)]
+    last: dict[int, bool] = {}  # each process's previous step stalled
     for part in _steps(rows):
         masks = relieved(part)
         for proc, at in part.groupby("proc").indices.items():
-            step = _Step.of(part, at)
+            p = int(proc)
+            step = _Step.of(part, at, last.get(p, False))
+            last[p] = bool(step.stalled[-1])
             for k, mask in enumerate(masks):
-                sums[k][int(proc)].add(step, mask[at], fixed_procs[k], q[int(proc)])
-    return [_projection({p: s.rate(rates.get(p, 0.0)) for p, s in per.items()}, rates, groups)
-            for per in sums]
+                sums[k][p].add(step, mask[at], fixed_procs[k], q[p], factor.get(p, 1.0))
+    return [_projection({p: s.rate(rates.get(p, 0.0), q[p]) for p, s in per.items()}, rates,
+                        groups) for per in sums]
 
 
 def _steps(rows: RowStore) -> Iterator[pd.DataFrame]:
@@ -148,10 +174,19 @@ def _steps(rows: RowStore) -> Iterator[pd.DataFrame]:
         yield part[part["period_ns"].notna().to_numpy()]
 
 
-def queue_gaps(launches: RowStore) -> dict[int, float]:
+@dataclass(frozen=True)
+class QueueGap:
+    """How closely the GPU runs two queued replays (ns), and over how many steps that was
+    measured (fewer than :data:`MIN_STEPS`: not enough to project from)."""
+
+    ns: float
+    steps: int
+
+
+def queue_gaps(launches: RowStore) -> dict[int, QueueGap]:
     """How closely the GPU runs two queued replays, per process with a steady step (see the
-    module doc): the median idle gap of its healthy steps, with fewer than 10 of them the
-    10th percentile of its stalled steps' launch latency."""
+    module doc): the median idle gap of its healthy steps, with fewer than
+    :data:`MIN_STEPS` of them the 10th percentile of its stalled steps' launch latency."""
     idle: dict[int, list[np.ndarray]] = {}
     latency: dict[int, list[np.ndarray]] = {}
     for part in _steps(launches):
@@ -167,11 +202,12 @@ def queue_gaps(launches: RowStore) -> dict[int, float]:
     out = {}
     for proc, parts in idle.items():
         gaps = np.concatenate(parts)
-        if len(gaps) >= 10:
-            out[proc] = float(np.median(gaps))
+        if len(gaps) >= MIN_STEPS:
+            out[proc] = QueueGap(float(np.median(gaps)), len(gaps))
             continue
         lat = np.concatenate(latency[proc])
-        out[proc] = float(np.percentile(np.clip(lat, 0, None), 10)) if len(lat) else 0.0
+        out[proc] = QueueGap(float(np.percentile(np.clip(lat, 0, None), 10)), len(lat)) \
+            if len(lat) else QueueGap(0.0, 0)
     return out
 
 
@@ -186,9 +222,12 @@ class _Step:
     stalled: np.ndarray
     peer: np.ndarray  # the process each waited for in collectives (-1: none)
     collective_wait: np.ndarray
+    after_stall: np.ndarray  # its replay followed a stalled step (the GPU idle before it)
 
     @classmethod
-    def of(cls, part: pd.DataFrame, at: np.ndarray) -> _Step:
+    def of(cls, part: pd.DataFrame, at: np.ndarray, before: bool) -> _Step:
+        """The steps at positions ``at`` of ``part``, ``before``: whether the step before
+        the first of them stalled."""
         def col(c: str) -> np.ndarray:
             values: np.ndarray = part[c].to_numpy(dtype=np.float64)[at]
             return values
@@ -196,11 +235,13 @@ class _Step:
         period, blocked = col("period_ns"), col("host_blocked_ns")
         stall_block = col("block_end_ns") - col("block_start_ns")
         stall_block[np.isnan(stall_block)] = 0
+        stalled = part["stall"].to_numpy(dtype=bool)[at]
         return cls(period=period, work=col("gpu_work_ns"),
                    host=period - np.where(np.isnan(blocked), 0, blocked),
-                   stall_block=stall_block, stalled=part["stall"].to_numpy(dtype=bool)[at],
+                   stall_block=stall_block, stalled=stalled,
                    peer=part["waited_for"].to_numpy()[at],
-                   collective_wait=col("collective_wait_ns"))
+                   collective_wait=col("collective_wait_ns"),
+                   after_stall=np.r_[before, stalled[:-1]])
 
 
 @dataclass
@@ -208,15 +249,19 @@ class _Sums:
     """One process's steps under one projection, summed over the parts of the launches."""
 
     touched: bool = False
+    stall_fixed: bool = False  # a relieved step stalled (a fix, not a host that keeps ahead)
     new: float = 0.0  # the projected steps
     gpu: float = 0.0  # the GPU's work and queue gap of each step
     period: float = 0.0  # the measured steps
 
-    def add(self, step: _Step, relieved: np.ndarray, fixed_procs: set[int], q: float) -> None:
+    def add(self, step: _Step, relieved: np.ndarray, fixed_procs: set[int], q: QueueGap,
+            back_to_back: float = 1.0) -> None:
         # a peer that waited for a fixed process in collectives no longer waits
         peer = np.isin(step.peer, list(fixed_procs)) if fixed_procs else \
             np.zeros(len(step.peer), dtype=bool)
         work = step.work - np.where(peer, step.collective_wait, 0)
+        # a relieved step's replay, measured after the GPU idled, runs back to back once fixed
+        work = np.where(relieved & step.after_stall, work * back_to_back, work)
         # the host's own work per step: a relieved stall's block goes; a relieved launch that
         # did not stall (a launch-bound gap) has a host that keeps ahead, the GPU bounds it; a
         # stall not fixed keeps the whole step (its block is a cause); other waits follow the
@@ -225,25 +270,46 @@ class _Sums:
                             np.where(step.stalled, step.period, step.host))
         touched = relieved | peer
         self.touched |= bool(touched.any())
-        new = np.where(touched, np.minimum(step.period, np.maximum(work + q, own_host)),
+        self.stall_fixed |= bool((relieved & step.stalled).any())
+        new = np.where(touched, np.minimum(step.period, np.maximum(work + q.ns, own_host)),
                        step.period)
         self.new += float(np.nansum(new))
-        self.gpu += float(np.nansum(work + q))
+        self.gpu += float(np.nansum(work + q.ns))
         self.period += float(np.nansum(step.period))
 
-    def rate(self, measured: float) -> float:
-        """The projected launch rate of a process measured at ``measured`` launches/s."""
+    def rate(self, measured: float, q: QueueGap) -> float | str:
+        """The projected launch rate of a process measured at ``measured`` launches/s, or
+        why it is not projected."""
         if not self.touched:
             return measured
+        if q.steps < MIN_STEPS and (q.steps or self.stall_fixed):  # (none measured, a host
+            # that keeps ahead is bounded by the GPU running its replays back to back)
+            return (f"too few steps to tell how closely the GPU runs queued replays ({q.steps} "
+                    f"measured; {MIN_STEPS} are needed)")
         # the steps right after a stall were short while the host caught up with an idle GPU;
         # fixed, the GPU bounds every step: the whole run takes at least its GPU work
         total = max(self.new, self.gpu)
-        return measured * min(self.period / total, np.inf) if total else measured
+        if total > self.period * (1 + MODEL_SLACK):
+            return (f"the model's GPU time ({total / 1e6:.1f} ms) exceeds the measured steps' "
+                    f"({self.period / 1e6:.1f} ms): its queue gap or GPU work does not fit "
+                    "this trace")
+        return measured * self.period / min(total, self.period) if total else measured
 
 
-def _projection(out: dict[int, float], rates: dict[int, float],
+def _projection(got: dict[int, float | str], rates: dict[int, float],
                 groups: list[set[int]]) -> Projection:
-    """The projected rates of the processes, tensor-parallel groups moving together."""
+    """The projected rates of the processes, tensor-parallel groups moving together; withheld
+    where a process's is, or where a group's ranks were measured at different rates."""
+    why = next((w for w in got.values() if isinstance(w, str)), None)
+    for group in groups:
+        each = sorted(rates[p] for p in group if rates.get(p))
+        if each and each[-1] > each[0] * (1 + LOCKSTEP):
+            why = why or (f"ranks of one group measured at different rates "
+                          f"({', '.join(f'{r:.1f}' for r in each)} launches/s): they cannot "
+                          "all move in lockstep")
+    if why:
+        return Projection({}, None, None, why)
+    out = {p: float(r) for p, r in got.items()}
     for group in groups:  # lockstep: the group goes as fast as its slowest rank
         ranks = [p for p in group if p in out]  # (a part of a trace may hold none)
         for p in ranks:
@@ -253,18 +319,6 @@ def _projection(out: dict[int, float], rates: dict[int, float],
     if not measured:
         return Projection(out, None, None)
     return Projection(out, round(total, 2), round(total / measured, 3))
-
-
-def coupled_groups(launches: pd.DataFrame | RowStore) -> list[set[int]]:
-    """Processes that waited for each other in collectives, as groups (connected pairs)."""
-    pairs = pd.concat([part[part["waited_for"] >= 0].drop_duplicates()
-                       for part in as_rows(launches).chunks(["proc", "waited_for"])])
-    groups: list[set[int]] = []
-    for a, b in pairs.drop_duplicates().itertuples(index=False):
-        hit = [g for g in groups if a in g or b in g]
-        merged = set().union(*hit) | {int(a), int(b)}
-        groups = [g for g in groups if g not in hit] + [merged]
-    return groups
 
 
 def stall_costs(launches: pd.DataFrame) -> pd.DataFrame:

@@ -34,13 +34,14 @@ from ..model import (
 from ..trace.apis import process_of
 from ..trace.load import Trace
 from ..trace.python_samples import PythonSamples
+from .after_idle import SLOWER_BACK_TO_BACK, idle_factors
 from .bursts import steady_bursts
 from .collectives import ABSENT
 from .config import AnalysisConfig
 from .headline import LateCost, headline
 from .nvtx import step_ranges
-from .processes import process_table, totals
-from .projection import Projection, coupled_groups, project_each
+from .processes import groups_of, process_table, servers_rate, totals
+from .projection import Projection, project, project_each
 from .sites import SiteTable
 from .stored import FrameRows, RowStore, as_rows, steady_parts
 from .verdict import notes_for, process_verdict, verdict_line
@@ -75,8 +76,10 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         return [part["stall"].to_numpy(dtype=bool), np.isin(site, late_sites),
                 *(site == s for s in fixable)]
 
-    fixed, keeps_ahead, *each = project_each(rows, rates, coupled_groups(rows), relieved,
-                                             2 + len(fixable))
+    groups = groups_of(table)
+    measured = idle_factors(rows)
+    fixed, keeps_ahead, *each = project_each(rows, rates, groups, relieved, 2 + len(fixable),
+                                             measured)
     projected: list[Projection | None] = [None] * len(sites.sites)
     for s, projection in zip(fixable, each, strict=True):
         projected[s] = projection
@@ -93,9 +96,13 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         gpu_busy=busy, launches_per_s=per_s,
         steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows),
         sites=top, notes=notes_for(trace, rows, python_samples, top),
-        config=cfg.to_dict(), if_fixed=IfFixed(fixed.total_launches_per_s, fixed.speedup),
+        config=cfg.to_dict(), if_fixed=_if_all_fixed(rows, rates, groups, measured, fixed),
         latent=_not_covered(latent or [], top),
-        processes=processes, distributions=_distributions(rows))
+        processes=processes, distributions=_distributions(rows),
+        server_launches_per_s=servers_rate(table))
+    if summary.if_fixed and (summary.if_fixed.withheld or summary.if_fixed.speedup_low):
+        summary = Summary(**{**summary.__dict__, "notes": [*summary.notes,
+                                                           projection_note(summary.if_fixed)]})
     ok, line = verdict_line(summary, cfg)
     summary = Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
     late = sites.sites.loc[late_sites]
@@ -104,6 +111,34 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
                     launches_per_s_if_fixed=keeps_ahead.total_launches_per_s)
     first = headline(summary, cost, float(table["span_ns"].sum()) / 1e3)
     return Summary(**{**summary.__dict__, "headline": first}), table
+
+
+def projection_note(f: IfFixed) -> str:
+    """Why the gain of fixing every stall is not projected, or why it is a range."""
+    if f.withheld:
+        return f"the gain of a fix is not projected: {f.withheld}"
+    return ("the gain of a fix is a range: the fixed steps' GPU work was measured after the idle "
+            "gaps their stalls left, and a replay may run longer back to back (on another "
+            "machine's H200 captures 9-12 % longer: the low end; on this repository's, no "
+            "longer: the high end); a trace with stalls every few steps measures it")
+
+
+def _if_all_fixed(rows: RowStore, rates: dict[int, float], groups: list[set[int]],
+                  measured: dict[int, float], fixed: Projection) -> IfFixed:
+    """The projection with every stall fixed; a range where a stalled process's replays were
+    never seen back to back (:mod:`.after_idle`): its low end has them take
+    :data:`~.after_idle.SLOWER_BACK_TO_BACK` times as long as after the stalls."""
+    if fixed.withheld or not fixed.speedup or fixed.speedup <= 1:
+        return IfFixed(fixed.total_launches_per_s, fixed.speedup, fixed.withheld)
+    stalled = [p for p, r in fixed.launches_per_s.items() if r > rates.get(p, 0.0)]
+    if all(p in measured for p in stalled):
+        return IfFixed(fixed.total_launches_per_s, fixed.speedup)
+    low = project(rows, rates, rows.frame(["stall"])["stall"].to_numpy(dtype=bool), groups,
+                  {p: measured.get(p, SLOWER_BACK_TO_BACK) for p in rates})
+    if low.withheld or low.speedup is None or low.speedup >= fixed.speedup:
+        return IfFixed(fixed.total_launches_per_s, fixed.speedup)
+    return IfFixed(fixed.total_launches_per_s, fixed.speedup, None,
+                   low.total_launches_per_s, max(low.speedup, 1.0))
 
 
 def _steady_numbers(rows: RowStore, table: pd.DataFrame,
@@ -152,6 +187,7 @@ def _process(rows: RowStore, row: Any, table: pd.DataFrame, trace_numbers: dict[
         else int(rank_of[row.waited_for]),
         waits_for_missing_rank=bool(row.waited_for == ABSENT),
         collectives=bool(row.collectives),
+        group=None if row.group < 0 else int(pid_of.get(row.group, row.group)),
         sites=trace_sites if one else sites.stall_sites(projected=projected, proc=proc),
         if_fixed=_if_fixed(fixed, int(row.proc), row.launches_per_s),
         # one process: its distributions are the summary's own, not kept twice

@@ -50,7 +50,9 @@ from .sites import NO_NVTX, Percentiles, StallSite
 #: 1.4 added bursts and processes[].bursts
 #: 1.5 added headline
 #: 1.6 added processes[].rank/waits_for_rank/waits_for_missing_rank/collectives
-SCHEMA = "nsysscope.summary/1.6"
+#: 1.7 added server_launches_per_s, processes[].group, if_fixed.withheld/launches_per_s_low/
+#: speedup_low
+SCHEMA = "nsysscope.summary/1.7"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
@@ -159,6 +161,12 @@ class IfFixed(Record):
 
     launches_per_s: float | None
     speedup: float | None
+    #: why no gain is projected, where the model lacks what it needs (None: projected)
+    withheld: str | None = None
+    #: the low end of the gain, where the trace cannot tell whether the fixed steps' GPU work
+    #: runs longer back to back than after the idle gaps it was measured after (None: no range)
+    launches_per_s_low: float | None = None
+    speedup_low: float | None = None
     extra: dict[str, Any] = extra_field()
 
 
@@ -235,6 +243,8 @@ class ProcessSummary(Record):
     #: its collectives wait for a rank whose trace is not in the input (one file of a job)
     waits_for_missing_rank: bool = False
     collectives: bool = False  # it ran collectives (NCCL kernels): a rank of a group
+    #: the group of ranks it runs collectives with, named by its first member's pid (None)
+    group: int | None = None
     extra: dict[str, Any] = extra_field()
     nested = {"window_us": Percentiles.from_dict, "gpu_gap_us": Percentiles.from_dict,
               "collective_wait_us": Percentiles.from_dict, "if_fixed": optional(IfFixed.from_dict),
@@ -294,6 +304,9 @@ class Summary(Record):
     bursts: Bursts | None = None  # None in a summary written before 1.4
     #: the first line of every report: the costliest cause and its gain (None before 1.5)
     headline: Headline | None = None
+    #: the launch rate of its servers: the ranks of a group step together, counted once (their
+    #: mean); independent processes added (None before 1.7)
+    server_launches_per_s: float | None = None
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -311,6 +324,21 @@ class Summary(Record):
     def check_values(self) -> None:
         check_counts(self)
         check_rate("steps_per_s", self.steps_per_s)
+
+    @property
+    def rate(self) -> float | None:
+        """The launch rate reports show: its servers' (the ranks of a group step together,
+        counted once), where the summary says it, else its processes' added."""
+        return self.launches_per_s if self.server_launches_per_s is None else \
+            self.server_launches_per_s
+
+    def rate_if(self, speedup: float | None, projected: float | None) -> float | None:
+        """The projected rate reports show for ``speedup`` (``projected``: its processes'
+        rates added, shown as it is where the processes are all servers)."""
+        if self.rate == self.launches_per_s:
+            return projected
+        return None if self.rate is None or speedup is None else \
+            round(self.rate * speedup, 2)
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self, with_distributions: bool = True) -> dict[str, Any]:

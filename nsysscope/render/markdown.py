@@ -58,8 +58,9 @@ def render(result: Any) -> str:
                 "| # | class | launches | GPU idle | if fixed | where | API chain | fix |",
                 "|---|---|---|---|---|---|---|---|"]
         for i, site in enumerate(stalls, 1):
-            fixed = gain(s.launches_per_s, site.speedup_if_fixed,
-                         site.launches_per_s_if_fixed) if site.speedup_if_fixed else "-"
+            fixed = gain(s.rate, site.speedup_if_fixed,
+                         s.rate_if(site.speedup_if_fixed, site.launches_per_s_if_fixed)) \
+                if site.speedup_if_fixed else "-"
             out.append(f"| {i} | {md_code(site.klass)} | {site.count} | {us(site.lost_us)} | "
                        f"{fixed} | {_where(site)} | "
                        f"{pipes(md_code(chain(site) if site.api_chain else '-'))} | "

@@ -8,6 +8,7 @@ from ..model import (
     CLASS_TABLE,
     LatentSite,
     LaunchClass,
+    ProcessSummary,
     StallSite,
     Summary,
     counted_steps,
@@ -60,10 +61,11 @@ def verdict_detail(s: Summary) -> str | None:
 
 
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:
-    rate = f"{s.launches_per_s:.1f}" if s.launches_per_s is not None else "n/a"
-    notes = [f"{len(s.processes)} processes added"] if len(s.processes) > 1 else []
+    rate = f"{s.rate:.1f}" if s.rate is not None else "n/a"
+    notes = [servers(s)] if len(s.processes) > 1 else []
     if s.steps_per_s is not None:
-        notes.append(f"NVTX steps/s {s.steps_per_s:.1f}")
+        notes.append(f"NVTX steps/s {s.steps_per_s:.1f}" +
+                     (" over every rank" if s.rate != s.launches_per_s else ""))
     if notes:  # a TP group's ranks each launch every step: per rank, see "Processes"
         rate += f"  ({'; '.join(notes)})"
     # the last launch on each stream, and any whose GPU work is missing from the trace
@@ -81,10 +83,45 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
         ("GPU busy", pct(s.gpu_busy)),
         ("launches/s", rate),
-        *([("if every stall is fixed", gain(s.launches_per_s, s.if_fixed.speedup,
-                                             s.if_fixed.launches_per_s))]
-          if s.if_fixed and s.if_fixed.speedup and s.if_fixed.speedup > 1 else []),
+        *([("if every stall is fixed", if_fixed(s))] if s.if_fixed and (
+            s.if_fixed.withheld or s.if_fixed.speedup and s.if_fixed.speedup > 1) else []),
     ]
+
+
+def servers(s: Summary) -> str:
+    """``2 processes added``, or, where ranks run collectives in groups, ``one group of 2
+    ranks stepping together (190.1, 189.6 launches/s each)``: a group's ranks launch every
+    step each, and step once."""
+    groups: dict[int, list[ProcessSummary]] = {}
+    for p in s.processes:
+        if p.group is not None:
+            groups.setdefault(p.group, []).append(p)
+    grouped = {g: ps for g, ps in groups.items() if len(ps) > 1}
+    if not grouped:
+        return f"{len(s.processes)} processes added"
+    each = "; ".join(", ".join("n/a" if p.launches_per_s is None else f"{p.launches_per_s:.1f}"
+                               for p in ps) for ps in grouped.values())
+    alone = len(s.processes) - sum(len(ps) for ps in grouped.values())
+    said = (f"one group of {len(next(iter(grouped.values())))} ranks stepping together"
+            if len(grouped) == 1 else f"{len(grouped)} groups of ranks, each stepping together")
+    return said + f" ({each} launches/s each)" + (
+        f", {alone} other process{'es' if alone != 1 else ''} added" if alone else "") + \
+        (", the groups added" if len(grouped) > 1 else "")
+
+
+def if_fixed(s: Summary) -> str:
+    """``~1.39-1.58x launches/s (191.9 -> ~267.4-302.5)``, or why there is no figure."""
+    f = s.if_fixed
+    assert f is not None
+    if f.withheld:
+        return f"not projected: {f.withheld}"
+    shown = gain(s.rate, f.speedup, s.rate_if(f.speedup, f.launches_per_s))
+    if f.speedup_low is None:
+        return shown
+    low = s.rate_if(f.speedup_low, f.launches_per_s_low)
+    high = s.rate_if(f.speedup, f.launches_per_s)
+    return (f"~{f.speedup_low:.2f}-{f.speedup:.2f}x launches/s" +
+            (f" ({s.rate:.1f} -> ~{low:.1f}-{high:.1f})" if s.rate and low and high else ""))
 
 
 def steps_row(s: Summary) -> str:

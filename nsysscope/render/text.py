@@ -55,12 +55,12 @@ def _table(header_row: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str
             for r in [header_row, *rows]]
 
 
-def _site_lines(i: int, site: StallSite, width: int, rate: float | None) -> list[str]:
+def _site_lines(i: int, site: StallSite, width: int, s: Summary) -> list[str]:
     out = wrap(f"{site.klass}: {plural(site.count, 'launch', 'launches')}, "
                f"{us(site.lost_us)} GPU idle -- {site.where}", width, f" #{i} ", "     ")
     if site.speedup_if_fixed:
-        out += wrap(f"fixing it -> "
-                    f"{gain(rate, site.speedup_if_fixed, site.launches_per_s_if_fixed)}", width,
+        rate = s.rate_if(site.speedup_if_fixed, site.launches_per_s_if_fixed)
+        out += wrap(f"fixing it -> {gain(s.rate, site.speedup_if_fixed, rate)}", width,
                     "     gain:  ",
                     " " * 12)
     if site.source:
@@ -110,7 +110,7 @@ def render(result: Any, width: int | None = None) -> str:
     if stalls:
         out += ["", "Top stall sites (biggest projected gain first)"]
         for i, site in enumerate(stalls, 1):
-            out += _site_lines(i, site, w, s.launches_per_s)
+            out += _site_lines(i, site, w, s)
         more = unlisted(s, late=False)
         out += wrap(f"({more})", w, " ", "  ") if more else []
     if late:

@@ -147,11 +147,14 @@ def test_the_host_pause_note_says_the_quantile_in_use(analysed):
 
 
 def test_a_several_process_rate_says_it_is_added(analysed):
-    """TP=2: the summary's launches/s adds the ranks' rates (508.1 where each rank launches
-    254.1 times a second, as the gate's per-process rate says); the report said so only in the
-    Processes heading below it."""
-    out = registry.render("report", "text", analysed("tp2_healthy"))
-    assert "launches/s                  508.1  (2 processes added; NVTX steps/s 507.5)" in out
+    """TP=2: the ranks of one group step together, once: launches/s is the group's 254.1, the
+    ranks' rates beside it (it read 508.1, "2 processes added", issue 55 item 2); two
+    independent engines in one export add up."""
+    out = " ".join(registry.render("report", "text", analysed("tp2_healthy")).split())
+    assert "launches/s 254.1 (one group of 2 ranks stepping together (254.1, 254.1 " \
+        "launches/s each); NVTX steps/s 507.5 over every rank)" in out
+    two = registry.render("report", "text", analysed("twoproc"))
+    assert "(2 processes added; NVTX steps/s" in two
     one = registry.render("report", "text", analysed("healthy"))
     assert "processes added" not in one
 
