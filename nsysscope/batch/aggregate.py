@@ -41,7 +41,7 @@ def aggregate(results: list[TraceResult]) -> Aggregate:
         window_p50_us=_p50([r.window_values_us for r in ok]) if pooled else None,
         gpu_idle_p50_us=_p50([r.gpu_idle_values_us for r in ok]) if pooled else None,
         gpu_busy_mean=_mean([s.gpu_busy for s in summaries]),
-        launches_per_s_mean=_mean([s.launches_per_s for s in summaries]), worst=worst)
+        launches_per_s_mean=_mean([s.rate for s in summaries]), worst=worst)
     agg.worst_line = worst_line(agg, shown_names([r.path for r in results]))
     return agg
 

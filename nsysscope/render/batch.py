@@ -68,7 +68,7 @@ def _rows(b: BatchResult) -> list[list[str]]:
             continue
         rows.append([r.label, name, str(s.launches), str(s.steady_launches), str(r.stalled),
                      f"{r.stall_share:.1%}", _time(s.window_us.p50), _time(s.gpu_gap_us.p50),
-                     _num(s.gpu_busy, "{:.1%}"), _num(s.launches_per_s), *seconds,
+                     _num(s.gpu_busy, "{:.1%}"), _num(s.rate), *seconds,
                      s.verdict.split(":")[0]])
     broken = any(r.summary is not None and r.summary.steady_launches and
                  not r.summary.overlap_ok for r in b.traces)
