@@ -9,6 +9,7 @@ is described in ``docs/per-launch.md``, made from the column contract
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
@@ -92,7 +93,7 @@ def write_per_launch_parts(f: IO[bytes], parts: Iterable[pd.DataFrame], parquet:
     (a part's text can be categorical, each part with its own categories)."""
     if not parquet:
         for k, part in enumerate(parts):
-            part.to_csv(f, index=False, header=k == 0)
+            inert_formulas(part).to_csv(f, index=False, header=k == 0)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -110,6 +111,46 @@ def write_per_launch_parts(f: IO[bytes], parts: Iterable[pd.DataFrame], parquet:
     finally:
         if writer is not None:
             writer.close()
+
+
+#: what makes a spreadsheet read a CSV cell as a formula (``=HYPERLINK(...)`` in a phase's
+#: name, ``@SUM``, ``+cmd|...``, ``-2+3``), a tab or carriage return before one too (OWASP's
+#: "CSV injection")
+_FORMULA = re.compile(r"^[=+\-@\t\r]")
+
+
+def inert_formulas(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each text cell that a spreadsheet would run as a formula prefixed with
+    ``'`` (shown, not run; the cell's text is otherwise kept). Numbers stay numbers (a
+    negative one is not text); the check runs once per distinct text (the categories)."""
+    out = df
+    for col in df.columns:
+        s = df[col]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            cats = pd.Series(s.cat.categories)
+            if _text(cats) and cats.str.contains(_FORMULA, na=False).any():
+                out = out.assign(**{col: s.cat.rename_categories(
+                    [_inert(c) if isinstance(c, str) else c for c in cats])})
+        elif _text(s):
+            bad = s.str.contains(_FORMULA, na=False)
+            if bad.any():
+                out = out.assign(**{col: s.where(~bad, "'" + s.astype(object).astype(str))})
+    return out
+
+
+def _text(s: pd.Series) -> bool:
+    """Whether ``s`` holds text (strings, perhaps with missing values)."""
+    if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
+        return False
+    try:
+        s.str  # noqa: B018 - raises where no value is a string
+    except AttributeError:
+        return False
+    return True
+
+
+def _inert(text: str) -> str:
+    return "'" + text if _FORMULA.match(text) else text
 
 
 def _plain_type(t: Any) -> Any:

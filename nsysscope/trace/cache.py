@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import hashlib
+import hmac
 import os
 import re
 import shutil
@@ -125,6 +128,42 @@ def entries(folder: Path | None = None) -> list[CacheEntry]:
     return sorted(out, key=lambda c: (c.last_used, c.path.name))
 
 
+def entry_mac(made_from: bytes) -> bytes:
+    """A keyed hash of ``made_from`` (what a cache entry was made from: its source's
+    fingerprint), with this user's own key: a stamp only this user's runs can write, so an
+    entry of a cache shared, copied or restored from elsewhere (named as the trace's, holding
+    another trace, one that stalls less, say) is not taken for the trace's own."""
+    return hmac.new(_user_key(), made_from, hashlib.sha256).digest()
+
+
+@functools.lru_cache(maxsize=1)
+def _user_key() -> bytes:
+    """32 random bytes kept in ``$XDG_CONFIG_HOME/nsysscope/cache.key`` (else
+    ``~/.config/...``), readable by the user alone; made on first use. Where it can be
+    neither read nor made (a read-only home), this process's own: its entries are then
+    trusted by it alone, and made again by the next run."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = Path(base) / "nsysscope" / "cache.key"
+    with contextlib.suppress(OSError):
+        data = path.read_bytes()
+        if len(data) == 32:
+            return data
+    key = os.urandom(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+    except FileExistsError:  # another run made it first: its key
+        with contextlib.suppress(OSError):
+            data = path.read_bytes()
+            if len(data) == 32:
+                return data
+    except OSError:
+        pass
+    return key
+
+
 def touch(path: Path) -> None:
     """Mark a cache entry as just used: its access time is set to now, its modification time
     (when its content was written, which freshness checks compare) is kept."""
@@ -138,6 +177,7 @@ def evict(keep: Path | None = None, limit: int | None = None) -> list[CacheEntry
     if cache_disabled():
         return []
     _remove_dead_temporaries(cache_dir())
+    _remove_dead_links(cache_dir())
     cap = max_bytes() if limit is None else limit
     if cap is None:
         return []
@@ -171,7 +211,68 @@ def clear() -> tuple[int, int]:
             continue
         n, size = n + 1, size + c.size
     _remove_dead_temporaries(folder)
+    _remove_dead_links(folder)
     return n, size
+
+
+def held(entry: Path) -> Path:
+    """The name this process reads the cache entry ``entry`` by while it runs: a hard link
+    ``.PID.NAME`` beside it, removed when the process exits (or, where it died, by the next
+    run that finds its process gone). ``cache clear``, or an eviction, while a report reads
+    the entry then removes the entry's name, not the file the report reads: a clear in the
+    first seconds of a report failed it with "cannot open as SQLite", blaming the trace.
+    Where no link can be made (a file system without them), ``entry`` itself."""
+    link = entry.with_name(f".{os.getpid()}.{entry.name}")
+    try:
+        if link.exists() and not os.path.samefile(link, entry):
+            link.unlink()  # the entry was made again since: the new one
+        if not link.exists():
+            os.link(entry, link)
+    except OSError:
+        return entry
+    if not _HELD:
+        atexit.register(_let_go)
+    _HELD[link] = entry
+    return link
+
+
+#: this process's links (:func:`held`) and their entries
+_HELD: dict[Path, Path] = {}
+
+
+def entry_of(path: Path) -> Path:
+    """The cache entry ``path`` (a name :func:`held` gave, or the entry itself) stands for."""
+    return _HELD.get(path, path)
+
+
+def let_go(link: Path) -> None:
+    """Remove this process's link ``link`` (:func:`held`)."""
+    if _HELD.pop(link, None) is not None:
+        link.unlink(missing_ok=True)
+
+
+def _let_go() -> None:
+    for link in list(_HELD):
+        with contextlib.suppress(OSError):
+            let_go(link)
+
+
+_LINK = re.compile(r"\.(\d+)\.(.+)")
+
+
+def _remove_dead_links(folder: Path) -> None:
+    """The links (:func:`held`) of runs that ended without removing theirs (killed; a
+    worker process leaves without its exit handlers)."""
+    for link in folder.glob(".*" + CACHE_SUFFIX) if folder.is_dir() else ():
+        m = _LINK.fullmatch(link.name)
+        if m is None or not _is_entry(m.group(2), folder):
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            link.unlink(missing_ok=True)
+        except (OSError, ValueError, OverflowError):  # alive, another user's: left
+            continue
 
 
 def _remove_dead_temporaries(folder: Path) -> None:

@@ -29,7 +29,8 @@ def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
             out[ext] = pd.read_parquet(f)
         else:
             with sqlite3.connect(f) as c:
-                out[ext] = pd.read_sql("SELECT * FROM launches", c).drop(columns="trace")
+                out[ext] = pd.read_sql("SELECT * FROM launches", c).drop(
+                    columns=["trace", "trace_id"])
     return out
 
 

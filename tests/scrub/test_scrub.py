@@ -988,13 +988,13 @@ def test_the_stamp_of_a_reports_export_is_not_a_leak_and_is_dropped(tmp_path):
     """nsysscope's export of a .nsys-rep holds a table of its own: the report's size and a
     SHA-256 of its ends (nsysscope.trace.nsys.nsys_rep). ``scrub --check`` listed the hash as a
     binary leak (1 finding on a clean sample); the scrubbed copy drops the table."""
-    from nsysscope.trace.nsys.nsys_rep import STAMP_TABLE, _stamp
+    from nsysscope.trace.nsys.nsys_rep import STAMP_TABLE, stamp
 
     src = SAMPLES / "h200_case1_300.sqlite.xz"
     out = tmp_path / "run.nsysscope-cache.sqlite"
     with lzma.open(src) as f, open(out, "wb") as g:
         shutil.copyfileobj(f, g, 1 << 20)
-    _stamp(out, (123456, hashlib.sha256(b"report ends").digest()))
+    stamp(out, (123456, hashlib.sha256(b"report ends").digest()))
     assert find_leaks(out) == []
     clean = tmp_path / "clean.sqlite"
     scrub(out, clean)

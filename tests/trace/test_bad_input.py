@@ -32,6 +32,8 @@ import pytest
 import synth  # tests/ is on sys.path (pytest rootdir-relative import)
 from permissions import NO_DAC
 
+from nsysscope.trace.nsys.nsys_rep import STAMP_TABLE
+
 ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler JSON "
            "traces")
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -498,7 +500,12 @@ def test_two_processes_decompress_one_xz_without_a_torn_cache(sample_path, tmp_p
     assert json.loads(outs[0][0])["classes"]["gpu_to_cpu"] == CASE1_STEADY
     files = sorted(cache.iterdir())
     assert [f.suffix for f in files] == [".sqlite"], files
-    assert files[0].read_bytes() == lzma.decompress(src.read_bytes())
+    # the decompressed export, whole, and the stamp of what it was made from (issue 52)
+    whole = lzma.decompress(src.read_bytes())
+    with sqlite3.connect(files[0]) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert c.execute(f"SELECT count(*) FROM {STAMP_TABLE}").fetchone() == (1,)
+    assert files[0].stat().st_size >= len(whole)
     assert fingerprint(src) == before
 
 

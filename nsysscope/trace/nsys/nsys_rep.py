@@ -27,7 +27,7 @@ from pathlib import Path
 from ...errors import NsysUnavailable, UnreadableInput
 from ...util.atomic import temp_beside
 from ...util.progress import note
-from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
+from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, entry_mac, evict, touch
 from ..files import (
     SQLITE_MAGIC,
     cache_entry,
@@ -89,18 +89,19 @@ def _fresh(cache: Path, report: Path) -> bool:
         return False
 
 
-def _exported_from(export: Path, report: Path) -> bool:
+def _exported_from(export: Path, report: Path, cached: bool = False) -> bool:
     """Whether ``export`` is nsysscope's export of ``report`` as it is now: it carries the
     report's modification time (:func:`exported` sets it) and holds the report's size and
-    fingerprint (:func:`_stamp`). Newer-than was not enough: a report replaced by another
+    fingerprint (:func:`stamp`). Newer-than was not enough: a report replaced by another
     capture with an older time kept the first one's export; nor was the same time: one given
     it (``cp -p`` of another report, ``touch -r``) was analysed as the first. An export of an
-    nsysscope that stamped none is made again."""
+    nsysscope that stamped none is made again. ``cached``: an export in the cache folder,
+    whose stamp is keyed (:func:`made_from`)."""
     try:
         if not (export.is_file() and
                 export.stat().st_mtime_ns == report.stat().st_mtime_ns):
             return False
-        return _stamp_of(export) == content_fingerprint(report)
+        return stamp_of(export) == made_from(report, cached)
     except OSError:
         return False
 
@@ -108,7 +109,17 @@ def _exported_from(export: Path, report: Path) -> bool:
 #: the table nsysscope adds to its export of a report: the report's size and fingerprint
 STAMP_TABLE = "NSYSSCOPE_EXPORTED_FROM"
 
-def _stamp(export: Path, made_from: tuple[int, bytes]) -> None:
+def made_from(source: Path, cached: bool) -> tuple[int, bytes]:
+    """What a file made from ``source`` is stamped with: its size and fingerprint
+    (:func:`~nsysscope.trace.files.content_fingerprint`); in the cache folder the
+    fingerprint keyed with this user's key (:func:`~nsysscope.trace.cache.entry_mac`), so
+    that an entry of a cache shared or restored from elsewhere is not taken for the trace's.
+    Raises OSError."""
+    size, digest = content_fingerprint(source)
+    return size, entry_mac(digest) if cached else digest
+
+
+def stamp(export: Path, made_from: tuple[int, bytes]) -> None:
     """Write the size and fingerprint of the report ``export`` was made from into it, a
     table of its own (:data:`STAMP_TABLE`), before it is renamed into place: nsysscope's own
     file, never an input. Raises sqlite3.Error."""
@@ -124,8 +135,8 @@ def _stamp(export: Path, made_from: tuple[int, bytes]) -> None:
         conn.close()
 
 
-def _stamp_of(export: Path) -> tuple[int, bytes] | None:
-    """The report size and fingerprint :func:`_stamp` wrote into ``export``, or None (an
+def stamp_of(export: Path) -> tuple[int, bytes] | None:
+    """The report size and fingerprint :func:`stamp` wrote into ``export``, or None (an
     export of an older nsysscope, or a file SQLite cannot read)."""
     try:
         conn = sqlite3.connect(sqlite_uri(export, "mode=ro&immutable=1"), uri=True)
@@ -204,7 +215,7 @@ def exported(report: Path, nsys: str | None) -> Path:
     if not cache_disabled():
         if _exported_from(beside, report) and is_whole(beside):
             return beside
-        if _exported_from(cached, report) and is_whole(cached):
+        if _exported_from(cached, report, cached=True) and is_whole(cached):
             touch(cached)
             return cached
     try:
@@ -235,7 +246,7 @@ def _unstamped_export(report: Path, *exports: Path) -> Path | None:
             same_time = export.stat().st_mtime_ns == report.stat().st_mtime_ns
         except OSError:
             continue
-        if same_time and _stamp_of(export) is None and is_whole(export):
+        if same_time and stamp_of(export) is None and is_whole(export):
             return export
     return None
 
@@ -255,7 +266,7 @@ def _export(report: Path, exe: str, beside: Path, cached: Path) -> Path:
     try:
         # taken before nsys reads the report: one replaced meanwhile does not match its
         # export, and is exported again by the next run
-        made, made_from = report.stat().st_mtime_ns, content_fingerprint(report)
+        made, source = report.stat().st_mtime_ns, made_from(report, target != beside)
         try:
             proc = subprocess.run(
                 [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
@@ -273,7 +284,7 @@ def _export(report: Path, exe: str, beside: Path, cached: Path) -> Path:
         if cut:  # never kept to be reused: the next run exports again
             raise _export_error(report, exe, f"the exported file is truncated ({cut})")
         try:
-            _stamp(tmp, made_from)
+            stamp(tmp, source)
         except sqlite3.Error as e:
             raise _export_error(report, exe, f"the exported file cannot be stamped ({e})") \
                 from None

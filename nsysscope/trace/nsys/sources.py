@@ -18,10 +18,12 @@ The input itself is only ever opened for reading.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import lzma
 import os
+import sqlite3
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +31,16 @@ from typing import IO, TypeVar
 
 from ...errors import DamagedExport, UnreadableInput, truncated_compressed
 from ...util.progress import note
-from ..cache import CACHE_SUFFIX, cache_dir, cache_disabled, evict, touch
+from ..cache import (
+    CACHE_SUFFIX,
+    cache_dir,
+    cache_disabled,
+    entry_of,
+    evict,
+    held,
+    let_go,
+    touch,
+)
 from ..files import (
     ACCEPTS,
     GZIP_MAGIC,
@@ -43,7 +54,7 @@ from ..files import (
     content_fingerprint,
     read_head,
 )
-from .nsys_rep import exported
+from .nsys_rep import exported, made_from, stamp, stamp_of
 from .schema import is_whole
 
 
@@ -63,7 +74,10 @@ def resolve(path: str | os.PathLike[str], nsys: str | None = None) -> Path:
     known = _RESOLVED.get(key)
     if known is not None and known.exists():
         return known
-    _RESOLVED[key] = db = _resolve(p, head, nsys)
+    db = _resolve(p, head, nsys)
+    if db.parent == cache_dir() and db.name.endswith(CACHE_SUFFIX) and not cache_disabled():
+        db = held(db)  # read by a name of this run's: a cache clear meanwhile is harmless
+    _RESOLVED[key] = db
     return db
 
 
@@ -91,11 +105,32 @@ def read_resolved(path: str | os.PathLike[str], nsys: str | None,
         if not (db.name.endswith(CACHE_SUFFIX) and db.resolve() != p.resolve() and
                 read_head(p).startswith((XZ_MAGIC, GZIP_MAGIC))):
             raise
+        if entry_of(db) in _MADE:  # decompressed by this run: the damage is the trace's; the copy
+            _forget(db)  # is not kept (a 1 GiB bomb was made twice, then cached)
+            raise
     note(f"the cached copy of {Path(path).name} ({db}) was damaged: making it again")
+    _forget(db)
+    db = resolve(path, nsys=nsys)
+    try:
+        return read(db)
+    except DamagedExport:
+        _forget(db)
+        raise
+
+
+def _forget(db: Path) -> None:
+    """Remove the decompressed copy ``db`` (or this run's name of it) and what this process
+    knows of it."""
     for key in [k for k, v in _RESOLVED.items() if v == db]:
         del _RESOLVED[key]
-    db.unlink(missing_ok=True)
-    return read(resolve(path, nsys=nsys))
+    entry = entry_of(db)
+    let_go(db)
+    _MADE.discard(entry)
+    entry.unlink(missing_ok=True)
+
+
+#: the copies this process decompressed (a damaged one is the trace's, not the cache's)
+_MADE: set[Path] = set()
 
 
 def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
@@ -123,16 +158,22 @@ def _resolve(p: Path, head: bytes, nsys: str | None) -> Path:
 def _decompressed(p: Path, opener: Callable[[Path], io.BufferedIOBase]) -> Path:
     cache_folder()  # made, if it is not there
     final = cache_entry(p)
+    source = made_from(p, cached=True)
     if final.is_file():
-        if is_whole(final):
+        if is_whole(final) and stamp_of(final) == source:
             touch(final)
             return final
-        note(f"the cached copy of {p.name} ({final}) was damaged: decompressing it again")
+        why = "damaged" if not is_whole(final) else "not made from it here (a cache " \
+            "copied from elsewhere, or by an older nsysscope)"
+        note(f"the cached copy of {p.name} ({final}) was {why}: decompressing it again")
     tmp = cache_temp(final)
     try:
         with opener(p) as src, tmp.open("wb") as dst:
             _copy_decompressed(p, src, dst)
+        with contextlib.suppress(sqlite3.Error):  # a damaged copy: its read says so
+            stamp(tmp, source)
         os.replace(tmp, final)
+        _MADE.add(final)
     except OSError as e:  # reading p, or writing the cache (a full disk)
         raise UnreadableInput(f"{p}: cannot decompress into {final.parent}: {e.strerror or e} "
                               "(set NSYSSCOPE_CACHE to a writable folder with room)") from None
@@ -142,8 +183,19 @@ def _decompressed(p: Path, opener: Callable[[Path], io.BufferedIOBase]) -> Path:
     return final
 
 
+#: the most a compressed trace may inflate, past :data:`INFLATE_FREE` bytes: the sample
+#: exports' xz copies inflate 6.9x to 15.3x (every sample trace, two GPU sessions), a gzip
+#: one less; a 156 KB file that inflates to 1 GiB (6,700x) is a decompression bomb, not an
+#: export, and is refused before it fills the cache
+MAX_INFLATE = 200
+#: what any compressed input may inflate to, whatever its ratio (small files)
+INFLATE_FREE = 64 << 20
+
+
 def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
     first = True
+    limit = max(INFLATE_FREE, MAX_INFLATE * p.stat().st_size)
+    written = 0
     while True:
         try:
             chunk = src.read(1 << 22)
@@ -157,6 +209,12 @@ def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
         first = False
         if not chunk:
             return
+        written += len(chunk)
+        if written > limit:
+            raise UnreadableInput(
+                f"{p}: inflates to more than {MAX_INFLATE} times its size (past "
+                f"{written >> 20} MB from {p.stat().st_size >> 10} KB): not an export nsys "
+                "wrote, refused (a decompression bomb?); if it is one, decompress it yourself")
         dst.write(chunk)
 
 
