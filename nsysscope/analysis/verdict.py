@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..model import ProcessSummary, StallSite, Summary, counted_steps
@@ -11,7 +12,7 @@ from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSam
 from ..util.units import pct, us
 from .collectives import groups_note
 from .config import AnalysisConfig
-from .stored import RowStore, as_rows
+from .stored import RowStore, as_rows, steady_parts
 
 
 def data_loss_reason(trace: Trace) -> str | None:
@@ -78,7 +79,31 @@ def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
         notes.append(grouped)
     if not m.has_graph_nodes and len(procs) > 1:
         notes.append(GRAPH_TRACED_RANKS)
+    early = negative_windows_note(launches)
+    if early:
+        notes.append(early)
     return notes + list(m.reader_notes)
+
+
+def negative_windows_note(launches: pd.DataFrame | RowStore) -> str | None:
+    """What a negative overlap window means, where steady launches have one (a p10 of -91 us
+    was printed without a word): the host wait on the launch began before its launch call
+    returned, so on another thread than the launching one."""
+    n, low, other = 0, 0.0, 0
+    for part in steady_parts(as_rows(launches), ["window_ns", "tid", "block_tid"]):
+        w = part["window_ns"].to_numpy(dtype=np.float64)
+        neg = w < 0  # (NaN: no wait, compares False)
+        if neg.any():
+            n += int(neg.sum())
+            low = min(low, float(w[neg].min()))
+            other += int((part["block_tid"].to_numpy()[neg] != part["tid"].to_numpy()[neg]).sum())
+    if not n:
+        return None
+    where = f"; {other} of them on another thread than the launching one" if other else ""
+    return (f"{n} steady launches have a negative overlap window (down to {us(low / 1e3)}): "
+            "the host wait on the launch began before its launch call returned, on a thread "
+            "that waits on the stream while another issues the launch" + where + "; such a "
+            "window is no overlap at all, and the percentiles above count it as it is")
 
 
 def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None,

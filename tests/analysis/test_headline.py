@@ -149,3 +149,22 @@ def test_the_gate_comment_leads_with_the_candidates_headline(sample_path, tmp_pa
     assert r.stdout.splitlines()[3] == (
         "**Candidate:** OVERLAP BROKEN: a CPU→GPU copy from pageable memory at phase 'launch' "
         "costs 4.9% of the GPU's time; fixing it -> ~1.03x launches/s (292.1 -> ~301.3)")
+
+
+def test_a_negative_overlap_window_is_explained(analysed):
+    """Issue 55, item 9: a window p10 of -91 us was printed without a word. Case 1's own
+    launches, three of them waited on by another thread 91, 40 and 12 us before their launch
+    call returned (as the reporter's trace had them): a note says what that means."""
+    from nsysscope.analysis.verdict import negative_windows_note
+
+    launches = analysed("case1").launches.copy()
+    assert negative_windows_note(launches) is None  # none in the real capture
+    at = launches.index[launches["steady"]][[10, 20, 30]]
+    launches.loc[at, "window_ns"] = [-91_000, -40_000, -12_000]
+    launches.loc[at[:2], "block_tid"] = launches.loc[at[:2], "tid"] + 1
+    assert negative_windows_note(launches) == (
+        "3 steady launches have a negative overlap window (down to -91.0 us): the host wait "
+        "on the launch began before its launch call returned, on a thread that waits on the "
+        "stream while another issues the launch; 2 of them on another thread than the "
+        "launching one; such a window is no overlap at all, and the percentiles above count "
+        "it as it is")
