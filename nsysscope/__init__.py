@@ -4,7 +4,7 @@ Typical use in a notebook::
 
     import nsysscope
     t = nsysscope.open("sample_traces/h200_case1_300.sqlite.xz")
-    t.summary()          # verdict, stalls per class, windows, gaps, sites
+    t.summary            # headline, verdict, stalls per class, windows, gaps, sites
     t.stalls             # a DataFrame, one row per stalled steady-state launch
 
 ``nsysscope.open`` is available but not in ``__all__``: ``from nsysscope import *`` must not

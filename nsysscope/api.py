@@ -72,7 +72,11 @@ class OpenTrace:
         names a peer by it)."""
         return self.analysis.processes.copy()
 
+    @property
     def summary(self) -> Summary:
+        """The summary: verdict, headline, stalls per class, windows, gaps, sites (a property,
+        as ``launches``, ``stalls`` and ``processes`` are; ``t.summary()`` still works, with a
+        DeprecationWarning)."""
         return self.analysis.summary
 
     @cached_property

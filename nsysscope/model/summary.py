@@ -20,6 +20,7 @@ that rule say less than they should and stay, because the JSON is a public contr
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -321,6 +322,13 @@ class Summary(Record):
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)
 
+    def __call__(self) -> Summary:
+        """``t.summary()`` from when an OpenTrace's summary was a method: the summary itself,
+        with a DeprecationWarning (it is a property now, as the trace's tables are)."""
+        warnings.warn("OpenTrace.summary is a property: write t.summary, not t.summary()",
+                      DeprecationWarning, stacklevel=2)
+        return self
+
     def check_values(self) -> None:
         check_counts(self)
         check_rate("steps_per_s", self.steps_per_s)
@@ -368,8 +376,8 @@ class Summary(Record):
 
 def summary_in(x: Any) -> Summary | None:
     """The :class:`Summary` that ``x`` is or holds: a Summary, an Analysis's ``summary``
-    attribute, an OpenTrace's ``summary()``; None for anything else."""
+    attribute, an OpenTrace's ``summary`` property; None for anything else."""
     s = getattr(x, "summary", x)
-    if callable(s):
+    if callable(s) and not isinstance(s, Summary):  # a method of a user's own type
         s = s()
     return s if isinstance(s, Summary) else None

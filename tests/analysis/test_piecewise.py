@@ -134,7 +134,7 @@ def test_torch_profiler_traces_of_piecewise_graphs_count_steps_too():
     import nsysscope
     trace = Path(__file__).resolve().parents[2] / "sample_traces" / "kineto" / \
         "h200_kineto_pw24_case1_40.pt.trace.json.gz"
-    s = nsysscope.open(trace).summary()
+    s = nsysscope.open(trace).summary
     assert s.trace.nsys_version == "none"  # read as a torch.profiler trace
     assert (s.stalls["gpu_to_cpu"], s.steady_launches) == (38, 940)
     assert (s.bursts.stalled, s.bursts.steady, s.bursts.launches_p50) == (38, 40, PIECES)

@@ -42,7 +42,7 @@ def test_library_paths_as_one_string_is_refused(sample_path):
         AnalysisConfig(library_paths="*/x/*")
     cfg = AnalysisConfig(library_paths=["*/x/*"])  # a list is taken, as a tuple
     assert cfg.library_paths == ("*/x/*",) and hash(cfg)
-    site = ns.open(sample_path(PYSAMPLE), config=cfg).summary().sites[0]
+    site = ns.open(sample_path(PYSAMPLE), config=cfg).summary.sites[0]
     assert site.source is not None and site.source.file.endswith("sampler.py")
 
 
@@ -114,18 +114,34 @@ def test_summary_to_json_is_what_the_command_writes(sample_path, tmp_path):
     out = tmp_path / "s.json"
     r = CliRunner().invoke(cli, ["summarize", str(sample_path("case1")), "-o", str(out)])
     assert r.exit_code == 0, r.output
-    text = ns.open(sample_path("case1")).summary().to_json()
+    text = ns.open(sample_path("case1")).summary.to_json()
     assert text == out.read_text(encoding="utf-8")
-    assert json.loads(ns.open(sample_path("case1")).summary().to_json(indent=None)) == \
+    assert json.loads(ns.open(sample_path("case1")).summary.to_json(indent=None)) == \
         json.loads(text)
 
 
 def test_every_result_record_writes_and_reads_itself(sample_path):
     """The README says every result type has to_dict/from_dict; the smaller ones had only
-    from_dict (``t.summary().sites[0].to_dict()`` was an AttributeError)."""
-    s = ns.open(sample_path(PYSAMPLE)).summary()
+    from_dict (``t.summary.sites[0].to_dict()`` was an AttributeError)."""
+    s = ns.open(sample_path(PYSAMPLE)).summary
     for record in (s.sites[0], s.sites[0].source, s.processes[0], s.trace, s.window_us):
         d = record.to_dict()
         json.dumps(d)
         assert type(record).from_dict(d) == record
     assert Path(s.trace.path).name == "h200_case1_pysample_150.sqlite.xz"
+
+
+def test_summary_is_a_property_as_the_tables_are(sample_path):
+    """Issue 55, item 13: `t.summary` was a method while `t.stalls`, `t.launches` and
+    `t.processes` are properties. The old call still works, with a DeprecationWarning."""
+    import warnings
+
+    t = ns.open(sample_path("case1"))
+    s = t.summary
+    assert s.headline.klass == "gpu_to_cpu" and s is t.analysis.summary
+    assert isinstance(type(t).summary, property) and isinstance(type(t).stalls, property)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert t.summary() is s
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "write t.summary, not t.summary()" in str(caught[0].message)

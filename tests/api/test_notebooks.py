@@ -56,7 +56,7 @@ def test_stalls_match_the_summary(analysed, sample_path):
     """``t.stalls`` is the steady state, as the summary counts it (issue 13: 298 against 293)."""
     import nsysscope
     t = nsysscope.open(sample_path("case1"))
-    assert len(t.stalls) == sum(t.summary().stalls.values()) == 293
+    assert len(t.stalls) == sum(t.summary.stalls.values()) == 293
     assert len(t.all_stalls) > len(t.stalls) and t.stalls["steady"].all()
     assert "t.stalls: 293 steady-state stalls, 5 more in warm-up (t.all_stalls)" in repr(t)
 
@@ -67,7 +67,7 @@ def test_processes_are_a_table_of_the_summary_s_processes(sample_path):
     import nsysscope
     t = nsysscope.open(sample_path("tp2_case1_rank0"))
     p = t.processes.sort_values("pid")
-    s = sorted(t.summary().processes, key=lambda x: x.pid)
+    s = sorted(t.summary.processes, key=lambda x: x.pid)
     assert list(p["pid"]) == [x.pid for x in s] and len(s) == 2
     assert all(isinstance(c, str) and type(c) is str for c in p.columns)
     assert all(type(c) is str for c in t.analysis.processes.columns)  # the analysis's own too
