@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import STALL_CLASSES
+from ..model import STALL_CLASSES, StallSite
 from ..trace.python_samples import PythonSamples
 from ..util.text import capped, printable
 from .config import AnalysisConfig
@@ -345,3 +345,36 @@ def _read_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
     if len(data) > MAX_SOURCE_BYTES or b"\0" in data:  # grown since, or not text
         return None
     return tuple(data.decode("utf-8", errors="replace").splitlines())
+
+
+def missing_text_note(sites: Iterable[StallSite], cfg: AnalysisConfig) -> str | None:
+    """Why stall sites with a source line have no text, and the advice that can work, or None
+    where every line has its text. ``--source-root`` is advised only where it can help: a
+    pseudo-file (``<string>``: exec'd or generated code) or a file that is not Python source
+    has no text anywhere, and a folder already given is not advised again (the report kept
+    saying "pass --source-root" for a path from another machine, which --source-root could not
+    map then). A path recorded on another machine is matched by its end under the root, so no
+    --path-map is needed: ``/home/dev/serving/probes/x.py`` is found as ``probes/x.py``."""
+    missing = list(dict.fromkeys(s.source.file for s in sites
+                                 if s.source is not None and not s.source.text))
+    if not missing:
+        return None
+    nowhere = [f for f in missing if f.startswith("<") or
+               os.path.splitext(f)[1] not in SOURCE_SUFFIXES]
+    files = [f for f in missing if f not in nowhere]
+    said = []
+    if nowhere:
+        said.append(f"{', '.join(nowhere[:3])} {'is' if len(nowhere) == 1 else 'are'} no "
+                    "source file on disk (code run from a string, or not Python): no text to "
+                    "show")
+    if files and cfg.source_root:
+        said.append(f"{', '.join(files[:3])} {'is' if len(files) == 1 else 'are'} not under "
+                    "the --source-root folder (looked up by the end of the recorded path), or "
+                    "the file found there is another version of the source than the one "
+                    "profiled")
+    elif files:
+        said.append(f"{', '.join(files[:3])} {'is' if len(files) == 1 else 'are'} not under the "
+                    "current folder: pass --source-root DIR, the folder the program's source "
+                    "is in (a path recorded on another machine is matched by its end: "
+                    "/home/dev/app/x.py as DIR/app/x.py or DIR/x.py)")
+    return "the text of a stall's source line is missing: " + "; ".join(said)

@@ -43,6 +43,7 @@ from .nvtx import step_ranges
 from .processes import groups_of, process_table, servers_rate, totals
 from .projection import Projection, project, project_each
 from .sites import SiteTable
+from .source_lines import missing_text_note
 from .stored import FrameRows, RowStore, as_rows, steady_parts
 from .verdict import notes_for, process_verdict, verdict_line
 
@@ -95,7 +96,8 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         warmup_launches=int(table["warmup_launches"].sum()), **steady_numbers,
         gpu_busy=busy, launches_per_s=per_s,
         steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows),
-        sites=top, notes=notes_for(trace, rows, python_samples, top),
+        sites=top, notes=[*notes_for(trace, rows, python_samples, top),
+                          *filter(None, [missing_text_note(top, cfg)])],
         config=cfg.to_dict(), if_fixed=_if_all_fixed(rows, rates, groups, measured, fixed),
         latent=_not_covered(latent or [], top),
         processes=processes, distributions=_distributions(rows),

@@ -19,7 +19,7 @@ from ..util.units import gain, pct, plural, timeline_span, times_in, triple, us
 #: what "host never waited" counts, wherever the row is shown
 NEVER_WAITED = "no host call waited on their GPU work"
 #: the hint when a stall's line was found but not its text
-SOURCE_ROOT_HINT = "source file not found here: pass --source-root DIR"
+SOURCE_ROOT_HINT = "source text not found: see the notes"
 
 
 def header(s: Summary) -> str:

@@ -350,3 +350,39 @@ def test_damaged_python_samples_are_left_out_not_a_crash(sample_path, tmp_path):
     a = analyze(load(p))
     src = a.summary.sites[0].source
     assert src is not None and (src.file, src.line) == ("engine_under_test/sampler.py", 58)
+
+
+def test_missing_line_text_gets_only_advice_that_can_work(sample_path, tmp_path, monkeypatch):
+    """Issue 55, item 6: every line without text said "pass --source-root DIR", also where
+    that could not help (a folder already given, code run from a string). A path recorded on
+    another machine is matched by its end under the root, so --source-root is the one
+    option (no --path-map)."""
+    from nsysscope.analysis.source_lines import missing_text_note
+
+    trace = sample_path("case1_py")
+    monkeypatch.chdir(tmp_path)  # no engine_under_test/ here
+    s = analyze(load(trace)).summary
+    assert s.sites[0].source.text is None
+    note = next(n for n in s.notes if n.startswith("the text of a stall's source line"))
+    assert "engine_under_test/sampler.py is not under the current folder: pass --source-root " \
+        "DIR" in note
+    # a folder given that does not hold it: not advised again
+    s = analyze(load(trace), AnalysisConfig(source_root=str(tmp_path))).summary
+    note = next(n for n in s.notes if n.startswith("the text of a stall's source line"))
+    assert "not under the --source-root folder" in note and "pass --source-root" not in note
+    assert str(tmp_path) not in note  # a path of this machine stays out of the summary
+    # the folder that holds it: the text, and no note
+    repo = Path(__file__).resolve().parents[2]
+    s = analyze(load(trace), AnalysisConfig(source_root=str(repo))).summary
+    assert s.sites[0].source.text == "if is_greedy.all():"
+    assert not any(n.startswith("the text of a stall's source line") for n in s.notes)
+    # code with no file: no advice at all
+    site = s.sites[0]
+    exec_site = dataclasses.replace(site, source=dataclasses.replace(site.source,
+                                                                     file="<string>", text=None))
+    assert missing_text_note([exec_site], AnalysisConfig()) == (
+        "the text of a stall's source line is missing: <string> is no source file on disk "
+        "(code run from a string, or not Python): no text to show")
+    # and the report's line says where to look, not what to pass
+    text = CliRunner().invoke(cli, ["report", str(trace)]).stdout
+    assert "(source text not found: see the notes)" in text
