@@ -11,7 +11,7 @@ code   meaning
 2      usage error, or the file cannot be read at all (missing, empty, a
        directory, no permission, random bytes, corrupt compression)
 3      nothing to analyse: no CUDA data, or no CUDA graph launches
-4      the gate's two traces are not comparable (different GPU models)
+4      the gate's two traces are not comparable (different GPU models or profilers)
 5      a readable SQLite file that is not an nsys export, a truncated export (or
        compressed file, or torch.profiler trace), or an export schema nsysscope
        does not know
@@ -115,7 +115,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (1, "the gate found a regression"),
     (2, "usage error, or a file that cannot be read or written"),
     (3, "nothing to analyse: no CUDA data, or no CUDA graph launches"),
-    (4, "the gate's two sides are not comparable (different GPU models)"),
+    (4, "the gate's two sides are not comparable (different GPU models or profilers)"),
     (5, "a damaged trace: not nsys SQLite, truncated, unknown schema, corrupt JSON"),
     (6, "a .nsys-rep needs nsys, and it is missing or too old for the report"),
     (7, "the profiler lost the data (e.g. nsys too old for the CUDA version)"),
