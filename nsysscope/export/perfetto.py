@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
+from ..model.sites import source_location
 from ..trace.nsys.gpu_work import gpu_op_blocks, op_window_bounds
 from ..util.version import __version__
 from .chrome_json import EventWriter, Lanes, json_texts, lanes, open_trace
@@ -280,15 +281,16 @@ def _python_lines(L: pd.DataFrame) -> np.ndarray:
     it has none."""
     if "src_file" not in L.columns:
         return np.full(len(L), None, dtype=object)
-    sites = pd.MultiIndex.from_arrays([L["src_file"].astype(object), L["src_line"].astype(object),
-                                       L["src_text"].astype(object)])
+    sites = pd.MultiIndex.from_arrays([L[c].astype(object) for c in
+                                       ("src_file", "src_line", "src_text", "src_function")])
     codes, distinct = sites.factorize()
 
-    def line(file: Any, number: Any, text: Any) -> str | None:
+    def line(file: Any, number: Any, text: Any, func: Any) -> str | None:
         if not (isinstance(file, str) and file and not pd.isna(number)):
             return None
         said = f": {text.strip()}" if isinstance(text, str) and text else ""
-        return json.dumps(f"{file}:{int(number)}{said}", ensure_ascii=False)
+        where = source_location(file, int(number), func if isinstance(func, str) else None)
+        return json.dumps(f"{where}{said}", ensure_ascii=False)
 
     out: np.ndarray = np.array([line(*site) for site in distinct] + [None], dtype=object)[codes]
     return out

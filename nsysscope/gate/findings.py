@@ -43,7 +43,8 @@ def _by_site(sites: Sequence[StallSite]) -> dict[tuple[str, str, str, str],
 def _source(s: StallSite) -> str | None:
     if not s.source:
         return None
-    return f"{s.source.file}:{s.source.line} ({s.source.function})"
+    src = s.source
+    return f"{src.location} ({src.function})" if src.line > 0 else src.location
 
 
 def _site_change(s: StallSite, base_count: int, cand_count: int) -> SiteChange:

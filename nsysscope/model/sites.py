@@ -37,17 +37,39 @@ class Percentiles(Record):
         return cls(p10, p50, p90)
 
 
+#: why a frame has no line: torch.profiler records each Python function's code object
+#: (``file.py(12): f``, 12 its first line), and line 0 where there is none (module-level code)
+NO_LINE = "torch.profiler records no line"
+
+
+def source_location(file: str, line: int, function: str | None = None) -> str:
+    """Where a frame is, in words: ``file.py:12``; a frame of line 0 (no line: :data:`NO_LINE`)
+    by file and function: ``module-level code in file.py (torch.profiler records no line)``,
+    never ``file.py:0``."""
+    if line > 0:
+        return f"{file}:{line}"
+    what = "module-level code" if not function or function == "<module>" else function
+    return f"{what} in {file} ({NO_LINE})"
+
+
 @dataclass(frozen=True)
 class SourceLine(Record):
-    """The Python line that caused a stall site (from nsys Python sampling)."""
+    """The Python line that caused a stall site (from nsys Python sampling, or the
+    torch.profiler frame around the blocking call)."""
 
     file: str
-    line: int
+    line: int  # 0: the profiler recorded none (see :data:`NO_LINE`)
     function: str
     samples: int
     agreement: float  # fraction 0..1 of the samples inside the site's blocks that name this line
     text: str | None = None
     extra: dict[str, Any] = extra_field()
+
+    @property
+    def location(self) -> str:
+        """``file.py:12``, or for a frame without a line its file and function in words
+        (:func:`source_location`)."""
+        return source_location(self.file, self.line, self.function)
 
 
 @dataclass(frozen=True)
@@ -84,7 +106,7 @@ class StallSite(Record):
         them, that no phase encloses it (:data:`NO_PHASE`) or no range at all."""
         parts = []
         if self.source:
-            parts.append(f"{self.source.file}:{self.source.line}")
+            parts.append(self.source.location)
         if self.phase:
             parts.append(f"phase '{self.phase}'")
         if self.op:

@@ -31,8 +31,8 @@ def _where(site: StallSite) -> str:
     src = site.source
     if not src:
         return cell(site.where)
-    if not src.text:
-        return cell(f"{site.where} ({SOURCE_ROOT_HINT})")
+    if not src.text:  # no advice that cannot work: a frame without a line has no text
+        return cell(f"{site.where} ({SOURCE_ROOT_HINT})" if src.line > 0 else site.where)
     rest = site.where.split(", ", 1)[1] if ", " in site.where else ""
     line = f"{md_text(f'{src.file}:{src.line}')} {md_code(src.text.strip())}"
     return pipes(f"{line}, {md_text(rest)}" if rest else line)

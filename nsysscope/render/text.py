@@ -65,7 +65,8 @@ def _site_lines(i: int, site: StallSite, width: int, s: Summary) -> list[str]:
                     " " * 12)
     if site.source:
         src = site.source
-        text = f"{src.text.strip()}  " if src.text else f"({SOURCE_ROOT_HINT})  "
+        text = f"{src.text.strip()}  " if src.text else f"({SOURCE_ROOT_HINT})  " \
+            if src.line > 0 else ""
         out += wrap(f"{text}(in {src.function}; {src.samples} samples, {src.agreement:.0%} of "
                     "those in the blocks)", width, "     line:  ", " " * 12)
     if site.api_chain:

@@ -67,9 +67,10 @@ def _site_card(i: int, site: StallSite) -> str:
     if site.source:
         src = site.source
         text = f" <code>{escape(src.text.strip())}</code>" if src.text else \
-            f' <span class="note">({escape(SOURCE_ROOT_HINT)})</span>'
-        rows.append(("source line", f"<code>{escape(src.file)}:{src.line}</code> in "
-                     f"<code>{escape(src.function)}</code>{text} ({src.samples} Python samples, "
+            f' <span class="note">({escape(SOURCE_ROOT_HINT)})</span>' if src.line > 0 else ""
+        where = f"<code>{escape(src.file)}:{src.line}</code> in " \
+            f"<code>{escape(src.function)}</code>" if src.line > 0 else escape(src.location)
+        rows.append(("source line", f"{where}{text} ({src.samples} Python samples, "
                      f"{src.agreement:.0%} of those inside the blocks)"))
     if site.api_chain:
         rows.append(("API chain", f"<code>{escape(chain(site))}</code>"))

@@ -245,7 +245,7 @@ class TraceViews:
                         (str(r["klass"]), r["phase"], r["api_chain"]):
                     src = site.source
                     text = f" `{src.text.strip()}`" if src.text else ""
-                    line = f" at {src.file}:{src.line}{text}"
+                    line = f" at {src.location}{text}"
                     break
             text = (f"After launch #{launch} the host ran {fmt_us(r['window_ns'] / 1e3)} of "
                     f"work, then blocked{phase}{line} ({chain}) until graph #{launch} finished; "
