@@ -16,7 +16,15 @@ complete events (``"ph": "X"``, ``ts``/``dur`` in microseconds):
   (``aten::`` ops): they become the NVTX table (``ProfilerStep#N`` becomes ``step N``);
 * ``python_function`` (``with_stack=True``): ``file.py(line): function`` ranges, nested, with
   ``args["Python id"]`` and ``args["Python parent id"]``. ``line`` is the function's first
-  line (Kineto records the code object, not the line executing).
+  line (Kineto records the code object, not the line executing), 0 where it records none;
+* ``cuda_sync`` (with ``experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True)``,
+  PyTorch >= 2.3): what each sync call waited on, ``args.cuda_sync_kind`` ``Stream Sync``,
+  ``Event Sync``, ``Context Sync`` or ``Stream Wait Event``, with the stream and, for an event,
+  ``wait_on_cuda_event_record_corr_id`` (the ``cudaEventRecord`` it waits on) and
+  ``wait_on_stream``.
+
+Category names of PyTorch < 1.10 (``Runtime``, ``Kernel``, ``Memcpy``, ``Operator``) are
+read as today's.
 
 Metadata events (``"ph": "M"``) name processes and threads.
 
@@ -28,11 +36,17 @@ call, 96 a GPU op), not of the file's JSON objects. The stdlib reader was measur
 ijson (yajl2_c backend) and is faster on these files (bench/README.md), so it needs no
 dependency.
 
-Kineto records no event-sync ids and no stream for a sync, so ``syncs`` and
-``event_records`` are empty and :attr:`TraceMeta.has_sync_records` is False: the analysis
-pairs event waits by timing, and says so. Times are integer nanoseconds from the earliest
-timestamp of the file (``ts`` are absolute microseconds; kept relative so that float math in
-the analysis stays exact to the nanosecond). Thread ids are nsys-style global ids
+The ``cuda_sync`` events become ``syncs`` and ``event_records`` as an nsys export's sync and
+event records do (the record's correlation id is the event's id), so event waits are paired
+through them; without them (the default) both are empty, :attr:`TraceMeta.has_sync_records`
+is False, and the analysis pairs event waits by timing and says so.
+
+Times are integer nanoseconds from the earliest timestamp of the file. ``ts`` are Unix-epoch
+microseconds (PyTorch 1.x to ~2.3: 1.6e15-1.7e15) or microseconds from a base time (since
+~2.4, ``baseTimeNanoseconds``); each is made relative to the file's first time as it is read,
+exactly (epoch times with a fraction are decoded as decimals: :mod:`.stream`), so that float
+math stays exact to the nanosecond. An event whose time is missing, not a number or beyond
+any clock is left out, counted by kind in a note. Thread ids are nsys-style global ids
 ``(pid << 24) | tid`` and the process key is the pid.
 
 Python stacks: for every CUDA call the analysis uses (launch, sync, copy, event record,

@@ -25,7 +25,9 @@ TORCH_PROFILER = Profiler(
     name="torch.profiler", record_cuda="ProfilerActivity.CUDA",
     record_gpu_work="activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must be "
     "able to trace this GPU)",
-    without_sync_records="torch.profiler traces have no sync-to-event records")
+    without_sync_records="no sync-to-event records in this torch.profiler trace "
+    "(torch.profiler.profile records them with the experimental config "
+    "torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True))")
 _INT = "int64"
 _THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
 
@@ -123,23 +125,33 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
     gpus = tuple(sorted({name_text(d.get("name")) for d in devices
                          if isinstance(d, dict) and d.get("name")})) \
         if isinstance(devices, list) else ()
+    syncs, event_records = _syncs(c, origin, api_all)
     meta = TraceMeta(
         path=str(path), nsys_version="none",
         schema_version=f"kineto {name_text(top.get('schemaVersion', '?'))}",
         gpus=gpus, graph_trace="node" if len(graph_work) else "none",
-        has_sync_records=False, has_event_records=False, has_nvtx=bool(len(nvtx)),
-        capture_start_ns=span[0], capture_end_ns=span[1], diagnostics=(),
-        profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)), can_window=False,
-        reader_notes=((f"{c.skipped} event{'s' if c.skipped > 1 else ''} without a usable time "
-                       "(ts, dur: missing, not a number, or beyond any clock) left out",)
-                      if c.skipped else ()) + cut_names_note(
+        has_sync_records=bool(len(syncs)), has_event_records=c.sync_records,
+        has_nvtx=bool(len(nvtx)), capture_start_ns=span[0], capture_end_ns=span[1],
+        diagnostics=(), profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)),
+        can_window=False, reader_notes=_skipped_note(c) + cut_names_note(
             [nvtx["text"].cat.categories, threads["thread_name"], processes["name"], gpus]))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
-                 syncs=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
-                 event_records=_empty(["proc", "corr_id", "event_sync_id", "stream"]),
+                 syncs=syncs, event_records=event_records,
                  nvtx=nvtx, threads=threads, processes=processes,
                  collectives=_collectives(c, gpu), enums=dict(DEFAULT_ENUMS), source=None,
                  python=python_stacks(c, api, origin))
+
+
+def _skipped_note(c: Collector) -> tuple[str, ...]:
+    """The note that counts and names the events left out for want of a usable time."""
+    n = sum(c.skipped.values())
+    if not n:
+        return ()
+    kinds = ", ".join(f"{count} {cat} (first: {c.skipped_names[cat]})"
+                      for cat, count in c.skipped.most_common(3))
+    more = f" and {len(c.skipped) - 3} more kinds" if len(c.skipped) > 3 else ""
+    return (f"{n} event{'s' if n > 1 else ''} without a usable time (ts, dur: missing, not a "
+            f"number, or beyond any clock) left out: {kinds}{more}",)
 
 
 def _origin(c: Collector) -> float:
@@ -217,6 +229,32 @@ def _gpu_process(gpu: pd.DataFrame, api_all: pd.DataFrame) -> np.ndarray:
     last = m.drop_duplicates("i", keep="last")
     proc[last["i"].to_numpy()] = last["proc"].to_numpy()
     return proc
+
+
+def _syncs(c: Collector, origin: float, api_all: pd.DataFrame
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``syncs`` and ``event_records`` tables, as an nsys export's SYNCHRONIZATION and
+    CUDA_EVENT give them (``proc, corr_id, event_sync_id, stream``), from the ``cuda_sync``
+    events: a sync's event is the ``cudaEventRecord`` it waits on, so that record's
+    correlation id serves as both ends' event sync id (-1: none named). A record's stream is
+    the one the sync says it waits on (``wait_on_stream``); the sync's own is its ``stream``
+    (a stream sync's, or the stream a ``cudaStreamWaitEvent`` makes wait; -1 otherwise)."""
+    cols = ["proc", "corr_id", "event_sync_id", "stream"]
+    y = c.syncs
+    if not len(y):
+        return _empty(cols), _empty(cols)
+    # a sync's process is its call's: the one that started last before the sync's end
+    _, end = to_ns(y["ts"], y["dur"], origin)
+    calls = pd.DataFrame({"corr_id": y["corr"], "start_ns": end})
+    syncs = pd.DataFrame({"proc": _gpu_process(calls, api_all), "corr_id": y["corr"],
+                          "event_sync_id": y["record"], "stream": y["stream"]})
+    named = syncs["event_sync_id"].to_numpy() >= 0
+    records = pd.DataFrame({"proc": syncs["proc"].to_numpy()[named],
+                            "corr_id": y["record"][named], "event_sync_id": y["record"][named],
+                            "stream": y["record_stream"][named]})
+    records = records.drop_duplicates(["proc", "event_sync_id"]).sort_values(
+        ["proc", "corr_id"], kind="stable").reset_index(drop=True)
+    return syncs.astype(dict.fromkeys(cols, _INT)), records.astype(dict.fromkeys(cols, _INT))
 
 
 def _graph_work(g: pd.DataFrame) -> pd.DataFrame:

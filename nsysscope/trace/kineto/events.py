@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import math
 import re
 from array import array
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from ...util.text import clipped, name_text
 from ..apis import COPY_KINDS, MEMORY_KINDS
 from ..nsys.schema import api_base_name
 
-# event categories, as Kineto writes them (current names first, torch < 1.10 names after)
-_API, _KERNEL, _MEMCPY, _MEMSET, _PY, _ANNOT, _OP, _SPAN = range(8)
+# event categories, as Kineto writes them (current names first, torch < 1.10 names after:
+# ``Runtime``, ``Kernel``, ``Memcpy``, ``Operator``; a name not found is looked up again in
+# lower case)
+_API, _KERNEL, _MEMCPY, _MEMSET, _PY, _ANNOT, _OP, _SPAN, _SYNC = range(9)
 _CATEGORIES: dict[Any, int] = {  # looked up with any JSON value
     "cuda_runtime": _API, "cuda_driver": _API, "runtime": _API, "driver": _API,
     "kernel": _KERNEL, "gpu_memcpy": _MEMCPY, "memcpy": _MEMCPY,
     "gpu_memset": _MEMSET, "memset": _MEMSET, "python_function": _PY,
     "user_annotation": _ANNOT, "cpu_op": _OP, "operator": _OP, "trace": _SPAN,
+    "cuda_sync": _SYNC,
 }
 
 #: a copy kind's and a memory kind's nsys id by its name in lower case (as a copy's name in a
@@ -27,8 +33,14 @@ MEMORY_KIND_IDS = {name: i for i, name in MEMORY_KINDS.items()}
 _COPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)(?:\s*\(\s*([^)>]*?)\s*->\s*([^)]*?)\s*\))?", re.I)
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
-#: microseconds beyond which a Kineto time is no clock's (int64 nanoseconds end at 9.2e15 us)
-_MAX_US = 1e15
+#: microseconds beyond which a Kineto time (``ts``, or ``dur``) is no clock's. Kineto writes
+#: Unix-epoch microseconds (PyTorch 1.x to ~2.3, and tools since: 1.60e15-1.72e15 in the 33
+#: public traces of issue 53) or, since ~2.4, microseconds from a base time
+#: (``baseTimeNanoseconds``; 7e11-5.2e12 in those and ours). Times are kept relative to the
+#: file's first one and made integer nanoseconds from its earliest: start (< 2 x 3e15 us
+#: apart) plus duration (< 3e15 us) stays inside int64 nanoseconds (9.22e18). Unix-epoch
+#: microseconds reach 3e15 in 2065.
+_MAX_US = 3e15
 #: pids at or past this do not fit a global thread id (``pid << 24`` in int64): they are
 #: numbered as other odd pids are
 _MAX_PID = 1 << 39
@@ -42,6 +54,12 @@ class Collector:
         self.gpu = Columns("ts dur", "device stream corr kind copy src dst bytes name pid")
         self.py = Columns("ts dur", "gtid name")
         self.ranges = Columns("ts dur", "gtid name")
+        #: ``cuda_sync`` events (``_ExperimentalConfig(enable_cuda_sync_events=True)``): the
+        #: sync call's correlation id, the stream it waits on or (a stream wait) makes wait,
+        #: and for an event sync or stream wait the ``cudaEventRecord`` it waits on (its
+        #: correlation id, -1 where the trace does not say) and that record's stream
+        self.syncs = Columns("ts dur", "corr stream record record_stream")
+        self.sync_records = False  # whether any names the record it waits on
         self.names: dict[str, int] = {}  # API and range names
         self.kernel_names: dict[str, int] = {}  # NCCL kernels only
         self.py_names: dict[Any, int] = {}
@@ -51,8 +69,14 @@ class Collector:
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.span: tuple[float, float] | None = None
         self.ids: dict[Any, int] = {}  # non-integer pids/tids -> synthetic numbers
-        self.skipped = 0  # kept kinds of event without a usable ts/dur
+        #: kept kinds of event without a usable ts/dur, by category, and the first one's name
+        self.skipped: Counter[str] = Counter()
+        self.skipped_names: dict[str, str] = {}
         self.events = 0  # JSON objects in the events array
+        #: every kept time is in microseconds after this one (the file's first time, whole
+        #: microseconds): an epoch time (1.7e15 us, a float's step 0.25 us) becomes a small
+        #: float exact to the nanosecond, a relative one (5e12 us) stays as exact
+        self.base: int | None = None
         py = self.py.cols
         self._py_ts, self._py_dur, self._py_tid, self._py_name = (c.append for c in py)
 
@@ -78,28 +102,43 @@ class Collector:
         return code
 
     def _times(self, e: dict[str, Any]) -> tuple[float, float] | None:
+        """``ts`` (after :attr:`base`) and ``dur`` of event ``e`` in float microseconds, or None
+        (counted by category in :attr:`skipped`) where it has no usable time. ``ts`` may be an
+        int, a float, a numeric string, or a :class:`~decimal.Decimal` (an epoch time with a
+        fraction, :mod:`.stream`): each is made relative exactly."""
         try:
-            raw = e["ts"], e.get("dur")
-            if bool in (type(raw[0]), type(raw[1])):  # float(True) is 1.0: no time
+            ts, dur = e["ts"], e.get("dur")
+            if bool in (type(ts), type(dur)):  # float(True) is 1.0: no time
                 raise TypeError("a boolean time")
-            ts, dur = float(raw[0]), float(raw[1] or 0.0)
-        except (KeyError, TypeError, ValueError):
-            self.skipped += 1
+            if isinstance(ts, str):
+                ts = float(ts)
+            dur = float(dur or 0.0)
+            # NaN, infinity, or a time no clock gives (1e300, say) is damage: skipped and
+            # counted, not cast into garbage
+            if not (abs(ts) < _MAX_US and abs(dur) < _MAX_US):
+                raise ValueError("beyond any clock")
+            if self.base is None:
+                self.base = math.floor(ts)
+            return float(ts - self.base), dur
+        except (KeyError, TypeError, ValueError, ArithmeticError):
+            self._skip(e)
             return None
-        # NaN, infinity, or a time no clock gives (nanoseconds past int64: 1e300, say) is
-        # damage: skipped and counted, not cast into garbage
-        if not (abs(ts) < _MAX_US and abs(dur) < _MAX_US):
-            self.skipped += 1
-            return None
-        return ts, dur
+
+    def _skip(self, e: dict[str, Any]) -> None:
+        cat = _label(e.get("cat"))
+        self.skipped[cat] += 1
+        self.skipped_names.setdefault(cat, _label(e.get("name")))
 
     def add(self, e: Any) -> None:
         if type(e) is not dict:
             return
         self.events += 1
         if e.get("cat") == "python_function" and e.get("ph") == "X":  # ~80% of the events
-            ts, dur = e.get("ts"), e.get("dur")
-            if type(ts) is not float or type(dur) is not float:
+            ts, dur, base = e.get("ts"), e.get("dur"), self.base
+            if type(ts) is float and type(dur) is float and base is not None and \
+                    -_MAX_US < ts < _MAX_US and -_MAX_US < dur < _MAX_US:
+                ts -= base
+            else:
                 times = self._times(e)
                 if times is None:
                     return
@@ -155,6 +194,8 @@ class Collector:
                 name = f"step {m.group(1)}"
             pid, tid = self.num(e.get("pid")), self.num(e.get("tid"))
             self.ranges.add(ts, dur, (pid << 24) | (tid & 0xFFFFFF), self._name(self.names, name))
+        elif kind == _SYNC:
+            self._sync(ts, dur, args)
         elif kind == _SPAN:
             end = ts + dur
             self.span = (ts, end) if self.span is None else \
@@ -181,6 +222,19 @@ class Collector:
                      corr if type(corr) is int else self.num(corr), kind - _KERNEL, copy, src,
                      dst, nbytes if type(nbytes) is int else 0, name_code, self.num(pid))
 
+    def _sync(self, ts: float, dur: float, args: dict[str, Any]) -> None:
+        record = args.get("wait_on_cuda_event_record_corr_id")
+        if record is not None:
+            self.sync_records = True
+        self.syncs.add(ts, dur, self._int(args.get("correlation")), self._int(args.get("stream")),
+                       self._int(record), self._int(args.get("wait_on_stream")))
+
+    @staticmethod
+    def _int(v: Any) -> int:
+        """An id the trace gives as a number: itself; -1 where absent, not an integer, or
+        past what an int64 column holds."""
+        return v if type(v) is int and -(1 << 62) < v < (1 << 62) else -1
+
     def _meta(self, e: dict[str, Any]) -> None:
         name, args = e.get("name"), e.get("args")
         if type(args) is not dict:
@@ -191,6 +245,11 @@ class Collector:
             self.process_labels.setdefault(e.get("pid"), str(args.get("labels", "")))
         elif name == "thread_name":
             self.thread_names.setdefault((e.get("pid"), e.get("tid")), str(args.get("name", "")))
+
+
+def _label(v: Any) -> str:
+    """A category or event name for a note: printable, at most ~40 characters."""
+    return clipped(name_text(v), 40) or "none"
 
 
 class Columns:
@@ -229,6 +288,7 @@ def copy_kinds(name: str) -> tuple[int, int, int]:
 
 
 def to_ns(ts: np.ndarray, dur: np.ndarray, origin: float) -> tuple[np.ndarray, np.ndarray]:
-    """Kineto's float microseconds as integer nanoseconds from ``origin`` (start, end)."""
+    """Kineto's float microseconds (after :attr:`Collector.base`) as integer nanoseconds from
+    ``origin`` (start, end)."""
     start = np.rint((ts - origin) * 1e3).astype(np.int64)
     return start, start + np.rint(np.maximum(dur, 0.0) * 1e3).astype(np.int64)

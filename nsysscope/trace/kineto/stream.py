@@ -4,6 +4,7 @@ array one element at a time (see :class:`JsonStream`)."""
 from __future__ import annotations
 
 import codecs
+import decimal
 import gzip
 import json
 import lzma
@@ -25,6 +26,24 @@ _Skip = Callable[[str, int], "re.Match[str]"]
 _WS = cast(_Skip, re.compile(r"[ \t\r\n]*").match)
 _SEP = cast(_Skip, re.compile(r"[ \t\r\n,]*").match)
 _decode = json.JSONDecoder().raw_decode
+#: float64 holds microseconds to the nanosecond below 2**43 us (its step is 1.95 ns above):
+#: relative Kineto times (since PyTorch ~2.4: 1e11-5e12 us in the traces seen) are read as
+#: floats; Unix-epoch times written with a fraction (PyTorch ~2.2-2.3, HTA's
+#: ns_resolution_trace: 1712195495519689.047, where a float's step is 0.25 us) exactly
+_EXACT_FROM = 2.0 ** 43
+#: a time of 13 or more digits with a fraction in the events' first window: the file is read
+#: with :func:`_exact_float` (each float a Python call: ~1.3x the decoding time, so only then)
+_EPOCH_FRACTION = re.compile(r'"ts"\s*:\s*-?\d{13,}\.\d')
+
+
+def _exact_float(text: str) -> float | decimal.Decimal:
+    """A JSON number with a fraction: a float, or where a float would lose nanoseconds, the
+    exact :class:`decimal.Decimal` (:class:`.events.Collector` makes it relative first)."""
+    v = float(text)
+    return decimal.Decimal(text) if abs(v) >= _EXACT_FROM else v
+
+
+_decode_exact = json.JSONDecoder(parse_float=_exact_float).raw_decode
 
 
 def open_text(path: Path) -> BinaryIO:
@@ -53,6 +72,7 @@ class JsonStream:
         self.eof = False
         self.offset = 0  # characters dropped from the front of buf
         self.count = 0
+        self.exact = False  # whether the events' fractions were decoded exactly
 
     # reading
     def _more(self, at_least: int = 0) -> bool:
@@ -168,10 +188,14 @@ class JsonStream:
 
     def events(self, on_event: Callable[[Any], None]) -> int:
         """Decode the array at the current position, calling ``on_event`` with each
-        element; returns their number."""
+        element; returns their number. Where its first window holds Unix-epoch times with a
+        fraction, numbers with a fraction are decoded exactly (:func:`_exact_float`)."""
         self._expect("[")
         n = 0
-        decode, sep = _decode, _SEP
+        if len(self.buf) - self.pos < _CHUNK:
+            self._more()
+        self.exact = _EPOCH_FRACTION.search(self.buf, self.pos) is not None
+        decode, sep = (_decode_exact if self.exact else _decode), _SEP
         while True:
             buf = self.buf
             pos = sep(buf, self.pos).end()
