@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import UnreadableInput
 from .files import GZIP_MAGIC, REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, read_head
-from .nsys.schema import connect_readonly
+from .nsys.schema import META_TABLES, connect_readonly
 
 #: decompressed bytes of a JSON file's head that :func:`json_kind` looks at
 JSON_HEAD = 1 << 16
@@ -88,16 +88,16 @@ def is_results_db(p: Path) -> bool:
             conn.close()
     except (OSError, sqlite3.Error, UnreadableInput):
         return False
-    return {"launches", "meta"} <= tables and "META_DATA_EXPORT" not in tables
+    return {"launches", "meta"} <= tables and not tables & set(META_TABLES)
 
 
 def file_kind(p: Path) -> str | None:
     """What ``p`` is, when it is something nsysscope never writes over: ``"an nsys export"``
-    (SQLite with nsys's ``META_DATA_EXPORT``), ``"an SQLite file"``, ``"an Nsight Systems
-    report"``, ``"a compressed SQLite file"`` (an export as .xz or .gz: its tables are not
-    looked at) or ``"a torch.profiler trace"`` (plain or compressed); None for anything else,
-    for a file that cannot be read, and for what is not a regular file (opening a FIFO to
-    look would wait for a writer)."""
+    (SQLite with nsys's ``META_DATA_EXPORT``, or schema 2.x's ``EXPORT_META_DATA``), ``"an
+    SQLite file"``, ``"an Nsight Systems report"``, ``"a compressed SQLite file"`` (an export
+    as .xz or .gz: its tables are not looked at) or ``"a torch.profiler trace"`` (plain or
+    compressed); None for anything else, for a file that cannot be read, and for what is not
+    a regular file (opening a FIFO to look would wait for a writer)."""
     try:
         if not p.is_file():
             return None
@@ -120,8 +120,8 @@ def file_kind(p: Path) -> str | None:
     try:
         conn = connect_readonly(p)
         try:
-            export = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
-                                  "'META_DATA_EXPORT'").fetchone() is not None
+            export = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN "
+                                  "(?, ?)", META_TABLES).fetchone() is not None
         finally:
             conn.close()
     except (sqlite3.Error, UnreadableInput):

@@ -82,7 +82,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         path=str(path), nsys_version=s.nsys_version, schema_version=s.schema_version,
         gpus=gpus, graph_trace=graph_mode,
         has_sync_records="eventSyncId" in s.columns("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
-        has_event_records=s.has("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
+        has_event_records="eventSyncId" in s.columns("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
         has_nvtx=s.has("NVTX_EVENTS"), diagnostics=tables.diagnostics(s),
         profiler=NSYS, has_graph_nodes=graph_mode == "node", can_window=True,
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),

@@ -4,6 +4,13 @@ Exports differ between nsys versions: columns come and go (``PRAGMA table_info``
 exist only when non-empty, enum values live in ``ENUM_*`` tables, API names carry version
 suffixes (``cudaGraphLaunch_v10000``) and NVTX text is either inline (``text``) or interned
 (``textId``). This module answers those questions for one open connection.
+
+Schema 2.x (nsys 2021.x-2022.x) is read as 3.x is: its metadata table is ``EXPORT_META_DATA``
+(:data:`META_TABLES`), and its CUDA_EVENT has no ``eventSyncId`` (no sync-to-event records:
+timing); where its tables lack ``globalPid`` or there is no ``PROCESSES``, the readers key by
+thread ids (:mod:`.tables`, :mod:`.gpu_work`), as for any export without them. An export with
+no metadata table at all (``TARGET_INFO_CUDA_GPU``: nsys 2021.1 or older) is refused with
+what it is and how to export it again (:func:`unversioned_export`).
 """
 
 from __future__ import annotations
@@ -28,9 +35,20 @@ if TYPE_CHECKING:  # zones.py reads through this module
     from ..time_range import CallRows, TimeRange
     from .zones import Zones
 
-#: export schemas nsysscope was tested on (nsys 2023.4.4 and 2025.3.2)
-TESTED_SCHEMAS = ("3.7.2", "3.20.3")
-SUPPORTED_MAJOR = 3
+#: export schemas nsysscope was tested on: nsys 2023.4.4 and 2025.3.2 (our captures), and
+#: public exports of nsys 2022.1.1 and 2022.2.1 (2.9.1) and 2026.2.1 (3.25.0)
+#: (tests/test_external_traces.py)
+TESTED_SCHEMAS = ("2.9.1", "3.7.2", "3.20.3", "3.25.0")
+SUPPORTED_MAJORS = ("2", "3")
+#: the table of an export's versions (EXPORT_SCHEMA_VERSION, EXPORT_PRODUCT_VERSION): its name
+#: since schema 3.x, then in schema 2.x (the public 2.9.1 exports of nsys 2022.1 and 2022.2)
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+#: tables only nsys writes, in an export with no metadata table
+_NSYS_TABLES = frozenset({"TARGET_INFO_CUDA_GPU", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                          "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "ThreadNames"})
+#: the GPU table of nsys 2021.1 and older (TARGET_INFO_GPU since; Extra-P's public test exports
+#: of 2021 have it and no metadata table)
+_OLD_GPU_TABLE = "TARGET_INFO_CUDA_GPU"
 
 _GPU = frozenset({"start", "end", "streamId", "deviceId", "correlationId"})
 #: the columns nsysscope reads from each table without a fallback (a table it reads
@@ -42,7 +60,8 @@ REQUIRED_COLUMNS: dict[str, frozenset[str]] = {
     "CUPTI_ACTIVITY_KIND_MEMCPY": _GPU | {"copyKind", "bytes"},
     "CUPTI_ACTIVITY_KIND_MEMSET": _GPU | {"bytes"},
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": frozenset({"correlationId", "streamId"}),
-    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": frozenset({"correlationId", "eventSyncId", "streamId"}),
+    # eventSyncId since schema 3.x (2.9.1 has eventId only: the event, not the record)
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": frozenset({"correlationId", "streamId"}),
     "NVTX_EVENTS": frozenset({"start", "end", "eventType", "globalTid"}),
     "StringIds": frozenset({"id", "value"}),
 }
@@ -116,6 +135,18 @@ def is_whole(db: Path) -> bool:
     return magic == SQLITE_MAGIC and truncation(db) is None
 
 
+def unversioned_export(tables: frozenset[str]) -> str | None:
+    """What an SQLite file with these ``tables`` and no metadata table is, when nsys wrote it,
+    and how to make one nsysscope reads; None when nsys did not write it."""
+    if "StringIds" not in tables or not _NSYS_TABLES & tables:
+        return None
+    what = (f"an export of nsys 2021.1 or older ({_OLD_GPU_TABLE}, and no metadata table)"
+            if _OLD_GPU_TABLE in tables else
+            f"an nsys export without its metadata table ({' or '.join(META_TABLES)})")
+    return (f"{what}: nsysscope cannot tell its schema; export its report again with nsys "
+            "2022.1 or newer: nsys export --type sqlite REPORT.nsys-rep (or .qdrep)")
+
+
 class Schema:
     """Tables, columns, enums and version of one export."""
 
@@ -133,14 +164,18 @@ class Schema:
         except sqlite3.DatabaseError as e:
             raise DamagedExport(f"{path}: not a readable nsys export ({e})") from None
         self.tables = frozenset(r[0] for r in rows)
-        if "META_DATA_EXPORT" not in self.tables:
+        self.meta_table = next((t for t in META_TABLES if t in self.tables), None)
+        if self.meta_table is None:
             if {"launches", "meta"} <= self.tables:  # formats.is_results_db
                 raise NotAnNsysExport(
                     f"{path}: nsysscope's per-launch database (report --per-launch), not a "
                     "trace: query it with sqlite3, or report the traces it came from")
+            old = unversioned_export(self.tables)
+            if old:
+                raise NotAnNsysExport(f"{path}: {old}")
             raise NotAnNsysExport(
-                f"{path}: SQLite, but not an nsys export (no META_DATA_EXPORT table); "
-                "make one with: nsys export --type sqlite REPORT.nsys-rep")
+                f"{path}: SQLite, but not an nsys export (no {' or '.join(META_TABLES)} "
+                "table); make one with: nsys export --type sqlite REPORT.nsys-rep")
         self._check_version()
         self._check_columns()
 
@@ -246,7 +281,8 @@ class Schema:
     @cached_property
     def export_meta(self) -> dict[str, str]:
         rows = self.conn.execute(f"SELECT {sql_name('name')}, {sql_name('value')} FROM "
-                                 "META_DATA_EXPORT WHERE name IS NOT NULL AND value IS NOT NULL")
+                                 f"{self.meta_table} WHERE name IS NOT NULL AND value IS NOT "
+                                 "NULL")
         return {name_text(k): name_text(v) for k, v in rows}
 
     @property
@@ -260,10 +296,11 @@ class Schema:
     def _check_version(self) -> None:
         major = self.export_meta.get("EXPORT_SCHEMA_VERSION_MAJOR") or \
             self.schema_version.split(".")[0]
-        if str(major) != str(SUPPORTED_MAJOR):
+        if str(major) not in SUPPORTED_MAJORS:
             raise NotAnNsysExport(
                 f"{self.path}: export schema {self.schema_version} (nsys {self.nsys_version}) is "
-                f"not supported; nsysscope reads schema {SUPPORTED_MAJOR}.x "
+                f"not supported; nsysscope reads schema "
+                f"{' and '.join(m + '.x' for m in SUPPORTED_MAJORS)} "
                 f"(tested: {', '.join(TESTED_SCHEMAS)})")
 
     def has(self, table: str) -> bool:

@@ -78,10 +78,12 @@ def event_records_table(s: Schema, of_calls: CallRows = EVERY_CALL) -> pd.DataFr
     table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
     if not s.has(table):
         return pd.DataFrame({c: pd.Series(dtype=INT) for c in cols})
-    has_pid = "globalPid" in s.columns(table)
+    tcols = s.columns(table)
+    has_pid = "globalPid" in tcols
     pid = "IFNULL(globalPid, -1)" if has_pid else "-1"
+    esid = "IFNULL(eventSyncId, -1)" if "eventSyncId" in tcols else "-1"  # schema 2.x: none
     df = frame(cols, s.read(f"SELECT {pid}, IFNULL(correlationId, -1), "
-                            f"IFNULL(eventSyncId, -1), streamId FROM {table} "
+                            f"{esid}, streamId FROM {table} "
                             f"WHERE TRUE{of_calls.sql(has_pid)}", "iiii", split=table,
                             within=of_calls))
     return df.assign(proc=process_of_pid(df["proc"]))
