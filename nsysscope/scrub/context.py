@@ -26,7 +26,7 @@ from ..trace.files import (
     sqlite_uri,
 )
 from ..trace.nsys.nsys_rep import STAMP_TABLE
-from ..trace.nsys.schema import truncation
+from ..trace.nsys.schema import META_TABLES, truncation
 from ..trace.nsys.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
@@ -115,11 +115,12 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
         conn.close()
         raise NotAnExport(f"{path}: corrupt export: text that is not UTF-8 "
                           f"({clipped(str(e))})") from None
-    missing = {"META_DATA_EXPORT", "StringIds"} - tables
+    missing = sorted({"StringIds"} - tables) + \
+        ([" or ".join(META_TABLES)] if not tables & set(META_TABLES) else [])
     if missing:
         conn.close()
         raise NotAnExport(f"{path}: SQLite, but not an nsys export "
-                         f"(no {', '.join(sorted(missing))} table)")
+                         f"(no {', '.join(missing)} table)")
 
 
 def quoted(name: str) -> str:
@@ -247,7 +248,7 @@ def export_context(conn: sqlite3.Connection) -> ExportContext:
     tables = _tables(conn)
     refs = _string_ref_columns(conn, tables)
     capture = _meta(conn, "META_DATA_CAPTURE", tables)
-    export = _meta(conn, "META_DATA_EXPORT", tables)
+    export = [kv for t in META_TABLES for kv in _meta(conn, t, tables)]
     sysenv = _sysenv(conn, tables)
     env = _recorded_env(capture, sysenv)
     paths, tilde_homes = _absolute_paths(conn, capture + export)

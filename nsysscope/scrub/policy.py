@@ -108,6 +108,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import NotAnNsysExport, NsysscopeError
+from ..trace.nsys.schema import META_TABLES
 from ..util.units import plural
 from .names import GENERIC_HOSTS, HOST_PLACEHOLDER, USER_PLACEHOLDER
 
@@ -233,7 +234,7 @@ def redact_name(name: str) -> str:
 
 def field_rule(table: str, name: str, value: str) -> tuple[str, str] | None:
     """Field-level replacement for user/host/working-dir/timezone fields: (kind, new value)."""
-    if table in ("META_DATA_CAPTURE", "META_DATA_EXPORT"):
+    if table == "META_DATA_CAPTURE" or table in META_TABLES:
         if (name.endswith("USER_NAME") or name == "EXPORT_USER") and \
                 value not in ("", USER_PLACEHOLDER):
             return "user", USER_PLACEHOLDER

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..trace.formats import is_kineto
 from ..trace.nsys.nsys_rep import STAMP_TABLE
+from ..trace.nsys.schema import META_TABLES
 from .cells import as_text
 from .context import (
     ExportContext,
@@ -48,7 +49,7 @@ from .secrets import (
     secret_option,
 )
 
-_META_TABLES = frozenset({"META_DATA_CAPTURE", "META_DATA_EXPORT", "TARGET_INFO_SYSTEM_ENV"})
+_META_TABLES = frozenset({"META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV", *META_TABLES})
 #: a META_DATA_CAPTURE row holding one argument of the profiled command
 _ARGUMENT = re.compile(r"PROCESS_\d+:ARGUMENT_\d+")
 
@@ -211,16 +212,16 @@ def _scan_timezone(conn: sqlite3.Connection, ctx: ExportContext) -> Iterator[Fin
                 if utc_text is not None and local_text is not None and local_text != utc_text:
                     yield Finding("TARGET_INFO_SESSION_START_TIME", "localTime", rowid, rowid,
                                    [("timezone", "local time ≠ UTC")], utc_text, local)
-    if "META_DATA_EXPORT" in ctx.tables:
+    for table in (t for t in META_TABLES if t in ctx.tables):
         meta = {as_text(n): (r, v) for r, n, v in
-                conn.execute("SELECT rowid, name, value FROM META_DATA_EXPORT")}
+                conn.execute(f"SELECT rowid, name, value FROM {table}")}
         if "EXPORT_TIME_LOCAL" in meta:
             rowid, local = meta["EXPORT_TIME_LOCAL"]
             m = re.match(r"^(\S+) ([+-]\d{4})\b", as_text(local) or "")
             if m and m.group(2) not in ("+0000", "-0000"):
                 utc = as_text(meta.get("EXPORT_TIME_UTC", (None, m.group(1)))[1])
-                yield Finding("META_DATA_EXPORT", "value", rowid, "EXPORT_TIME_LOCAL",
-                               [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC", local)
+                yield Finding(table, "value", rowid, "EXPORT_TIME_LOCAL",
+                              [("timezone", f"UTC{m.group(2)}")], f"{utc} +0000 UTC", local)
 
 
 def leaks_of(findings: list[Finding]) -> list[Leak]:
