@@ -114,13 +114,14 @@ def _require_launches(trace: Trace) -> None:
     lost = data_loss_reason(trace)
     if lost:
         raise ProfilerLostData(f"{trace.meta.path}: {lost}")
-    if trace.api.empty and trace.gpu_ops.empty:
+    calls = trace.meta.cuda_calls if trace.meta.cuda_calls >= 0 else len(trace.api)
+    if not calls and trace.api.empty and trace.gpu_ops.empty:
         how = trace.meta.profiler.record_cuda
         raise NothingToAnalyse(f"{trace.meta.path}: no CUDA data in this trace (was it captured "
                                f"with {how}, and does the program use the GPU?)")
     raise NothingToAnalyse(
         f"{trace.meta.path}: no CUDA graph launches ({len(trace.gpu_ops)} eager GPU ops, "
-        f"{len(trace.api)} CUDA calls); nsysscope analyses engines that replay CUDA graphs")
+        f"{calls} CUDA calls); nsysscope analyses engines that replay CUDA graphs")
 
 
 def _attribute(trace: Trace, launches: pd.DataFrame, nvtx: NvtxIndex) -> pd.DataFrame:

@@ -72,6 +72,10 @@ class TraceMeta(TraceInfo):
     #: the rank the capture names (torch.profiler's ``distributedInfo``, the launcher's
     #: environment: ``RANK``, ``SLURM_PROCID``...), for a trace of one rank
     rank: int | None = None
+    #: every CUDA API call the trace holds, of any kind (``api`` keeps the kinds the analysis
+    #: reads: launches, syncs, copies, events): what a refusal counts; -1 where not counted
+    #: (an nsys export is counted only where it has no graph launch: it costs a scan)
+    cuda_calls: int = -1
 
     @property
     def info(self) -> TraceInfo:

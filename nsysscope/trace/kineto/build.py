@@ -133,7 +133,7 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         has_sync_records=bool(len(syncs)), has_event_records=c.sync_records,
         has_nvtx=bool(len(nvtx)), capture_start_ns=span[0], capture_end_ns=span[1],
         diagnostics=(), profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)),
-        can_window=False, reader_notes=_skipped_note(c) + cut_names_note(
+        can_window=False, cuda_calls=len(api_all), reader_notes=_skipped_note(c) + cut_names_note(
             [nvtx["text"].cat.categories, threads["thread_name"], processes["name"], gpus]))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records,

@@ -69,9 +69,10 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
             got |= s.at_once(of(of_calls))
         api, gpu = got["api"], got["gpu"]
         has_launches = bool(api["name"].isin(LAUNCH_APIS).any())
+        cuda_calls = -1
         if span.whole and not has_launches:
-            _refuse_if_damaged(s, path)  # before "no graph launches": a damaged table's read
-            # can end early, with no error
+            cuda_calls = _refuse_if_damaged(s, path)  # before "no graph launches": a damaged
+            # table's read can end early, with no error
         gpu_ops = own_process(gpu.eager_ops(), api)
         graph_work_table, graph_mode = graph_work(s, api, gpu, of_calls)
         syncs = own_process(got["syncs"], api)
@@ -87,7 +88,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         profiler=NSYS, has_graph_nodes=graph_mode == "node", can_window=True,
         time_range_ns=None if span.whole else (span.start_ns, span.end_ns),
         launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
-        capture_start_ns=capture[0], capture_end_ns=capture[1],
+        capture_start_ns=capture[0], capture_end_ns=capture[1], cuda_calls=cuda_calls,
         session_start_ns=tables.session_start(s),
         reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))) +
         cut_names_note([got["nvtx"]["text"].cat.categories, threads["thread_name"],
@@ -103,18 +104,19 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
                  collectives=got["collectives"], enums=enums, source=db)
 
 
-def _refuse_if_damaged(s: Schema, path: Path) -> None:
+def _refuse_if_damaged(s: Schema, path: Path) -> int:
     """Raise :class:`DamagedExport` where SQLite's own check finds the export damaged. A scan
     of a table whose b-tree is damaged (rowids out of order) can stop early with no error:
     75 of 23,190 CUDA calls read, and no graph launch among them. The check reads the whole
     file, so it runs only where a whole export shows no launch; so does the one for calls
-    whose names are lost (:func:`_refuse_if_names_lost`)."""
+    whose names are lost (:func:`_refuse_if_names_lost`). Returns the export's CUDA calls,
+    every kind (:attr:`TraceMeta.cuda_calls`)."""
     problem = str(s.conn.execute("PRAGMA quick_check(1)").fetchone()[0])
     if problem != "ok":  # "*** in database main ***", then what is wrong, a line each
         first = next((line for line in problem.splitlines() if not line.startswith("***")),
                      problem)
         raise DamagedExport(f"{path}: corrupt export (SQLite's check: {clipped(first)})")
-    _refuse_if_names_lost(s, path)
+    return _refuse_if_names_lost(s, path)
 
 
 def _launches_anywhere(s: Schema, path: Path) -> tuple[int, int] | None:
@@ -127,13 +129,14 @@ def _launches_anywhere(s: Schema, path: Path) -> tuple[int, int] | None:
     return found
 
 
-def _refuse_if_names_lost(s: Schema, path: Path) -> None:
+def _refuse_if_names_lost(s: Schema, path: Path) -> int:
     """Raise :class:`DamagedExport` where CUDA calls name strings that StringIds lacks: the
     loader finds each call by its name's id, so an emptied string table read as "0 CUDA
     calls" and "no CUDA graph launches" (exit 3) of an export that holds 24,393 of them. One
-    scan of the calls, a primary-key look-up each: only where an export shows no launch."""
+    scan of the calls, a primary-key look-up each: only where an export shows no launch.
+    Returns the number of CUDA calls."""
     if not s.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-        return
+        return 0
     total, lost = s.conn.execute(
         "SELECT count(*), count(*) - count(n.id) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
         "LEFT JOIN StringIds n ON n.id = r.nameId").fetchone()
@@ -141,3 +144,4 @@ def _refuse_if_names_lost(s: Schema, path: Path) -> None:
         raise DamagedExport(f"{path}: corrupt export: {lost} of {total} CUDA calls name a "
                             "string StringIds lacks (their names are lost); copy or export it "
                             "again")
+    return int(total)
