@@ -26,7 +26,7 @@ from ..trace.files import (
     sqlite_uri,
 )
 from ..trace.nsys.nsys_rep import STAMP_TABLE
-from ..trace.nsys.schema import META_TABLES, truncation
+from ..trace.nsys.schema import META_TABLES, truncation, unversioned_export
 from ..trace.nsys.sources import resolve
 from ..util.text import clipped
 from .cells import as_text, decode_text
@@ -115,8 +115,10 @@ def _check_nsys(conn: sqlite3.Connection, path: Path) -> None:
         conn.close()
         raise NotAnExport(f"{path}: corrupt export: text that is not UTF-8 "
                           f"({clipped(str(e))})") from None
+    # an export older than schema 2.x has no metadata table: scrubbed all the same
     missing = sorted({"StringIds"} - tables) + \
-        ([" or ".join(META_TABLES)] if not tables & set(META_TABLES) else [])
+        ([" or ".join(META_TABLES)] if not tables & set(META_TABLES)
+         and not unversioned_export(frozenset(tables)) else [])
     if missing:
         conn.close()
         raise NotAnExport(f"{path}: SQLite, but not an nsys export "

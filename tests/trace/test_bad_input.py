@@ -149,8 +149,8 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
         c.execute("INSERT INTO users VALUES (1, 'ada')")
     c.close()
     add("not_an_nsys_export", Case(p, 5, f"{p}: SQLite, but not an nsys export (no "
-                                         "META_DATA_EXPORT table); make one with: nsys export "
-                                         "--type sqlite REPORT.nsys-rep"))
+                                         "META_DATA_EXPORT or EXPORT_META_DATA table); make one "
+                                         "with: nsys export --type sqlite REPORT.nsys-rep"))
     size = case1.stat().st_size
     p = d / "truncated.sqlite"
     p.write_bytes(case1.read_bytes()[: size // 2])
@@ -295,8 +295,44 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
                 "'EXPORT_SCHEMA_VERSION'; UPDATE META_DATA_EXPORT SET value = '4' WHERE name = "
                 "'EXPORT_SCHEMA_VERSION_MAJOR';")
     add("unknown_schema_major", Case(p, 5, f"{p}: export schema 4.0.1 (nsys 2025.3.2.0) is not "
-                                           "supported; nsysscope reads schema 3.x (tested: "
-                                           "3.7.2, 3.20.3)"))
+                                           "supported; nsysscope reads schema 2.x and 3.x "
+                                           "(tested: 2.9.1, 3.7.2, 3.20.3, 3.25.0)"))
+    # schema 2.x (nsys 2021.x-2022.x) as the public 2.9.1 exports of nsys 2022.1.1 and
+    # 2022.2.1 have it (tests/data/external): the metadata table is EXPORT_META_DATA, and
+    # SYNCHRONIZATION and CUDA_EVENT have eventId, no eventSyncId; without PROCESSES and the
+    # GPU tables' globalPid too, as the oldest exports are (thread ids only). It was "SQLite,
+    # but not an nsys export"; it reads as the export it came from, paired by timing
+    gpu_tables = ("KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "CUDA_EVENT")
+    p = copy_of(case1, d / "schema2.sqlite",
+                "ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA;"
+                "UPDATE EXPORT_META_DATA SET value = '2.9.1' WHERE name = "
+                "'EXPORT_SCHEMA_VERSION'; UPDATE EXPORT_META_DATA SET value = '2' WHERE name = "
+                "'EXPORT_SCHEMA_VERSION_MAJOR'; UPDATE EXPORT_META_DATA SET value = '2022.2.1.31' "
+                "WHERE name = 'EXPORT_PRODUCT_VERSION';"
+                "ALTER TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION DROP COLUMN eventSyncId;"
+                "ALTER TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT DROP COLUMN eventSyncId;"
+                "DROP TABLE PROCESSES;" + "".join(
+                    f"ALTER TABLE CUPTI_ACTIVITY_KIND_{t} DROP COLUMN globalPid;"
+                    for t in gpu_tables))
+
+    def as_schema2(s: dict) -> None:
+        classic_case1(s)
+        assert (s["trace"]["schema_version"], s["trace"]["nsys_version"]) == \
+            ("2.9.1", "2022.2.1.31")
+        assert any(n.startswith("no sync-to-event records in this export") for n in s["notes"])
+    add("schema2_export", Case(p, 0, args=("--format", "json"), check=as_schema2))
+    # no metadata table at all: an older export (TARGET_INFO_CUDA_GPU: nsys 2021.1 or older),
+    # or one that lost it; it was "SQLite, but not an nsys export", with no word of what to do
+    redo = ("nsysscope cannot tell its schema; export its report again with nsys 2022.1 or "
+            "newer: nsys export --type sqlite REPORT.nsys-rep (or .qdrep)")
+    p = copy_of(case1, d / "unversioned.sqlite",
+                "DROP TABLE META_DATA_EXPORT; CREATE TABLE TARGET_INFO_CUDA_GPU (vmId INT, name "
+                "TEXT, deviceId INT);")
+    add("unversioned_export", Case(p, 5, f"{p}: an export of nsys 2021.1 or older "
+                                         f"(TARGET_INFO_CUDA_GPU, and no metadata table): {redo}"))
+    p = copy_of(case1, d / "metadata_dropped.sqlite", "DROP TABLE META_DATA_EXPORT;")
+    add("metadata_dropped", Case(p, 5, f"{p}: an nsys export without its metadata table "
+                                       f"(META_DATA_EXPORT or EXPORT_META_DATA): {redo}"))
     no_sync = ("no sync-to-event records in this export (needs nsys >= 2024 with "
                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.eventSyncId and CUDA_EVENT): event waits were "
                "matched to launches by timing alone")
@@ -345,8 +381,8 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
     add("gpu_name_null", Case(p, 0, args=("--format", "json"), check=gpu_unknown))
     p = copy_of(case1, d / "export_meta_null.sqlite", "UPDATE META_DATA_EXPORT SET value = NULL;")
     add("export_meta_null", Case(p, 5, f"{p}: export schema unknown (nsys unknown) is not "
-                                       "supported; nsysscope reads schema 3.x (tested: 3.7.2, "
-                                       "3.20.3)"))
+                                       "supported; nsysscope reads schema 2.x and 3.x (tested: "
+                                       "2.9.1, 3.7.2, 3.20.3, 3.25.0)"))
     p = copy_of(case1, d / "enum_names_null.sqlite", "UPDATE ENUM_CUDA_MEM_KIND SET name = NULL;")
     add("enum_names_null", Case(p, 0, args=("--format", "json"), check=still_case1))
     p = copy_of(case1, d / "renamed_end.sqlite",
@@ -400,7 +436,8 @@ CASES = [
     "case1_without_all_three", "schema_3_7_2", "schema_text_not_utf8", "nvtx_without_text",
     "nvtx_without_textId", "gpu_name_null", "export_meta_null", "enum_names_null",
     "kineto_nested_too_deeply", "runtime_without_end", "nvtx_payload_damaged",
-    "kernels_without_pid", "strings_emptied", "strings_emptied_in_a_range",
+    "kernels_without_pid", "strings_emptied", "strings_emptied_in_a_range", "schema2_export",
+    "unversioned_export", "metadata_dropped",
 ]
 
 

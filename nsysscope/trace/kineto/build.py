@@ -43,12 +43,12 @@ def read_kineto(path: str | Path) -> Trace:
             s = JsonStream(f, p)
             first = s.top()
             if first == "[":
-                s.events(c.add)
+                s.events(c.add, exact_times=True)
                 saw_events = c.events > 0 or s.count == 0
             elif first == "{":
                 for key in s.fields():
                     if key == "traceEvents" and s.is_array():
-                        s.events(c.add)
+                        s.events(c.add, exact_times=True)
                         saw_events = True
                     else:
                         top[key] = s.value()

@@ -186,15 +186,17 @@ class JsonStream:
     def is_array(self) -> bool:
         return self._peek() == "["
 
-    def events(self, on_event: Callable[[Any], None]) -> int:
+    def events(self, on_event: Callable[[Any], None], exact_times: bool = False) -> int:
         """Decode the array at the current position, calling ``on_event`` with each
-        element; returns their number. Where its first window holds Unix-epoch times with a
-        fraction, numbers with a fraction are decoded exactly (:func:`_exact_float`)."""
+        element; returns their number. With ``exact_times``, where the array's first window
+        holds Unix-epoch times with a fraction, numbers with a fraction are decoded exactly
+        (:func:`_exact_float`: large ones as :class:`~decimal.Decimal`, which only a reader
+        that expects them takes; a rewriter keeps floats)."""
         self._expect("[")
         n = 0
-        if len(self.buf) - self.pos < _CHUNK:
+        if exact_times and len(self.buf) - self.pos < _CHUNK:
             self._more()
-        self.exact = _EPOCH_FRACTION.search(self.buf, self.pos) is not None
+        self.exact = exact_times and _EPOCH_FRACTION.search(self.buf, self.pos) is not None
         decode, sep = (_decode_exact if self.exact else _decode), _SEP
         while True:
             buf = self.buf
