@@ -389,7 +389,7 @@ def build_cases(d: Path, case1: Path) -> dict[str, Case]:
                 'ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME RENAME COLUMN "end" TO "finish";')
     add("runtime_without_end", Case(p, 5, f"{p}: CUPTI_ACTIVITY_KIND_RUNTIME has no column end: "
                                           "an export schema nsysscope does not know (3.20.3, "
-                                          "nsys 2025.3.2.0; tested: 3.7.2, 3.20.3)"))
+                                          "nsys 2025.3.2.0; tested: 2.9.1, 3.7.2, 3.20.3, 3.25.0)"))
     # a leaf of NVTX_EVENTS damaged (64 bytes a fuzzer wrote) where only the Python samples'
     # read decodes it (their payload columns): it was an internal error, exit 70
     p = copy_of(case1, d / "nvtx_payload_damaged.sqlite")
