@@ -355,8 +355,11 @@ def missing_text_note(sites: Iterable[StallSite], cfg: AnalysisConfig) -> str | 
     saying "pass --source-root" for a path from another machine, which --source-root could not
     map then). A path recorded on another machine is matched by its end under the root, so no
     --path-map is needed: ``/home/dev/serving/probes/x.py`` is found as ``probes/x.py``."""
+    # a frame without a line (torch.profiler's line 0) has no text by nature: its location
+    # says so (model.sites.source_location), and no folder could give it one
     missing = list(dict.fromkeys(s.source.file for s in sites
-                                 if s.source is not None and not s.source.text))
+                                 if s.source is not None and not s.source.text
+                                 and s.source.line > 0))
     if not missing:
         return None
     nowhere = [f for f in missing if f.startswith("<") or
