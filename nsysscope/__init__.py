@@ -9,7 +9,7 @@ Typical use in a notebook::
 
 ``nsysscope.open`` is available but not in ``__all__``: ``from nsysscope import *`` must not
 shadow the builtin ``open``. The layers, bottom up: errors and util, model, trace, analysis,
-gate and batch, render, api, cli (README, "Architecture").
+gate and batch, render, api, cli (docs/architecture.md).
 
 The names below are imported on first use (PEP 562), so ``import nsysscope`` and
 ``nsysscope --version`` do not pay for pandas and matplotlib until something is analysed.

@@ -28,10 +28,10 @@ from ..util.units import gain, pct
 #: 0.4-1.8 % of its time (GPU busy 98.2-99.6 %, 17 captures over five device sessions: 60 to
 #: 5000 steps, five separate runs, TP=2, piecewise graphs, torch.profiler); five separate
 #: healthy runs of one session span 0.5 % in launch rate (303.8-305.4/s); and the projection
-#: lands within 1.2 % of the healthy capture's rate on 19 of its 24 validation pairs (README,
-#: "How much will the fix buy?"). The case-2 samples fall on both sides: 1.5-1.7 % on the
-#: 60-step captures (nsys and torch.profiler), 0.4 % with 24 piecewise graphs per step, 2.3-5.1 %
-#: on the 150- to 300-step ones.
+#: lands within 1.2 % of the healthy capture's rate on 19 of its 24 validation pairs
+#: (docs/report.md, "How much will the fix buy?"). The case-2 samples fall on both sides:
+#: 1.5-1.7 % on the 60-step captures (nsys and torch.profiler), 0.4 % with 24 piecewise graphs
+#: per step, 2.3-5.1 % on the 150- to 300-step ones.
 NOT_WORTH_BELOW = 0.02
 
 

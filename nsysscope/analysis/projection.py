@@ -27,8 +27,8 @@ projected ones.
 
 It is a model, not a promise: it assumes the freed host time is not spent on new work and
 the GPU work per step does not change. On the engine's own H200 captures it lands within a
-few percent of the rate the healthy capture of the same session measured (README, "How much
-will the fix buy?").
+few percent of the rate the healthy capture of the same session measured (docs/report.md,
+"How much will the fix buy?").
 
 What one stall cost, apart from the host running slower than usual after it (a GC pause, a
 hiccup every capture has): :func:`stall_costs` (the timelines draw the stall that cost most).

@@ -140,7 +140,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, torch.profiler JSON) or a
     summary JSON from 'nsysscope summarize' or 'nsysscope report --format json'. Compares
     steady-state
-    per-launch distributions with a noise model (README, "Regression gate"): stall shares per
+    per-launch distributions with a noise model (docs/gate.md): stall shares per
     class, the overlap window, the GPU idle gap and fraction, and the launch rate. One run
     writes the text report (stdout, or -o) and any of --markdown, --junit, --html, --json.
 

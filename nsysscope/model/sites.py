@@ -92,7 +92,7 @@ class StallSite(Record):
     pid: int | None = None  # the process whose launches stall here
     mean_polls: float = 0.0  # tries per wait when the host polls (cudaEventQuery loops)
     #: the trace's launch rate with this site's stalls fixed, over the measured one (the
-    #: model: README, "How much will the fix buy?"); None for launch-bound gaps
+    #: model: docs/report.md, "How much will the fix buy?"); None for launch-bound gaps
     speedup_if_fixed: float | None = None
     #: the trace's launch rate with this site's stalls fixed (what ``speedup_if_fixed``
     #: multiplies, rounded as ``if_fixed.launches_per_s`` is, so that the two agree)

@@ -537,12 +537,18 @@ def summary_file(analysed, tmp_path_factory):
 # -- the README says what the commands do --------------------------------------------------------
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def test_readme_lists_every_exit_code_and_the_ci_snippet_every_gate_code():
+def test_the_docs_list_every_exit_code_and_the_ci_snippet_every_gate_code():
+    """Moved with their content out of the README (issue 55, item 18): the exit codes to
+    docs/troubleshooting.md, the CI job to docs/gate.md."""
+    codes = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
     for code, _ in EXIT_CODES:
-        assert f"\n| {code} | " in README, code
-    snippet = README[README.index("name: overlap-gate"):README.index("**Pull requests from forks")]
+        assert f"\n| {code} | " in codes, code
+    gate_doc = (DOCS / "gate.md").read_text(encoding="utf-8")
+    snippet = gate_doc[gate_doc.index("name: overlap-gate"):
+                       gate_doc.index("**Pull requests from forks")]
     comments = " ".join(line.strip().lstrip("#") for line in snippet.splitlines()
                         if line.strip().startswith("#"))
     for code in range(9):
@@ -575,13 +581,39 @@ def test_every_python_name_the_docs_give_exists():
             break
 
 
-def test_readme_starts_with_capture_and_documents_the_extras():
+def test_readme_starts_with_a_quick_start_then_capture_and_documents_the_extras():
+    """Issue 55, item 18: a ten-line quick start first (a virtual environment, the install,
+    one report, the tests with the CPU torch, a picture), then how to capture; reference
+    material in docs/, linked."""
     sections = [line for line in README.splitlines() if line.startswith("## ")]
-    assert sections[0] == "## Capture your engine"
+    assert sections[:2] == ["## Quick start", "## Capture your engine"]
+    quick = README[README.index("## Quick start"):README.index("## Capture your engine")]
+    block = quick[quick.index("```bash\n") + 8:quick.index("\n```", quick.index("```bash"))]
+    commands = block.splitlines()
+    assert len(commands) <= 10
+    assert commands[0].startswith("python3 -m venv .venv")
+    assert any(c.startswith("nsysscope report sample_traces/") for c in commands)
+    assert any("--extra-index-url https://download.pytorch.org/whl/cpu" in c for c in commands)
+    assert any(c.startswith('python -m pytest -q -m "not slow"') for c in commands)
+    assert any("savefig(" in c for c in commands)
+    assert "15 to 40 minutes" in quick and "first five lines" in quick
     for extra in ("[parquet]", "[notebook]", "[dask]"):
         assert f"`{extra}`" in README
     assert "--capture-range=cudaProfilerApi" in README and "--delay" in README
     assert "`cuda_memcpy_async`" in README and "`cuda_api_sync`" in README
+    for doc in ("report", "json", "gate", "database", "troubleshooting", "architecture"):
+        assert f"](docs/{doc}.md)" in README, doc
+    assert len(README.splitlines()) < 300  # reads in ten minutes (it was 1,539 lines)
+
+
+def test_the_quick_start_shows_the_report_s_first_five_lines(sample_path, monkeypatch):
+    """The lines the quick start explains are the report's, as the sample gives them."""
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    shown = README[README.index("The report's first five lines"):]
+    shown = shown[shown.index("```\n") + 4:shown.index("\n```", shown.index("```\n"))]
+    r = run("report", "sample_traces/h200_case1_300.sqlite.xz", env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and r.stdout.splitlines()[:5] == shown.splitlines()
 
 
 def test_cache_evicts_the_least_recently_used(tmp_path, monkeypatch):

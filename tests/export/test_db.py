@@ -19,7 +19,7 @@ TRACES = [f"sample_traces/{n}.sqlite.xz" for n in NAMES]
 
 
 def readme_queries() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "database.md").read_text(encoding="utf-8")
     section = text.split("## Query many runs: the per-launch database", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sql\n(.*?)```", section, re.S)
 

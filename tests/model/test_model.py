@@ -132,8 +132,8 @@ def test_the_docs_name_the_schema_the_tool_writes():
 
     root = Path(__file__).resolve().parents[2]
     version = SCHEMA.rsplit("/", 1)[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert f"`{SCHEMA}` object" in readme and f"Version {version} (this one)" in readme
+    report = (root / "docs" / "report.md").read_text(encoding="utf-8")  # (from the README)
+    assert f"`{SCHEMA}` object" in report and f"Version {version} (this one)" in report
     assert f"# The summary JSON (`{SCHEMA}`)" in (root / "docs" / "json.md").read_text()
 
 

@@ -9,7 +9,7 @@ much as the two captures do, and the tolerances say why:
 * healthy: the host is ahead of the GPU, so the profiler's host overhead is absorbed by the
   wait on the previous round; the two captures' window and GPU-gap medians differ by 1.6 %
   and 0.2 %. The gate's own calibration puts the spread of window medians between windows of
-  one healthy capture at 3 % (README, "The noise model"), so 5 % is the tolerance.
+  one healthy capture at 3 % (docs/gate.md, "The noise model"), so 5 % is the tolerance.
 * stalled modes: the host is on the critical path, and ``with_stack=True`` records every
   Python call: the engine's pure-Python phases (``schedule``, ``post``, ``detokenize``: no
   CUDA call inside) run 2.1-3.2x longer under torch.profiler than under nsys in these very
