@@ -9,6 +9,7 @@ the results around and shows them as DataFrames and rich HTML. Importing it impo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ import pandas as pd
 
 from . import render  # noqa: F401 - registers the renderers
 from .analysis import Analysis, AnalysisConfig, analyze, analyze_file
+from .analysis.config import config_of
+from .analysis.job import analyze_files
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
 from .trace import TimeRange, Trace, load
@@ -30,13 +33,22 @@ __all__ = ["Analysis", "AnalysisConfig", "GateResult", "OpenTrace", "StallSite",
 
 
 class OpenTrace:
-    """One analysed trace, explorable in a notebook."""
+    """One analysed trace (or the files of one job, as one server), explorable in a
+    notebook."""
 
-    def __init__(self, path: str | Path, config: AnalysisConfig | None = None,
-                 nsys: str | None = None, time_range: TimeRange | None = None) -> None:
-        self.path = Path(path)
-        self.analysis: Analysis = analyze_file(path, config, nsys=nsys, time_range=time_range,
-                                               events="shown")
+    def __init__(self, path: str | Path | Sequence[str | Path],
+                 config: AnalysisConfig | None = None, nsys: str | None = None,
+                 time_range: TimeRange | None = None) -> None:
+        if isinstance(path, (str, Path)):
+            self.path = Path(path)
+            self.analysis: Analysis = analyze_file(path, config, nsys=nsys,
+                                                   time_range=time_range, events="shown")
+            return
+        if time_range is not None:
+            raise ValueError("time_range: a part of one trace; the files of a job are read "
+                             "whole")
+        self.path = Path(path[0])
+        self.analysis = analyze_files(list(path), config_of(config), nsys)
 
     # the tables are copies (or selections, new frames too): a notebook that drops or
     # overwrites a column of one must not change what the summary, the plots and the other
@@ -96,8 +108,11 @@ class OpenTrace:
         return registry.render_fragment("summary", self.analysis.summary)
 
 
-def open(path: str | Path, config: AnalysisConfig | None = None,  # noqa: A001
-         nsys: str | None = None, time_range: TimeRange | None = None) -> OpenTrace:
+def open(path: str | Path | Sequence[str | Path],  # noqa: A001
+         config: AnalysisConfig | None = None, nsys: str | None = None,
+         time_range: TimeRange | None = None) -> OpenTrace:
     """Load and analyse a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, or a torch.profiler
-    JSON trace, plain or .gz), or only ``time_range`` of an nsys export's timeline."""
+    JSON trace, plain or .gz), or only ``time_range`` of an nsys export's timeline; a list of
+    paths: the files of one job (its ranks profiled apart), analysed as one server
+    (:func:`~nsysscope.analysis.job.analyze_files`)."""
     return OpenTrace(path, config, nsys, time_range)

@@ -33,11 +33,14 @@ import numpy as np
 import pandas as pd
 
 from ..model import LatentSite
+from ..trace.arrays import workers
+from ..trace.joined import KEY_BITS, joined, keyed, moved, rekeyed
 from ..trace.load import Trace
+from ..util.forks import map_forked
 from ..util.units import us
 from .collectives import RankWaits, attach_waits
 from .config import AnalysisConfig
-from .pipeline import Analysis
+from .pipeline import Analysis, analyze_file
 from .stored import SpilledRows
 from .summarise import summarize
 from .windows import columns_of
@@ -49,23 +52,17 @@ TIMES = {"launches": ("api_start_ns", "api_end_ns", "gpu_start_ns", "gpu_end_ns"
                       "block_start_ns", "block_end_ns", "cause_start_ns"),
          "blocks": ("start_ns", "end_ns", "boundary_ns"),
          "steps": ("start_ns", "end_ns")}
-#: columns that hold a process key, and a thread id (nsys's global id: the process above
-#: bit 24), by table
-PROCESS_KEYS = {"launches": ("proc",), "blocks": ("proc",), "processes": ("proc",),
-                "collectives": ("proc",)}
-THREAD_KEYS = {"launches": ("tid", "block_tid", "cause_tid"), "blocks": ("tid", "anchor_tid"),
-               "steps": ("tid",), "threads": ("tid",)}
-#: where a file's own keys are made distinct (:func:`_distinct_keys`): bits of the global
-#: id's hardware field, above the VM id (a process key's bits 32-38, a thread id's 56-62)
-KEY_BITS = 32
-THREAD_KEY_BITS = 56
-MAX_FILES = 1 << 7
+#: columns of the launch, block and NVTX step rows that hold a process key, and a thread id
+#: (:func:`~nsysscope.trace.joined.keyed`)
+ROW_KEYS = {"launches": (("proc",), ("tid", "block_tid", "cause_tid")),
+            "blocks": (("proc",), ("tid", "anchor_tid")), "steps": ((), ("tid",))}
 
 
 @dataclass
 class JobPart:
     """What one file of a job gives the job: its own analysis's rows, its identity,
-    processes, threads and NCCL kernels (``outline``: a trace with no other events)."""
+    processes, threads and NCCL kernels (``outline``: a trace with no other events, or with
+    every event where a timeline of the job is drawn)."""
 
     path: str
     outline: Trace
@@ -75,12 +72,13 @@ class JobPart:
     latent: list[LatentSite]
 
     @classmethod
-    def of(cls, path: str | Path, a: Analysis) -> JobPart:
+    def of(cls, path: str | Path, a: Analysis, events: bool = False) -> JobPart:
         """The part of the file at ``path`` analysed as ``a`` (with its collectives kept:
-        :func:`~.pipeline.analyze_file`)."""
+        :func:`~.pipeline.analyze_file`; with ``events``, every event)."""
         t = a.trace
-        outline = replace(t, **{name: getattr(t, name).iloc[:0] for name in (
-            "api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx")}, source=None)
+        outline = replace(t, source=None) if events else replace(t, **{
+            name: getattr(t, name).iloc[:0] for name in (
+                "api", "graph_work", "gpu_ops", "syncs", "event_records", "nvtx")}, source=None)
         return cls(str(path), outline, a.launches, a.blocks, a.step_ranges(),
                    list(a.summary.latent))
 
@@ -99,6 +97,21 @@ class FileClock:
     def offset_ns(self) -> int:
         """What the file's times are moved by."""
         return self.session_ns - (self.refined_ns or 0)
+
+
+def analyze_files(paths: Sequence[str | Path], cfg: AnalysisConfig, nsys: str | None = None,
+                  events: bool = False) -> Analysis:
+    """The files at ``paths``, one job (:func:`analyze_job`): each read once, a CPU's worth at
+    a time in processes forked from this one (:func:`~nsysscope.util.forks.map_forked`);
+    ``events``: every file's events kept, on the job's axis (a timeline of the job: each
+    file read whole)."""
+    def part(path: str | Path) -> JobPart:
+        a = analyze_file(path, cfg, nsys, events="all" if events else "none", collectives=True)
+        return JobPart.of(path, a, events)
+
+    n = max(1, workers())
+    parts = [p for i in range(0, len(paths), n) for p in map_forked(part, list(paths[i:i + n]))]
+    return analyze_job(parts, cfg)
 
 
 def pairs_up(parts: Sequence[JobPart]) -> bool:
@@ -130,7 +143,7 @@ def analyze_job(parts: Sequence[JobPart], cfg: AnalysisConfig) -> Analysis:
             steps.append(columns_of(moved["steps"]))
         launches.update_parts({"launch": p.index.to_numpy()} for p in launches.chunks(["launch"]))
         blocks.update_parts({"block": p.index.to_numpy()} for p in blocks.chunks(["block"]))
-        outline = _outline(parts, clocks, kernels)
+        outline = _outline(parts, clocks)
         summary, table = summarize(outline, launches, cfg, None,
                                    [s for p in parts for s in p.latent], steps)
     except BaseException:
@@ -138,6 +151,9 @@ def analyze_job(parts: Sequence[JobPart], cfg: AnalysisConfig) -> Analysis:
             store.close()
         raise
     summary = replace(summary, notes=[*summary.notes, clocks_note(clocks)])
+    if all(len(p.outline.api) for p in parts):  # every event held: the trace says its steps
+        steps.close()
+        return Analysis(outline, cfg, launches, blocks, summary, table)
     return Analysis(outline, cfg, launches, blocks, summary, table, steps=steps)
 
 
@@ -228,29 +244,12 @@ def _distinct_keys(parts: Sequence[JobPart]) -> list[JobPart]:
         own = {int(p) for p in part.outline.processes.get("proc", pd.Series(dtype="int64"))} | \
             {int(p) for p in pd.unique(part.launches["proc"])}
         if own & seen:
-            if i >= MAX_FILES:
-                raise ValueError(f"a job of more than {MAX_FILES} files whose processes share "
-                                 "ids is not supported")
-            part = _rekeyed(part, i)
+            part = replace(part, outline=rekeyed(part.outline, i), **{
+                name: keyed(getattr(part, name), i, *ROW_KEYS[name]) for name in ROW_KEYS})
             own = {p ^ (i << KEY_BITS) for p in own}
         seen |= own
         out.append(part)
     return out
-
-
-def _rekeyed(part: JobPart, i: int) -> JobPart:
-    def keyed(name: str, df: pd.DataFrame) -> pd.DataFrame:
-        cols = {c: df[c].to_numpy() ^ (i << KEY_BITS) for c in PROCESS_KEYS.get(name, ())
-                if c in df} | \
-            {c: np.where(df[c].to_numpy() >= 0, df[c].to_numpy() ^ (i << THREAD_KEY_BITS),
-                         df[c].to_numpy()) for c in THREAD_KEYS.get(name, ()) if c in df}
-        return df.assign(**cols) if cols else df
-    t = part.outline
-    outline = replace(t, processes=keyed("processes", t.processes),
-                      threads=keyed("threads", t.threads),
-                      collectives=keyed("collectives", t.collectives))
-    return replace(part, outline=outline, launches=keyed("launches", part.launches),
-                   blocks=keyed("blocks", part.blocks), steps=keyed("steps", part.steps))
 
 
 def _ranked(part: JobPart, order: int) -> pd.DataFrame:
@@ -265,10 +264,10 @@ def _ranked(part: JobPart, order: int) -> pd.DataFrame:
                         order=order)
 
 
-def _outline(parts: Sequence[JobPart], clocks: Sequence[FileClock],
-             kernels: pd.DataFrame) -> Trace:
-    """The job as a trace with no events: the first file's identity named for the job, every
-    file's processes and threads, and the job's NCCL kernels."""
+def _outline(parts: Sequence[JobPart], clocks: Sequence[FileClock]) -> Trace:
+    """The job as one trace: the first file's identity named for the job, every file's
+    processes, threads, NCCL kernels and (where the parts hold them) events, on the job's
+    time axis."""
     metas = [p.outline.meta for p in parts]
     first = metas[0]
     meta = replace(
@@ -286,10 +285,7 @@ def _outline(parts: Sequence[JobPart], clocks: Sequence[FileClock],
         capture_end_ns=max(m.capture_end_ns + c.offset_ns for m, c in zip(
             metas, clocks, strict=True)),
         can_window=False)
-    return replace(parts[0].outline, meta=meta,
-                   processes=pd.concat([_ranked(p, i) for i, p in enumerate(parts)],
-                                       ignore_index=True),
-                   threads=pd.concat([p.outline.threads for p in parts], ignore_index=True),
-                   collectives=kernels)
+    return joined([moved(replace(p.outline, processes=_ranked(p, i)), c.offset_ns)
+                   for i, (p, c) in enumerate(zip(parts, clocks, strict=True))], meta)
 
 

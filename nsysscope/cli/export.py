@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from ..analysis import Analysis, analyze_file
+from ..analysis.job import analyze_files
+from ..batch import expand
 from ..export import ExportContext
 from ..trace.windows import is_long
 from ..util.progress import note
@@ -23,7 +25,7 @@ from .options import (
 
 
 @click.command("export")
-@click.argument("trace", type=INPUT_PATH)
+@click.argument("traces", nargs=-1, required=True, type=INPUT_PATH, metavar="TRACE...")
 @click.option("--perfetto", "perfetto", required=True, metavar="OUT.json.gz",
               type=OUTPUT_FILE,
               help="Write a Chrome-trace/Perfetto timeline (gzip when named .gz, xz when "
@@ -32,16 +34,24 @@ from .options import (
               help="Every kernel, copy and memset of every graph replay (default: one slice "
                    "per replay).")
 @analysis_options
-def export_command(trace: str, perfetto: str, all_kernels: bool, warmup: int | None,
-                   launch_bound_us: float, nsys: str | None, no_cache: bool = False) -> int:
+def export_command(traces: tuple[str, ...], perfetto: str, all_kernels: bool,
+                   warmup: int | None, launch_bound_us: float, nsys: str | None,
+                   no_cache: bool = False) -> int:
     """Export TRACE as a zoomable timeline: host threads (CUDA API calls, NVTX ranges), GPU
     streams (graph replays, copies), flow arrows from each launch to its replay and to the
     host call that waited on it, and nsysscope's findings (the class per launch, the overlap
-    window, GPU idle gaps named by cause) as tracks of their own."""
-    check_writable(perfetto, "--perfetto", [trace])
+    window, GPU idle gaps named by cause) as tracks of their own. Several traces (or a folder
+    or glob) are the files of one job, drawn on one time axis (each file's clock put on the
+    first's: 'nsysscope report' says the offsets)."""
+    files = [str(p) for p in expand(traces)]
+    check_writable(perfetto, "--perfetto", files)
     use_cache(no_cache)
-    note_whole_read(trace, nsys)
-    a = analyze_file(trace, config_from(warmup, launch_bound_us), nsys=nsys, events="all")
+    for trace in files:
+        note_whole_read(trace, nsys)
+    cfg = config_from(warmup, launch_bound_us)
+    a = analyze_file(files[0], cfg, nsys=nsys, events="all") if len(files) == 1 else \
+        analyze_files(files, cfg, nsys, events=True)
+    trace = files[0] if len(files) == 1 else a.trace.meta.path
     if all_kernels and a.trace.source is None:  # the kernels are read again from the export
         note(f"--all-kernels reads a replay's kernels from an nsys export; a "
              f"{a.trace.meta.profiler.name} trace's replays are drawn as one slice each")

@@ -18,6 +18,8 @@ from click.core import ParameterSource
 
 from .. import render
 from ..analysis import analyze_file
+from ..analysis.job import analyze_files
+from ..batch import expand, names_many
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note
@@ -80,16 +82,27 @@ def _threshold_options(f: F) -> F:
     return f
 
 
+def side(spec: str) -> str | list[str]:
+    """A side as the command line names it: a trace or summary file, or a folder or glob of
+    one job's files (its ranks profiled apart), a list of them."""
+    if not names_many(spec):
+        return spec
+    files = [str(p) for p in expand([spec])]
+    return files if len(files) > 1 else files[0]
+
+
 @click.command("summarize")
-@click.argument("trace", type=INPUT_PATH)
+@click.argument("traces", nargs=-1, required=True, type=INPUT_PATH, metavar="TRACE...")
 @click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE.json",
               help="Write the summary here instead of stdout.")
 @analysis_options
-def summarize_command(trace: str, output: str | None, warmup: int | None,
+def summarize_command(traces: tuple[str, ...], output: str | None, warmup: int | None,
                       launch_bound_us: float, nsys: str | None, no_cache: bool = False) -> int:
     """Write TRACE's steady-state summary as JSON, with its per-launch distributions: a
     small baseline that 'nsysscope gate' reads in place of the trace (the same JSON as
-    'report --format json', field by field: docs/json.md).
+    'report --format json', field by field: docs/json.md). Several traces (or a folder or
+    glob of them) are the files of one job, its ranks profiled apart: summarised as one
+    server, one process per rank.
 
     A trace with no steady launch (all warm-up) is refused with exit 8 and nothing is
     written."""
@@ -97,9 +110,13 @@ def summarize_command(trace: str, output: str | None, warmup: int | None,
     if named not in (None, "json"):  # the JSON in a .md file, say: it was written so
         raise click.UsageError(f"-o {output}: summarize writes JSON, not {named}; name a .json "
                                "file (report --format writes the other formats)")
-    check_writable(output, inputs=[trace])
+    check_writable(output, inputs=list(traces))
     use_cache(no_cache)
-    s = analyze_file(trace, config_from(warmup, launch_bound_us), nsys, events="none").summary
+    given = side(traces[0]) if len(traces) == 1 else [str(p) for p in expand(traces)]
+    trace = given if isinstance(given, str) else f"{len(given)} files of one job"
+    cfg = config_from(warmup, launch_bound_us)
+    s = analyze_file(given, cfg, nsys, events="none").summary if isinstance(given, str) else \
+        analyze_files(given, cfg, nsys).summary
     require_steady(s, warmup)
     text = render.render("report", "json", s)
     size = write_output(text, output)
@@ -137,7 +154,8 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
                  **limits: Any) -> int:
     """Fail (exit 1) when CANDIDATE lost CPU/GPU overlap that BASELINE had.
 
-    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, torch.profiler JSON) or a
+    Each side is a trace (.sqlite, .sqlite.xz/.gz, .nsys-rep, torch.profiler JSON), a folder
+    or glob of one job's files (its ranks profiled apart: compared rank by rank), or a
     summary JSON from 'nsysscope summarize' or 'nsysscope report --format json'. Compares
     steady-state
     per-launch distributions with a noise model (docs/gate.md): stall shares per
@@ -164,7 +182,7 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     thresholds, source = load_thresholds(config_file, overrides, options=options)
     cfg = config_from(warmup, launch_bound_us)
     drawn = fmt == "html" or html_file is not None  # an HTML page draws the sides' timelines
-    base, cand = read_sides(baseline, candidate, cfg, nsys,
+    base, cand = read_sides(side(baseline), side(candidate), cfg, nsys,
                             events="shown" if drawn else "none")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:

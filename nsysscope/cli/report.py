@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from .. import render
-from ..analysis import analyze_file
+from ..analysis import Analysis, analyze_file
+from ..analysis.job import analyze_files
 from ..batch import expand, names_many, rank_of, run_traces
 from ..errors import NothingSteady, SomeTracesFailed, UnreadableInput
 from ..export import ExportContext, is_db_name
@@ -106,9 +107,9 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     many = any(names_many(t) for t in traces)  # a folder or a glob: a table, however many
     paths = expand(traces) if many or len(traces) > 1 else [traces[0]]
     if many or len(paths) > 1:
-        if perfetto or not span.whole:
+        if (perfetto and job is False) or not span.whole:
             raise click.UsageError(f"{'--perfetto' if perfetto else '--from/--to'} takes a "
-                                   "single trace")
+                                   "single trace" + (" or one job" if perfetto else ""))
         if per_launch and not is_db_name(per_launch):
             raise click.UsageError("--per-launch with several traces writes an SQLite "
                                    "database: name a .db or .sqlite file")
@@ -118,6 +119,9 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
             raise UnreadableInput(f"--format {fmt} shows one trace; for many traces use "
                                   f"{', '.join(render.BATCH_FORMATS[:-1])} or "
                                   f"{render.BATCH_FORMATS[-1]}")
+        if perfetto:  # a timeline of one job: every file's events, on one axis
+            a = analyze_files([str(p) for p in paths], cfg, nsys, events=True)
+            return _report(a, a.trace.meta.path, fmt, output, perfetto, per_launch, warmup)
         batch, together = run_traces(paths, jobs, scheduler, cfg, nsys, timed=timings,
                                      per_launch_db=per_launch, owns_process=True, job=job)
         if together is not None:
@@ -159,19 +163,26 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
         note_whole_read(traces[0], nsys)
     a = analyze_file(traces[0], cfg, nsys, span, events="all" if perfetto else
                      "shown" if fmt == "html" else "none")
+    return _report(a, traces[0], fmt, output, perfetto, per_launch, warmup,
+                   rank_of(traces[0], len(a.summary.processes)))
+
+
+def _report(a: Analysis, trace: str, fmt: str, output: str | None, perfetto: str | None,
+            per_launch: str | None, warmup: int | None, rank: int | None = None) -> int:
+    """Write the report of one trace or one job (``a``, named ``trace``), and the files asked
+    for besides."""
     require_steady(a.summary, warmup)
     steady = f"{a.summary.steady_launches} steady launches"
     if per_launch:
-        write_export("--per-launch", per_launch, a, ExportContext(
-            trace=traces[0], rank=rank_of(traces[0], len(a.summary.processes))))
-        said(per_launch, f"{a.summary.launches} launches of {traces[0]} added to the per-launch "
+        write_export("--per-launch", per_launch, a, ExportContext(trace=trace, rank=rank))
+        said(per_launch, f"{a.summary.launches} launches of {trace} added to the per-launch "
              f"database {per_launch}" if is_db_name(per_launch) else
-             f"per-launch table of {traces[0]} written to {per_launch} "
+             f"per-launch table of {trace} written to {per_launch} "
              f"({a.summary.launches} rows)")
     context: dict[str, str] = {}
     if perfetto:
         n = write_perfetto_file(perfetto, a)
-        said(perfetto, f"Perfetto timeline of {traces[0]} written to {perfetto} ({n} events); "
+        said(perfetto, f"Perfetto timeline of {trace} written to {perfetto} ({n} events); "
              "open it in https://ui.perfetto.dev")
         if fmt == "html":
             here = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
@@ -179,7 +190,7 @@ def report_command(traces: tuple[str, ...], fmt: str | None, output: str | None,
     size = write_output(render.render("report", fmt, a, width=text_width(output), **context),
                         output)
     first = a.summary.headline.text if a.summary.headline else a.summary.verdict
-    said(output, f"report of {traces[0]} written to {output} ({fmt}, {steady}, {kb(size)}): "
+    said(output, f"report of {trace} written to {output} ({fmt}, {steady}, {kb(size)}): "
          f"{first}")
     return 0
 

@@ -103,18 +103,22 @@ def process_pairs(base: Summary,
         notes.append(f"the baseline has {len(b)} processes and the candidate {len(c)}: only "
                      "the totals are compared")
         return [], notes
+    by_rank = all(p.rank is not None for p in (*b, *c)) and \
+        len({p.rank for p in b}) == len(b) and len({p.rank for p in c}) == len(c)
     by_device = len({p.device for p in b}) == len(b) and len({p.device for p in c}) == len(c)
-    key = (lambda p: (p.device, p.pid)) if by_device else (lambda p: p.pid)
+    key = (lambda p: (p.rank, p.pid)) if by_rank else \
+        (lambda p: (p.device, p.pid)) if by_device else (lambda p: p.pid)
+    how = "rank" if by_rank else "CUDA device" if by_device else "pid order"
     out = []
     for i, (pb, pc) in enumerate(zip(sorted(b, key=key), sorted(c, key=key), strict=True)):
         if pb.distributions is None or pc.distributions is None or not pb.steady_launches \
                 or not pc.steady_launches:
-            notes.append(f"process {i} (pid {pb.pid} -> {pc.pid}): no per-launch values to "
+            notes.append(f"process {i} ({pb.label} -> {pc.label}): no per-launch values to "
                          "compare")
             continue
         out.append((f"process{i}", process_summary(base, pb), process_summary(cand, pc)))
-    notes.append("processes matched by " + ("CUDA device" if by_device else "pid order") + ": "
-                 + ", ".join(f"process{i} = pid {pb.pid} -> {pc.pid}" for i, (_, pb, pc)
+    notes.append(f"processes matched by {how}: "
+                 + ", ".join(f"process{i} = {pb.label} -> {pc.label}" for i, (_, pb, pc)
                              in enumerate((s, x.processes[0], y.processes[0]) for s, x, y in out)))
     return out, notes
 
@@ -130,9 +134,9 @@ def peer_waits(checks: list[Check], base: Summary, cand: Summary, scope: str,
     if pc.status != "waits_for_peer" or pb.status == "waits_for_peer":
         return checks, notes
     wait = pc.collective_wait_us.p50
-    said = (f"{scope} (pid {pc.pid}) now waits {us(wait) if wait else 'longer'} per step in "
+    said = (f"{scope}, {pc.label}, now waits {us(wait) if wait else 'longer'} per step in "
             f"{pc.waits_in or 'collectives'}"
-            + (f" for pid {pc.waits_for_pid}" if pc.waits_for_pid is not None else "")
+            + (f" for {pc.waits_for}" if pc.waits_for is not None else "")
             + ": its longer overlap window is that wait, not an improvement")
     out = [replace(c, detail=said) if c.status == CHANGED and c.metric == "window_p50" else c
            for c in checks]

@@ -1,7 +1,8 @@
 """The gate's sides: what :func:`~.compare.compare` and ``nsysscope gate`` take as a side
-(a trace, a summary file, an analysis) read as a :class:`~nsysscope.model.Summary` (or an
-Analysis, where a page draws its figures), both at once where the OS can fork; and the
-summary of a part of one analysis (:func:`part_summary`, the false-alarm measurement)."""
+(a trace, the files of one job, a summary file, an analysis) read as a
+:class:`~nsysscope.model.Summary` (or an Analysis, where a page draws its figures), both at
+once where the OS can fork; and the summary of a part of one analysis (:func:`part_summary`,
+the false-alarm measurement)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis import Analysis, AnalysisConfig, Events, analyze_file, summarize
+from ..analysis.config import config_of
+from ..analysis.job import analyze_files
 from ..errors import NsysscopeError, UnreadableInput
 from ..model import Summary, summary_in
 from ..model.schema import WrongKind
@@ -96,21 +99,30 @@ def summary_of(x: Any, config: AnalysisConfig | None = None, nsys: str | None = 
         if is_summary_file(x):
             return read_summary(x)
         return analyze_file(x, config, nsys, events="none").summary
+    if isinstance(x, (list, tuple)):  # the files of one job
+        return analyze_files(x, config_of(config), nsys).summary
     raise TypeError(f"cannot gate a {type(x).__name__}: give a trace path, a summary JSON path, "
                     "a Summary, an Analysis or an OpenTrace")
 
 
-def read_side(x: str, config: AnalysisConfig | None = None, nsys: str | None = None,
+#: a side as the gate command names it: a trace or summary file, or the files of one job
+Side = str | list[str]
+
+
+def read_side(x: Side, config: AnalysisConfig | None = None, nsys: str | None = None,
               events: Events = "shown") -> Summary | Analysis:
     """One side as the gate command reads it: a summary file as its Summary, a trace analysed
     once (an HTML page draws its figures from the analysis: ``events``, as
-    :func:`~nsysscope.analysis.pipeline.analyze_file`)."""
+    :func:`~nsysscope.analysis.pipeline.analyze_file`), the files of one job as one server
+    (:func:`~nsysscope.analysis.job.analyze_files`: no events)."""
+    if isinstance(x, list):
+        return analyze_files(x, config_of(config), nsys)
     if is_summary_file(x):
         return read_summary(x)
     return analyze_file(x, config, nsys, events=events)
 
 
-def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = None,
+def read_sides(baseline: Side, candidate: Side, config: AnalysisConfig | None = None,
                nsys: str | None = None,
                events: Events = "shown") -> tuple[Summary | Analysis, Summary | Analysis]:
     """Both sides, read at once where the OS can fork: the baseline in a child process (a
@@ -118,9 +130,9 @@ def read_sides(baseline: str, candidate: str, config: AnalysisConfig | None = No
     time of one on two CPUs. An error is the baseline's first. Sides whose figures are
     drawn (``events`` ``"shown"``) are read here when one is long: its rows, on disk, would
     go with the child process that read them."""
-    if "fork" not in mp.get_all_start_methods() or is_summary_file(baseline) or \
-            is_summary_file(candidate) or \
-            (events == "shown" and any(_is_long(x, nsys) for x in (baseline, candidate))):
+    if "fork" not in mp.get_all_start_methods() or any(
+            isinstance(x, list) or is_summary_file(x) for x in (baseline, candidate)) or \
+            (events == "shown" and any(_is_long(str(x), nsys) for x in (baseline, candidate))):
         return (read_side(baseline, config, nsys, events),
                 read_side(candidate, config, nsys, events))
     with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:

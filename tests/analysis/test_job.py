@@ -132,3 +132,61 @@ def test_report_of_a_job_s_files_is_one_server_and_one_file_alone_names_the_miss
     # --no-job: the files one by one, as before
     apart = CliRunner().invoke(cli, ["report", "--no-job", *files])
     assert apart.exit_code == 0 and "(one job)" not in apart.output
+
+
+def test_summarize_gate_and_the_notebook_take_a_job(split, tmp_path):
+    """``summarize FOLDER`` writes the job's summary (one process per rank); the gate takes a
+    job's folder or glob as a side and compares it with a job, or with a job's summary, rank
+    by rank; ``nsysscope.open([files])`` opens a job."""
+    from click.testing import CliRunner
+
+    import nsysscope
+    from nsysscope.cli import cli
+    from nsysscope.gate.sides import read_summary
+    healthy = split("tp2_healthy", 10 * US)[0].parent
+    broken = split("tp2_case1_rank0", 10 * US)[0].parent
+    base = tmp_path / "healthy.json"
+    r = CliRunner().invoke(cli, ["summarize", str(healthy), "-o", str(base)])
+    assert r.exit_code == 0, r.output
+    s = read_summary(base)
+    assert [p.rank for p in s.processes] == [0, 1] and s.notes[-1].startswith("one job of 2")
+    same = CliRunner().invoke(cli, ["gate", str(base), str(healthy)])
+    assert same.exit_code == 0, same.output
+    worse = CliRunner().invoke(cli, ["gate", str(base), f"{broken}/*.sqlite"])
+    assert worse.exit_code == 1, worse.output
+    flat = " ".join(worse.output.split())
+    assert "processes matched by rank: process0 = rank 0 (pid 721) -> rank 0 (pid 1150), " \
+        "process1 = rank 1 (pid 722) -> rank 1 (pid 1151)" in flat
+    jobs = CliRunner().invoke(cli, ["gate", str(healthy), str(broken)])
+    assert jobs.exit_code == 1 and "processes matched by rank" in jobs.output
+    t = nsysscope.open(sorted(broken.glob("*.sqlite")))
+    assert [p.status for p in t.summary().processes] == ["stalls", "waits_for_peer"]
+
+
+def test_a_job_s_timeline_is_the_merged_export_s(analysed, split, tmp_path):
+    """``export --perfetto FOLDER``: one timeline of the job's files, each put on the first's
+    clock (skew 1.5 ms planted): the merged export's events, each within 0.1 us of where the
+    merged export draws it (the offset found takes in the capture's own 21 ns)."""
+    import gzip
+    import json
+    import re
+
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+    folder = split("tp2_case1_rank0", 1_500_000)[0].parent
+
+    def events(args, out):
+        r = CliRunner().invoke(cli, ["export", *args, "--perfetto", str(out)])
+        assert r.exit_code == 0, r.output
+        d = json.loads(gzip.decompress(out.read_bytes()))
+        ev = d["traceEvents"] if isinstance(d, dict) else d
+        # (a replay is named by its launch's number: a job numbers its launches file by file)
+        return sorted((e["cat"], re.sub(r"#\d+", "#", e["name"]), str(e.get("pid")),
+                       str(e.get("tid")), e["ts"]) for e in ev if e.get("ph") == "X")
+    job = events([str(folder)], tmp_path / "job.json.gz")
+    merged = events([str(analysed("tp2_case1_rank0").trace.meta.path)],
+                    tmp_path / "merged.json.gz")
+    assert len(job) == len(merged) > 30_000
+    assert [e[:4] for e in job] == [e[:4] for e in merged]
+    assert max(abs(a[4] - b[4]) for a, b in zip(job, merged, strict=True)) < 0.1

@@ -884,10 +884,10 @@ def test_a_rank_that_waits_for_its_stalling_peer_is_not_an_improvement(analysed)
     assert not r.passed
     window = {c.name: c for c in r.checks}["process1/window_p50"]
     assert window.status == "changed" and window.change > 1000
-    assert window.detail.startswith("process1 (pid 1151) now waits 1.32 ms per step")
+    assert window.detail.startswith("process1, rank 1 (pid 1151), now waits 1.32 ms per step")
     assert not [f for f in r.improvements if "window" in f.check]
-    assert ("process1 (pid 1151) now waits 1.32 ms per step in all-reduce for pid 1150: its "
-            "longer overlap window is that wait, not an improvement") in r.notes
+    assert ("process1, rank 1 (pid 1151), now waits 1.32 ms per step in all-reduce for rank 0 "
+            "(pid 1150): its longer overlap window is that wait, not an improvement") in r.notes
 
 
 def test_each_process_of_a_piecewise_server_is_gated_in_its_own_steps(sample_path, tmp_path):
