@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,10 +47,20 @@ def keyed(df: pd.DataFrame, i: int, processes: Sequence[str],
     (``threads``) made its own (:data:`KEY_BITS`)."""
     if i >= MAX_FILES:
         raise ValueError(f"more than {MAX_FILES} files whose processes share ids")
-    cols = {c: df[c].to_numpy() ^ (i << KEY_BITS) for c in processes if c in df}
-    cols |= {c: np.where(df[c].to_numpy() >= 0, df[c].to_numpy() ^ (i << THREAD_KEY_BITS),
-                         df[c].to_numpy()) for c in threads if c in df}
+    cols = {c: _xor(df[c], i << KEY_BITS) for c in processes if c in df}
+    cols |= {c: _xor(df[c], i << THREAD_KEY_BITS) for c in threads if c in df}
     return df.assign(**cols) if cols else df
+
+
+def _xor(values: pd.Series, bits: int) -> Any:
+    """``values`` with ``bits`` flipped where they name a process or thread (not -1, not
+    missing: a launch without a block has no block thread). A column of floats (ids with
+    gaps) becomes nullable integers: a thread id past 2^53 has no exact float."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        v = values.to_numpy()
+        return np.where(v != -1, v ^ bits, v)
+    ids = values.astype("Int64")
+    return ids.where(ids.isna() | (ids == -1), ids ^ bits).array
 
 
 def rekeyed(trace: Trace, i: int) -> Trace:

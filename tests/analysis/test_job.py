@@ -190,3 +190,60 @@ def test_a_job_s_timeline_is_the_merged_export_s(analysed, split, tmp_path):
     assert len(job) == len(merged) > 30_000
     assert [e[:4] for e in job] == [e[:4] for e in merged]
     assert max(abs(a[4] - b[4]) for a, b in zip(job, merged, strict=True)) < 0.1
+
+
+def test_torch_profiler_files_are_put_on_one_axis_by_their_base_time(tmp_path):
+    """torch.profiler writes one trace per rank, each counting from its own
+    ``baseTimeNanoseconds`` (epoch microseconds before ~2.4). The real case-1 capture twice as
+    two ranks of one job (``--job``: no collectives to pair them), the second's base time
+    2.5 ms later, both with pid 1367 (ranks in containers of their own): the second file's
+    clock is put 2.5 ms after the first's, its process given a key of its own, each named by
+    its ``distributedInfo`` rank."""
+    import gzip
+    import json
+
+    from click.testing import CliRunner
+
+    from nsysscope.cli import cli
+    from nsysscope.trace import load
+    src = Path(__file__).resolve().parents[2] / "sample_traces" / "kineto" / \
+        "h200_kineto_case1_60.pt.trace.json.gz"
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    files = []
+    for rank in (0, 1):
+        d = {**d, "baseTimeNanoseconds": d["baseTimeNanoseconds"] + rank * 2_500_000,
+             "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2}}
+        files.append(tmp_path / f"rank{rank}.pt.trace.json.gz")
+        files[-1].write_bytes(gzip.compress(json.dumps(d).encode()))
+    metas = [load(f).meta for f in files]
+    assert [m.rank for m in metas] == [0, 1]
+    assert metas[1].session_start_ns - metas[0].session_start_ns == 2_500_000
+    r = CliRunner().invoke(cli, ["report", "--job", "--format", "json", *map(str, files)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert [p["rank"] for p in s["processes"]] == [0, 1]
+    assert len({p["pid"] for p in s["processes"]}) == 1  # one pid, two processes
+    assert s["notes"][-1].endswith("rank1.pt.trace.json.gz +2.50 ms by its session start")
+    one = json.loads(CliRunner().invoke(cli, ["report", "--format", "json", str(files[0])]
+                                        ).output)["processes"][0]
+    for p in s["processes"]:
+        assert (p["classes"], p["window_us"]) == (one["classes"], one["window_us"])
+
+
+@pytest.mark.parametrize("name,base", [("hta_inference_rank_1.json.gz", False),
+                                       ("hta_nccl_data.json.gz", True)])
+def test_a_torch_profiler_trace_says_its_rank_and_its_wall_clock(name, base):
+    """Public HTA traces of two eras: epoch microseconds (rank 1) and microseconds from
+    ``baseTimeNanoseconds`` (rank 0): each names its ``distributedInfo`` rank, and its time
+    zero is a wall-clock time inside the trace's own span."""
+    import gzip
+    import json
+
+    from nsysscope.trace import load
+    path = Path(__file__).resolve().parents[1] / "data" / "external" / name
+    d = json.loads(gzip.decompress(path.read_bytes()))
+    ts = [float(e["ts"]) for e in d["traceEvents"] if isinstance(e.get("ts"), (int, float))]
+    zero = d.get("baseTimeNanoseconds", 0) if base else 0
+    meta = load(path).meta
+    assert meta.rank == d["distributedInfo"]["rank"]
+    assert zero + min(ts) * 1000 - 1000 <= meta.session_start_ns <= zero + max(ts) * 1000

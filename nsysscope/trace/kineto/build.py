@@ -133,7 +133,8 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         has_sync_records=bool(len(syncs)), has_event_records=c.sync_records,
         has_nvtx=bool(len(nvtx)), capture_start_ns=span[0], capture_end_ns=span[1],
         diagnostics=(), profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)),
-        can_window=False, cuda_calls=len(api_all), reader_notes=_skipped_note(c) + cut_names_note(
+        can_window=False, cuda_calls=len(api_all), session_start_ns=_session_start(c, top, origin),
+        rank=_rank(top), reader_notes=_skipped_note(c) + cut_names_note(
             [nvtx["text"].cat.categories, threads["thread_name"], processes["name"], gpus]))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records,
@@ -152,6 +153,30 @@ def _skipped_note(c: Collector) -> tuple[str, ...]:
     more = f" and {len(c.skipped) - 3} more kinds" if len(c.skipped) > 3 else ""
     return (f"{n} event{'s' if n > 1 else ''} without a usable time (ts, dur: missing, not a "
             f"number, or beyond any clock) left out: {kinds}{more}",)
+
+
+#: Kineto times at least this large are Unix-epoch microseconds (PyTorch 1.x to ~2.3: 1.6e15
+#: to 1.7e15); a trace since ~2.4 counts from ``baseTimeNanoseconds`` (7e11-5.2e12 us)
+EPOCH_US = 1e15
+
+
+def _session_start(c: Collector, top: dict[str, Any], origin: float) -> int | None:
+    """The wall-clock time (Unix epoch, ns) of the trace's time zero: its base time plus its
+    first time, or its first time where it is the epoch's own; None where neither is said
+    (files of one job are then put on one axis by their collectives alone)."""
+    first_ns = int(c.base or 0) * 1000 + int(round(origin * 1000))  # (exact: the base whole)
+    base = top.get("baseTimeNanoseconds")
+    if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 1 << 62:
+        return base + first_ns
+    return first_ns if first_ns >= EPOCH_US * 1000 else None
+
+
+def _rank(top: dict[str, Any]) -> int | None:
+    """The rank torch.distributed gave the profiled process (``distributedInfo.rank``)."""
+    info = top.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) and \
+        0 <= rank < 1 << 31 else None
 
 
 def _origin(c: Collector) -> float:
