@@ -11,6 +11,7 @@ never imports pandas, numpy or matplotlib.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -67,12 +68,13 @@ class _Cli(click.Group):
         module, attr = spec.split(":")
         command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"),
                                          attr)
+        if command.callback is not None and not hasattr(command.callback, "__wrapped__"):
+            command.callback = _with_python_strings(command.callback)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _python_strings():
-                return super().invoke(ctx)
+            return super().invoke(ctx)
         except KeyboardInterrupt:  # past click, which prints an empty line for it first
             raise _Interrupted from None
 
@@ -107,6 +109,17 @@ class _Cli(click.Group):
 
 class _Interrupted(Exception):
     """Ctrl-C while a command ran: said in one line (:meth:`_Cli.main`)."""
+
+
+def _with_python_strings(callback: Any) -> Any:
+    """``callback`` run inside :func:`_python_strings`: once its arguments are parsed, so
+    that a usage error is refused before pandas is imported (a command that needs no pandas
+    to refuse its arguments, scrub's, answers in a fraction of a second)."""
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with _python_strings():
+            return callback(*args, **kwargs)
+    return run
 
 
 @contextlib.contextmanager

@@ -14,14 +14,13 @@ from ..trace.windows import is_long
 from ..util.progress import note
 from .app import say
 from .options import (
-    INPUT_PATH,
-    OUTPUT_FILE,
     analysis_options,
     check_writable,
     config_from,
     use_cache,
     write_export,
 )
+from .paths import INPUT_PATH, OUTPUT_FILE
 
 
 @click.command("export")

@@ -26,9 +26,6 @@ from ..gate.thresholds import source_note
 from ..model import registry
 from .app import say
 from .options import (
-    INPUT_PATH,
-    OUTPUT_FILE,
-    NonEmptyPath,
     analysis_options,
     check_distinct,
     check_writable,
@@ -39,6 +36,7 @@ from .options import (
     use_cache,
     write_output,
 )
+from .paths import INPUT_PATH, OUTPUT_FILE, NonEmptyPath
 
 #: every code ``gate`` can exit with (the README's CI snippet lists the same)
 GATE_EXIT_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 70)

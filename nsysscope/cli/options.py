@@ -33,25 +33,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 TEXT_EXTENSIONS = frozenset({".log", ".out"})
 
 
-class NonEmptyPath(click.Path):
-    """A file or folder name (as text) that is not empty: ``-o "$OUT"`` with ``OUT`` unset
-    wrote to stdout, ``--per-launch ""`` wrote nothing, and a trace named ``""`` was read as
-    the current folder, all without a word."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(path_type=str, **kwargs)
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        if value == "":
-            self.fail("an empty file name", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-#: a file a command writes
-OUTPUT_FILE = NonEmptyPath(dir_okay=False)
-#: a trace or summary a command reads (a folder too, where the command takes several)
-INPUT_PATH = NonEmptyPath(readable=False)
 
 
 def analysis_options(f: F) -> F:

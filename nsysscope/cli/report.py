@@ -18,8 +18,6 @@ from ..util.atomic import writes_in_place
 from ..util.progress import note
 from .export import note_whole_read, write_perfetto_file
 from .options import (
-    INPUT_PATH,
-    OUTPUT_FILE,
     analysis_options,
     check_distinct,
     check_per_launch,
@@ -34,6 +32,7 @@ from .options import (
     write_export,
     write_output,
 )
+from .paths import INPUT_PATH, OUTPUT_FILE
 
 
 @click.command("report")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import scrub as scrubbing
 from ..util.text import terminal_width, wrap
 from .app import error_line, say
-from .options import INPUT_PATH, NonEmptyPath
+from .paths import INPUT_PATH, NonEmptyPath
+
+if TYPE_CHECKING:
+    from ..scrub import Leak
 
 _KEEP = (
     ("--keep-process-list", "keep_process_list",
@@ -22,7 +24,19 @@ _KEEP = (
 )
 
 
-@click.command("scrub")
+class _ScrubCommand(click.Command):
+    """``scrub``, refusing a missing DST while its arguments are parsed, before anything is
+    imported for the work (it took seconds, importing pandas, to say DST was missing)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        p = ctx.params
+        if not p.get("dst") and not p.get("in_place") and not p.get("check"):
+            raise click.UsageError("give DST, or --in-place to replace SRC", ctx)
+        return rest
+
+
+@click.command("scrub", cls=_ScrubCommand)
 @click.argument("src", type=INPUT_PATH)
 @click.argument("dst", type=NonEmptyPath(), required=False)
 @click.option("--check", is_flag=True, help="List what would leak; write nothing (exit 1 if "
@@ -55,14 +69,14 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
     SRC is a .sqlite, .sqlite.xz/.gz or .nsys-rep, or a torch.profiler JSON trace; it is never
     modified (except with --in-place). DST named .xz or .gz is compressed. An existing DST
     needs --force."""
+    from .. import scrub as scrubbing  # (pandas) only once the arguments are known good
+
     if check:
         leaks = scrubbing.find_leaks(src, nsys=nsys, **keep)
         for line in grouped(leaks, verbose, terminal_width()):
             say(line)
         say(f"{len(leaks)} potential leaks in {src}", err=True)
         return 1 if leaks else 0
-    if not dst and not in_place:
-        raise click.UsageError("give DST, or --in-place to replace SRC")
     result = scrubbing.scrub(src, dst or src, drop_kernel_names=drop_kernel_names,
                              drop_nvtx_text=drop_nvtx_text, in_place=in_place, force=force,
                              nsys=nsys, slim=slim, **keep)
@@ -81,13 +95,13 @@ def scrub_command(src: str, dst: str | None, check: bool, in_place: bool, force:
 EXAMPLES = 3
 
 
-def grouped(leaks: list[scrubbing.Leak], verbose: bool = False,
+def grouped(leaks: list[Leak], verbose: bool = False,
             width: int | None = None) -> list[str]:
     """``--check``'s list: one line per table, column and kind, most first, with how many
     and a few redacted examples (a raw export has hundreds of paths in ``StringIds``: 1,097
     lines, ungrouped, buried the one environment variable), wrapped to ``width``;
     ``verbose`` adds every leak, one a line, after."""
-    groups: dict[tuple[str, str], list[scrubbing.Leak]] = {}
+    groups: dict[tuple[str, str], list[Leak]] = {}
     for leak in leaks:
         groups.setdefault((f"{leak.table}.{leak.column}", leak.kind), []).append(leak)
     if not groups:
@@ -108,6 +122,6 @@ def grouped(leaks: list[scrubbing.Leak], verbose: bool = False,
     return out
 
 
-def _line(leak: scrubbing.Leak) -> str:
+def _line(leak: Leak) -> str:
     """One leak as ``--check`` lists it: where, what kind, and a redacted excerpt."""
     return f"{leak.table}.{leak.column} [{leak.kind}] {leak.excerpt}"
