@@ -114,7 +114,7 @@ def test_a_summary_older_than_a_class_reads_it_as_0(monkeypatch):
     assert s.stalls["future_stall"] == 0 and s.classes["future_stall"] == 0
     assert s.stalls["gpu_to_cpu"] == d["stalls"]["gpu_to_cpu"] > 0
     assert all(p.classes["future_stall"] == 0 for p in s.processes)
-    with pytest.raises(ValueError, match="'stalls' has no count of future_stall"):
+    with pytest.raises(ValueError, match="'stalls' has no count of .*future_stall"):
         Summary.from_dict({**d, "schema": "nsysscope.summary/1.9"})
 
 
