@@ -83,6 +83,8 @@ def init_worker(threads: int, interruptible: bool, string_storage: str) -> None:
         # ignored (`nohup`, a background job of a script) keeps its workers going too
         signal.signal(signal.SIGINT, _stop_worker)
     signal.signal(signal.SIGTERM, _stop_worker)  # the parent stopping the batch
+    # blocked in the fork server, which the worker was forked from (_start_fork_server)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _stop_worker(signum: int, frame: object) -> None:
@@ -184,23 +186,27 @@ def _run_local(paths: list[Path], jobs: int | None = None,
 
 
 def _start_fork_server() -> None:
-    """Start multiprocessing's fork server ignoring Ctrl-C, as it inherits (an ignored signal
-    stays ignored across ``exec``; a handled one does not): it imports its preload modules,
-    a second, before it protects itself from Ctrl-C, and a Ctrl-C then printed its
-    traceback. The workers it forks inherit that too, until :func:`init_worker` sets what
-    Ctrl-C does to them: so do any other pool's in this process, so only the program does
-    this, never a library user's Python. (A Ctrl-C in the milliseconds this takes is
-    lost.)"""
-    from multiprocessing import forkserver
+    """Start multiprocessing's fork server with Ctrl-C blocked, which it inherits (a process
+    started from this thread keeps its signal mask, across ``exec`` too): it imports its
+    preload modules, a second, before it protects itself from Ctrl-C, and a Ctrl-C then
+    printed its traceback; blocked, it waits until the server ignores it. The workers it
+    forks inherit the block, until :func:`init_worker` lifts it, so do any other pool's in
+    this process: so only the program does this, never a library user's Python. This
+    process keeps its handler: a Ctrl-C meanwhile is taken by another thread, or held until
+    the block is lifted here (the server was started with Ctrl-C ignored, and one that came
+    then was lost: the batch ran to its end)."""
+    from multiprocessing import forkserver, resource_tracker
 
     if threading.current_thread() is not threading.main_thread():  # signals: main thread's
         forkserver.ensure_running()
         return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the resource tracker first: starting it unblocks Ctrl-C (it blocks it for its own start)
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held meanwhile: now
 
 
 @contextlib.contextmanager

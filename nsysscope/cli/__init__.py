@@ -14,11 +14,12 @@ import importlib.machinery
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import INTERNAL_ERROR
-from .app import COMMANDS, cli, say_error
+from .app import COMMANDS, cli, note_terminated, say_error
 
 
 def main() -> None:
@@ -50,6 +51,12 @@ def run() -> None:
     # pandas imports pyarrow, when installed, to hold text in it: the command line holds text
     # as Python strings (app._python_strings), and the import was ~0.1 s of every start
     sys.meta_path.insert(0, _PandasWithoutPyarrow())
+    # a library's warning is no line of nsysscope's (matplotlib's "Tight layout not applied"
+    # for a long name, numpy's on a damaged trace's values): the report says what matters,
+    # and NSYSSCOPE_DEBUG=1 shows them; worker processes read the same from the environment
+    if not os.environ.get("NSYSSCOPE_DEBUG"):
+        warnings.simplefilter("ignore")
+        os.environ["PYTHONWARNINGS"] = "ignore"
     # what the output's encoding cannot hold (an arrow on a cp1252 console, a file name that
     # is not UTF-8) is written as '?', not an internal error
     for stream in (sys.stdout, sys.stderr):
@@ -101,6 +108,7 @@ class _Terminated(SystemExit):
 
 def _terminated(signum: int, frame: object) -> None:
     _on_repeats()
+    note_terminated()
     raise _Terminated(128 + signum)
 
 

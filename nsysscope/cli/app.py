@@ -91,7 +91,10 @@ class _Cli(click.Group):
         except click.UsageError as e:  # a missing argument, unknown option, bad value
             code = say_error(_usage_message(e), 2)
         except (click.exceptions.Abort, KeyboardInterrupt, _Interrupted):  # Ctrl-C
-            code = say_error("interrupted", 130)
+            # or SIGTERM, where what it stopped turned it into an interrupt (a DuckDB query
+            # ends with its own "Interrupted", read as Ctrl-C): said as what it was
+            code = say_error("terminated (SIGTERM)", 143) if _TERMINATED else \
+                say_error("interrupted", 130)
         except click.ClickException as e:
             code = say_error(e.format_message(), 2 if e.exit_code == 1 else e.exit_code)
         except BrokenPipeError:  # `nsysscope report ... | head`
@@ -105,6 +108,15 @@ class _Cli(click.Group):
             code = say_error(f"internal error: {type(e).__name__}: {e} "
                          "(set NSYSSCOPE_DEBUG=1 for the traceback)", INTERNAL_ERROR)
         sys.exit(code)
+
+
+#: whether SIGTERM came (the program's handler says so: :func:`note_terminated`)
+_TERMINATED: list[bool] = []
+
+
+def note_terminated() -> None:
+    """SIGTERM came: the run ends with 143 whatever the exception it ends with."""
+    _TERMINATED.append(True)
 
 
 class _Interrupted(Exception):

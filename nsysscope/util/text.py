@@ -41,11 +41,13 @@ CUT = "\u2026"
 #: sequences, CR rewrites the line, NUL ends a C string), DEL and the C1 controls (0x9b is a
 #: one-byte CSI, 0x9d OSC), the bidirectional overrides, embeddings and isolates that reorder
 #: what a reader sees (U+202A-202E, U+2066-2069, "Trojan Source"), the direction marks
-#: (U+200E, U+200F, U+061C), the line and paragraph separators (a line break to some viewers),
-#: lone surrogates (a file name's bytes that are not UTF-8) and the noncharacters U+FFFE and
-#: U+FFFF: with the C0 controls, what XML 1.0 forbids (a JUnit report stays well-formed)
+#: (U+200E, U+200F, U+061C), the line and paragraph separators (a line break to some viewers)
+#: and the noncharacters U+FFFE and U+FFFF: with the C0 controls, what XML 1.0 forbids (a
+#: JUnit report stays well-formed). A lone surrogate (a file name's byte that is not UTF-8)
+#: is left to the writer, which cannot encode it: U+FFFD in a file (:func:`displayable`),
+#: ``?`` on a terminal
 _UNPRINTABLE = ("\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-                "\u2066-\u2069\ud800-\udfff\ufffe\uffff")
+                "\u2066-\u2069\ufffe\uffff")
 
 
 def terminal_width() -> int:
@@ -85,8 +87,7 @@ def displayable(text: str) -> str:
 def printable(text: str, keep: str = "", json: bool = False) -> str:
     """``text`` with every character of :data:`_UNPRINTABLE` but those in ``keep`` written as
     an escape: ``\\x1b`` (``\\u001b`` where ``json``: the form a JSON string reads back),
-    ``\\u202e``; a lone surrogate (a byte of a file name that is not UTF-8) as ``?``, as an
-    output stream writes it. Backslashes stay as they are (a Windows path stays readable), so
+    ``\\u202e``. Backslashes stay as they are (a Windows path stays readable), so
     the escape is for the eye, not a reversible encoding. Fast where there is nothing to
     escape: one regex search."""
     pattern = _unprintable(keep)
@@ -105,14 +106,11 @@ def _unprintable(keep: str) -> re.Pattern[str]:
 
 def _escape(m: re.Match[str]) -> str:
     c = ord(m.group())
-    if 0xD800 <= c <= 0xDFFF:
-        return "?"
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def _escape_json(m: re.Match[str]) -> str:
-    c = ord(m.group())
-    return "?" if 0xD800 <= c <= 0xDFFF else f"\\u{c:04x}"
+    return f"\\u{ord(m.group()):04x}"
 
 
 def capped(text: str, limit: int = NAME_CAP) -> str:
