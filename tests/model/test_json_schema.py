@@ -130,7 +130,10 @@ def test_gate_and_batch_schemas_are_made_from_the_model(name, make, golden):
     path = ROOT / "docs" / f"{name}.schema.json"
     if os.environ.get("NSYSSCOPE_UPDATE_GOLDEN"):
         path.write_text(json.dumps(made, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert json.loads(path.read_text(encoding="utf-8")) == made
+    assert json.loads(path.read_text(encoding="utf-8")) == made, (
+        f"{path.name} is not what the model makes now (a field or a record's docstring "
+        "changed): regenerate it with NSYSSCOPE_UPDATE_GOLDEN=1 python -m pytest "
+        "tests/model/test_json_schema.py and commit it")
     jsonschema.Draft202012Validator.check_schema(made)
     d = json.loads((ROOT / "tests" / "golden" / golden).read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(made).validate(d)
