@@ -126,8 +126,8 @@ def test_a_graph_traced_tensor_parallel_capture_says_peer_waits_are_unseen(analy
     node-traced report has no such note)."""
     from nsysscope.analysis.verdict import GRAPH_TRACED_RANKS
     node, graph = analysed("tp2_case1_rank0").summary, graph_form("tp2_case1_rank0").summary
-    assert "waits 1.32 ms per step in all-reduce for pid 1150" in node.verdict
+    assert "waits 1.32 ms per step in all-reduce for rank 0 (pid 1150)" in node.verdict
     assert "all-reduce" not in graph.verdict
-    assert graph.verdict == node.verdict.split("; pid 1151 waits")[0]
+    assert graph.verdict == node.verdict.split("; rank 1 (pid 1151) waits")[0]
     assert GRAPH_TRACED_RANKS in graph.notes and GRAPH_TRACED_RANKS not in node.notes
     assert graph.stalls == node.stalls
