@@ -160,7 +160,7 @@ def test_summarize_gate_and_the_notebook_take_a_job(split, tmp_path):
     jobs = CliRunner().invoke(cli, ["gate", str(healthy), str(broken)])
     assert jobs.exit_code == 1 and "processes matched by rank" in jobs.output
     t = nsysscope.open(sorted(broken.glob("*.sqlite")))
-    assert [p.status for p in t.summary().processes] == ["stalls", "waits_for_peer"]
+    assert [p.status for p in t.summary.processes] == ["stalls", "waits_for_peer"]
 
 
 def test_a_job_s_timeline_is_the_merged_export_s(analysed, split, tmp_path):
