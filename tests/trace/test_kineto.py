@@ -555,8 +555,8 @@ def test_events_with_times_no_clock_gives_are_left_out_with_a_note(tmp_path):
     # in the summary's notes, where a report's reader (and a JSON consumer) sees it; it was
     # a line on stderr only
     # counted and named (issue 53): which kind of event, and the first one's name
-    assert "4 events without a usable time (ts, dur: missing, not a number, or beyond any " \
-           f"clock) left out: 4 cpu_op (first: {ops[0]['name']})" in got["notes"]
+    assert "4 events without a usable time (ts, dur: missing, negative, not a number, or " \
+           f"beyond any clock) left out: 4 cpu_op (first: {ops[0]['name']})" in got["notes"]
     want = analyze(load(src)).summary
     assert got["classes"] == want.classes and got["window_us"]["p50"] == want.window_us.p50
 

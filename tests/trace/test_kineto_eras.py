@@ -113,8 +113,8 @@ def test_times_past_any_clock_are_counted_and_named(tmp_path):
         e["ts"] = e["ts"] * 1e3 + 1.7e18
     trace = load(_write(tmp_path, json.dumps(d)))
     assert trace.meta.reader_notes == (
-        "3 events without a usable time (ts, dur: missing, not a number, or beyond any "
-        "clock) left out: 3 cuda_runtime (first: cudaEventQuery)",)
+        "3 events without a usable time (ts, dur: missing, negative, not a number, or beyond "
+        "any clock) left out: 3 cuda_runtime (first: cudaEventQuery)",)
 
 
 def test_old_category_names_are_read_as_todays(tmp_path):

@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...errors import NotAnNsysExport, UnreadableInput
+from ...errors import DamagedExport, NotAnNsysExport, UnreadableInput
 from ...util.text import clipped, name_text
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
 from ..names import cut_names_note, name_categorical, names_of
 from ..normalised import Profiler, Trace, TraceMeta
 from ..nsys.gpu_work import GPU_KINDS, GRAPH_WORK_COLUMNS
+from ..repeats import MAX_DAMAGED, checked_calls
 from .events import Collector, to_ns
 from .stacks import python_stacks
 from .stream import JsonStream, open_text
@@ -88,6 +89,7 @@ def _categorical(codes: np.ndarray, table: dict[str, int]) -> pd.Categorical:
 
 
 def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
+    _refuse_if_timeless(c, path)
     origin = _origin(c)
     api_all = _api_all(c, origin)
     wanted_codes = {code for name, code in c.names.items() if wanted_api(name)}
@@ -97,6 +99,7 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         "corr_id": api["corr_id"], "proc": api["proc"],
         "status": np.zeros(len(api), dtype=np.int32),
         "name": _categorical(api["name_code"].to_numpy(), c.names)})
+    api, repeats = checked_calls(api, path)  # damage: refused, or said
     gpu = _gpu(c, origin, api_all)
     launches = api.loc[api["name"].isin(LAUNCH_APIS), ["proc", "corr_id"]]
     # a launch's replay: its correlation id, where the events have one (an event without
@@ -134,7 +137,7 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
         has_nvtx=bool(len(nvtx)), capture_start_ns=span[0], capture_end_ns=span[1],
         diagnostics=(), profiler=TORCH_PROFILER, has_graph_nodes=bool(len(graph_work)),
         can_window=False, cuda_calls=len(api_all), session_start_ns=_session_start(c, top, origin),
-        rank=_rank(top), reader_notes=_skipped_note(c) + cut_names_note(
+        rank=_rank(top), reader_notes=_skipped_note(c) + repeats + cut_names_note(
             [nvtx["text"].cat.categories, threads["thread_name"], processes["name"], gpus]))
     return Trace(meta=meta, api=api, graph_work=graph_work, gpu_ops=gpu_ops,
                  syncs=syncs, event_records=event_records,
@@ -151,8 +154,27 @@ def _skipped_note(c: Collector) -> tuple[str, ...]:
     kinds = ", ".join(f"{count} {cat} (first: {c.skipped_names[cat]})"
                       for cat, count in c.skipped.most_common(3))
     more = f" and {len(c.skipped) - 3} more kinds" if len(c.skipped) > 3 else ""
-    return (f"{n} event{'s' if n > 1 else ''} without a usable time (ts, dur: missing, not a "
-            f"number, or beyond any clock) left out: {kinds}{more}",)
+    return (f"{n} event{'s' if n > 1 else ''} without a usable time (ts, dur: missing, "
+            f"negative, not a number, or beyond any clock) left out: {kinds}{more}",)
+
+
+#: the categories of a Kineto trace's CUDA calls, and of its GPU work
+_CALLS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
+_GPU_WORK = frozenset({"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"})
+
+
+def _refuse_if_timeless(c: Collector, path: Path) -> None:
+    """Raise :class:`DamagedExport` where more than :data:`..repeats.MAX_DAMAGED` of the CUDA
+    calls, or of the GPU work, have no usable time (left out, said in a note, where fewer):
+    what is left would be judged as another program (the 60 cudaStreamSynchronize of a
+    case-1 capture without a duration, 4 % of its calls, read as 'launch-bound')."""
+    for what, cats, kept in (("CUDA calls", _CALLS, len(c.api)), ("GPU ops", _GPU_WORK,
+                                                                   len(c.gpu))):
+        lost = sum(n for cat, n in c.skipped.items() if cat.lower() in cats)
+        if lost > MAX_DAMAGED * (kept + lost):
+            raise DamagedExport(f"{path}: corrupt torch.profiler trace: {lost} of "
+                                f"{kept + lost} {what} have no usable time (dur missing, "
+                                "negative or beyond any clock)")
 
 
 #: Kineto times at least this large are Unix-epoch microseconds (PyTorch 1.x to ~2.3: 1.6e15

@@ -112,7 +112,13 @@ class Collector:
                 raise TypeError("a boolean time")
             if isinstance(ts, str):
                 ts = float(ts)
-            dur = float(dur or 0.0)
+            # a complete event ('X') has a length: none (null, missing) or a negative one is
+            # damage, where it read as 0 and turned a case-1 capture "launch-bound"
+            if dur is None:
+                raise ValueError("no duration")
+            dur = float(dur)
+            if dur < 0:
+                raise ValueError("a negative duration")
             # NaN, infinity, or a time no clock gives (1e300, say) is damage: skipped and
             # counted, not cast into garbage
             if not (abs(ts) < _MAX_US and abs(dur) < _MAX_US):
@@ -136,7 +142,7 @@ class Collector:
         if e.get("cat") == "python_function" and e.get("ph") == "X":  # ~80% of the events
             ts, dur, base = e.get("ts"), e.get("dur"), self.base
             if type(ts) is float and type(dur) is float and base is not None and \
-                    -_MAX_US < ts < _MAX_US and -_MAX_US < dur < _MAX_US:
+                    -_MAX_US < ts < _MAX_US and 0 <= dur < _MAX_US:
                 ts -= base
             else:
                 times = self._times(e)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ...errors import NotAnNsysExport, UnreadableInput, truncated_compressed
-from ..files import GZIP_MAGIC, XZ_MAGIC
+from ...errors import NotAnNsysExport, NsysscopeError, UnreadableInput, truncated_compressed
+from ..files import ACCEPTS, GZIP_MAGIC, XZ_MAGIC
 
 _CHUNK = 1 << 20  # characters decoded per read
 #: one JSON value (an event, a metadata field) larger than this is taken as corrupt
@@ -73,6 +73,7 @@ class JsonStream:
         self.eof = False
         self.offset = 0  # characters dropped from the front of buf
         self.count = 0
+        self.started = False  # a key or an event was read: what breaks later is corruption
         self.exact = False  # whether the events' fractions were decoded exactly
 
     # reading
@@ -127,9 +128,8 @@ class JsonStream:
         cut = e.msg.startswith("Unterminated string") or \
             len(self.buf) - e.pos <= 16 and "\n" not in self.buf[e.pos:]
         if not cut or len(self.buf) - pos > _MAX_VALUE:
-            raise NotAnNsysExport(
-                f"{self.path}: corrupt torch.profiler trace: invalid JSON at character "
-                f"{self.offset + e.pos} ({e.msg})") from None
+            raise self._corrupt(f"invalid JSON at character {self.offset + e.pos} "
+                                f"({e.msg})") from None
         self.pos = pos
         if not self._more(len(self.buf) - pos):
             raise self._truncated() from None
@@ -149,10 +149,18 @@ class JsonStream:
         if c != char:
             if not c:
                 raise self._truncated()
-            raise NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: expected "
-                                  f"'{char}' at character {self.offset + self.pos}, found "
-                                  f"{c!r}")
+            raise self._corrupt(f"expected '{char}' at character {self.offset + self.pos}, "
+                                f"found {c!r}")
         self.pos += 1
+
+    def _corrupt(self, what: str) -> NsysscopeError:
+        """A trace whose JSON breaks at ``what``: a corrupt torch.profiler trace once a key or
+        an event was read; before, a file that only starts like JSON (random bytes after a
+        ``{``: it was called a corrupt torch.profiler trace), unreadable as any other."""
+        if self.started:
+            return NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: {what}")
+        return UnreadableInput(f"{self.path}: not JSON, though it starts like it ({what}); "
+                               f"{ACCEPTS}")
 
     # structure
     def top(self) -> str:
@@ -174,6 +182,7 @@ class JsonStream:
             if not c:
                 raise self._truncated()
             key = self._value()
+            self.started = True
             if not isinstance(key, str):
                 raise NotAnNsysExport(f"{self.path}: corrupt torch.profiler trace: a key that "
                                       f"is not a string at character {self.offset + self.pos}")
@@ -226,4 +235,5 @@ class JsonStream:
                     continue
             self.pos = end
             n += 1
+            self.started = True
             on_event(obj)

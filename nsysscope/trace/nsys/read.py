@@ -15,6 +15,7 @@ from ..apis import DEFAULT_ENUMS, LAUNCH_APIS
 from ..backwards import backwards_note, backwards_rows
 from ..names import cut_names_note
 from ..normalised import NSYS, Trace, TraceMeta
+from ..repeats import checked_calls
 from ..time_range import EVERY_CALL, CallRows, TimeRange
 from . import tables
 from .damage import damage_reported
@@ -68,6 +69,8 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
             of_calls = span.of_calls(api["corr_id"].to_numpy(), api["proc"].to_numpy())
             got |= s.at_once(of(of_calls))
         api, gpu = got["api"], got["gpu"]
+        api, repeats = checked_calls(api, path, tables.recorded_span(s))  # damage: refused,
+        # or said
         has_launches = bool(api["name"].isin(LAUNCH_APIS).any())
         cuda_calls = -1
         if span.whole and not has_launches:
@@ -90,7 +93,7 @@ def read_trace(s: Schema, path: Path, db: Path, span: TimeRange) -> Trace:
         launches_span_ns=None if span.whole or has_launches else _launches_anywhere(s, path),
         capture_start_ns=capture[0], capture_end_ns=capture[1], cuda_calls=cuda_calls,
         session_start_ns=tables.session_start(s),
-        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))) +
+        reader_notes=backwards_note(backwards_rows((api, gpu_ops, got["nvtx"]))) + repeats +
         cut_names_note([got["nvtx"]["text"].cat.categories, threads["thread_name"],
                         processes["name"], got["collectives"]["name"], gpus,
                         s.export_meta.values()]))

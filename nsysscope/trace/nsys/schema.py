@@ -160,10 +160,20 @@ class Schema:
         if cut:
             raise NotAnNsysExport(f"{path}: truncated export ({cut}); copy or export it again")
         try:
-            rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            rows = conn.execute("SELECT name, type FROM sqlite_master "
+                                "WHERE type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as e:
             raise DamagedExport(f"{path}: not a readable nsys export ({e})") from None
-        self.tables = frozenset(r[0] for r in rows)
+        self.tables = frozenset(name for name, kind in rows if kind == "table")
+        # nsys writes tables, never views: a view under a name the loader reads read as
+        # "0 CUDA calls" (issue 52)
+        views = sorted(name for name, kind in rows if kind == "view" and
+                       (name in REQUIRED_COLUMNS or name in _NSYS_TABLES or name in META_TABLES))
+        if views:
+            what = "is a view" if len(views) == 1 else "are views"
+            raise NotAnNsysExport(f"{path}: {', '.join(views)} {what}, not a table as nsys "
+                                  "writes it: an export edited after nsys wrote it; export "
+                                  "the report again")
         self.meta_table = next((t for t in META_TABLES if t in self.tables), None)
         if self.meta_table is None:
             if {"launches", "meta"} <= self.tables:  # formats.is_results_db

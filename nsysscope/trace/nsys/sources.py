@@ -108,7 +108,8 @@ def read_resolved(path: str | os.PathLike[str], nsys: str | None,
         if entry_of(db) in _MADE:  # decompressed by this run: the damage is the trace's; the copy
             _forget(db)  # is not kept (a 1 GiB bomb was made twice, then cached)
             raise
-    note(f"the cached copy of {Path(path).name} ({db}) was damaged: making it again")
+    note(f"the cached copy of {Path(path).name} ({entry_of(db)}) was damaged: making it "
+         "again")
     _forget(db)
     db = resolve(path, nsys=nsys)
     try:

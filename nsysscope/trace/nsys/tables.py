@@ -226,13 +226,21 @@ def session_start(s: Schema) -> int | None:
     return None if row[0] is None else int(row[0])
 
 
-def capture_span(s: Schema, api: pd.DataFrame) -> tuple[int, int]:
-    """The capture's start and stop (ns): nsys's own record of them, else the CUDA calls'."""
+def recorded_span(s: Schema) -> tuple[int, int] | None:
+    """The capture's start and stop (ns) as nsys recorded them, or None."""
     if {"startTime", "stopTime"} <= s.columns("ANALYSIS_DETAILS"):
         start, stop = s.conn.execute(
             "SELECT MIN(startTime), MAX(stopTime) FROM ANALYSIS_DETAILS").fetchone()
         if start is not None and stop is not None:
             return int(start), int(stop)
+    return None
+
+
+def capture_span(s: Schema, api: pd.DataFrame) -> tuple[int, int]:
+    """The capture's start and stop (ns): nsys's own record of them, else the CUDA calls'."""
+    recorded = recorded_span(s)
+    if recorded is not None:
+        return recorded
     if len(api):
         return int(api["start_ns"].min()), int(api["end_ns"].max())
     return 0, 0
