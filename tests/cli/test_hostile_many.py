@@ -72,7 +72,8 @@ def many(hostile_folder):
                        }.items():
         runs[name] = subprocess.run(
             [sys.executable, "-m", "nsysscope", "report", str(hostile_folder),
-             str(hostile_folder / "i_random.json"), "-j", "2", *args], capture_output=True, text=True, timeout=900, cwd="/proc/self", env=env)
+             str(hostile_folder / "i_random.json"), "-j", "2", *args],
+            capture_output=True, text=True, timeout=900, cwd="/proc/self", env=env)
     return runs, out
 
 
