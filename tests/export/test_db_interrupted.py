@@ -44,6 +44,12 @@ def finish(p: subprocess.Popen) -> tuple[int, str]:
     return p.returncode, err
 
 
+def ok(p: subprocess.Popen) -> bool:
+    """The run succeeded (its only line on stderr: what it added to the database)."""
+    code, err = finish(p)
+    return code == 0 and "error" not in err
+
+
 @pytest.fixture(scope="module")
 def exports(sample_path):
     """The samples decompressed (a run limited in file size writes no cache entry)."""
@@ -58,7 +64,7 @@ def test_a_full_disk_leaves_the_database_as_it_was_and_the_rerun_writes_once(
         exports, tmp_path):
     db = tmp_path / "runs.db"
     for name in ("healthy", "case2"):
-        assert finish(report(exports[name], db)) == (0, "")
+        assert ok(report(exports[name], db))
     before = rows(db, "SELECT trace, COUNT(*) FROM launches GROUP BY trace")
     size = db.stat().st_size
     # room for the trace's own part (about half the two traces' rows), not for adding it
@@ -70,7 +76,7 @@ def test_a_full_disk_leaves_the_database_as_it_was_and_the_rerun_writes_once(
         assert rows(db, f"SELECT COUNT(*) FROM {table} WHERE trace = ?",
                     str(exports["case1"])) == [(0,)], table
     assert [p.name for p in tmp_path.iterdir()] == ["runs.db"]  # no part left behind
-    assert finish(report(exports["case1"], db)) == (0, "")
+    assert ok(report(exports["case1"], db))
     assert launches_of(db, exports["case1"]) == 300
     assert rows(db, "SELECT COUNT(*) FROM meta") == [(3,)]
 
@@ -79,13 +85,13 @@ def test_rows_left_without_their_meta_are_replaced_by_the_trace_id(exports, tmp_
     """What an interrupted older writer left: the trace's launches and blocks, no meta row.
     The rerun finds them by the trace's id in every table, not through meta."""
     db = tmp_path / "runs.db"
-    assert finish(report(exports["case1"], db)) == (0, "")
+    assert ok(report(exports["case1"], db))
     with sqlite3.connect(db) as c:
         for table in ("launches", "blocks"):  # a second set, as the old writer left it
             c.execute(f"INSERT INTO {table} SELECT * FROM {table}")
         c.execute("DELETE FROM meta")
     assert launches_of(db, exports["case1"]) == 600
-    assert finish(report(exports["case1"], db)) == (0, "")
+    assert ok(report(exports["case1"], db))
     assert launches_of(db, exports["case1"]) == 300
     (tid,) = rows(db, "SELECT trace_id FROM meta")[0]
     for table in ("launches", "blocks", "sites", "summary", "processes", "meta"):
@@ -98,7 +104,7 @@ def test_a_run_killed_while_it_writes_leaves_all_or_nothing(exports, tmp_path, a
     """SIGKILL once the trace's part is written (``after_s`` later): whatever the moment,
     the database holds none or all of the trace's rows, and the rerun exactly one set."""
     db = tmp_path / "runs.db"
-    assert finish(report(exports["healthy"], db)) == (0, "")
+    assert ok(report(exports["healthy"], db))
     p = report(exports["case1"], db)
     deadline = time.monotonic() + 300
     while p.poll() is None and time.monotonic() < deadline:
@@ -116,5 +122,5 @@ def test_a_run_killed_while_it_writes_leaves_all_or_nothing(exports, tmp_path, a
     for f in tmp_path.iterdir():  # the killed run's part, as a crash leaves it
         if f.name.endswith(".part"):
             f.unlink()
-    assert finish(report(exports["case1"], db)) == (0, "")
+    assert ok(report(exports["case1"], db))
     assert launches_of(db, exports["case1"]) == 300
