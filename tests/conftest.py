@@ -53,6 +53,11 @@ SAMPLE = {
     # the same engine with 16 layers (2.6x the GPU work per step), nsys twin of a Kineto sample
     "twin_healthy": "kineto/h200_nsys_twin_healthy_60.sqlite.xz",
     "twin_case1": "kineto/h200_nsys_twin_case1_60.sqlite.xz",
+    # a server under load: start-up, bursts and idle, batch buckets (sample_traces/server/)
+    "srv_healthy": "server/h100_srv_healthy.sqlite.xz",
+    "srv_case1": "server/h100_srv_case1.sqlite.xz",
+    "srv_healthy_b2": "server/h100_srv_healthy_b2.sqlite.xz",
+    "srv_spec": "server/h100_g_srv_spec.sqlite.xz",
 }
 
 

@@ -37,6 +37,7 @@ from .calls import ThreadCalls
 from .config import AnalysisConfig
 from .distinct import per_distinct
 from .keys import join_first
+from .nvtx import NvtxIndex
 from .polling import POLLING, polling_blocks
 
 #: the calls that wait on one stream, and on one event (the queries: by polling them)
@@ -65,9 +66,10 @@ def copy_calls(trace: Trace) -> pd.DataFrame:
 
 
 def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records: pd.DataFrame,
-                cfg: AnalysisConfig) -> pd.DataFrame:
+                cfg: AnalysisConfig, nvtx: NvtxIndex | None = None) -> pd.DataFrame:
     """Every block: syncs, blocking copies (``copies``: :func:`copy_calls`) and polling loops
-    (found along ``calls``); ``records``: :func:`.streams.event_records_with_calls`."""
+    (found along ``calls``; ``nvtx``: the ranges they may lie in, :func:`.polling_blocks`);
+    ``records``: :func:`.streams.event_records_with_calls`."""
     api = trace.api
     syncs = api.loc[api["name"].isin(SYNC_APIS),
                     ["tid", "proc", "corr_id", "name", "start_ns", "end_ns"]]
@@ -85,7 +87,7 @@ def block_table(trace: Trace, copies: pd.DataFrame, calls: ThreadCalls, records:
                                boundary_ns=blocking_copies["start_ns"], exact=False,
                                anchor_corr=blocking_copies["corr_id"],
                                anchor_tid=blocking_copies["tid"])
-    polls = polling_blocks(trace, calls, cfg)
+    polls = polling_blocks(trace, calls, cfg, nvtx)
     polls = polls.assign(proc=process_of(polls["tid"]))
     # a loop waits on what its last try (the one that found the work done) queried
     p = _scope_waits(trace, polls, polls["name"].str.removesuffix(POLLING), records,

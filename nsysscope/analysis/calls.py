@@ -28,12 +28,28 @@ class ThreadCalls:
     index: KeyIndex
     #: the rows of ``table`` as positions in the API table (for its other columns)
     order: np.ndarray
+    #: each row's start (ns): a thread's calls in a time span (:meth:`busy_between`)
+    starts: np.ndarray
 
     @classmethod
     def of(cls, api: pd.DataFrame) -> ThreadCalls:
         order = np.lexsort((api["start_ns"].to_numpy(), api["tid"].to_numpy()))
         table = api[["tid", "corr_id", "name"]].iloc[order]
-        return cls(table, KeyIndex.of(table["tid"], table["corr_id"]), order)
+        return cls(table, KeyIndex.of(table["tid"], table["corr_id"]), order,
+                   api["start_ns"].to_numpy()[order])
+
+    def busy_between(self, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per (thread, start, end): whether the thread made a call that started in
+        ``[start, end]``."""
+        tids = self.table["tid"].to_numpy()
+        out = np.zeros(len(tid), dtype=bool)
+        for t in np.unique(tid):  # a few threads
+            rows = np.flatnonzero(tid == t)
+            own = self.starts[np.searchsorted(tids, t, side="left"):
+                              np.searchsorted(tids, t, side="right")]
+            out[rows] = np.searchsorted(own, end[rows], side="right") > \
+                np.searchsorted(own, start[rows], side="left")
+        return out
 
     @property
     def follows_on_thread(self) -> np.ndarray:

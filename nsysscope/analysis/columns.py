@@ -156,12 +156,29 @@ LAUNCH_TABLE: tuple[Column, ...] = (
     Column(("api_chain",), TEXT, BLOCK,
         "the calls that made the stall, as the report shows them: `cudaMemcpyAsync DtoH 1 B →"
         " cudaStreamSynchronize`"),
+    Column(("graphs_building", "graphs_built"), FLAG, STEADY,
+        "whether a graph of its process is instantiated (`cudaGraphInstantiate*`) after the "
+        "launch call, and whether one was before it, in the part of the trace read: what a "
+        "server's start-up is found from"),
+    Column(("quiet_start_ns", "quiet_ns"), MAYBE_INT, STEADY,
+        "the longest quiet gap of its process between the end of its call and the next "
+        "launch of the process (no CUDA call the loader reads, no GPU work): its start and "
+        "length; empty for none and for the process's last launch: what idle periods are "
+        "found from"),
+    Column(("startup",), FLAG, STEADY,
+        "the launch is a server's start-up: one of its process's first launches, each waited "
+        "on at once with a plain sync while its graphs were being instantiated, or as the "
+        "first replay of its graph exec right after (a check replay); left out of warm-up and "
+        "of the steady state (summary `startup`)"),
     Column(("warmup",), FLAG, STEADY,
-        "the launch is warm-up (the first `--warmup` launches of its process; default max(5, "
-        "2 %))"),
+        "the launch is warm-up (the first `--warmup` launches of its process after its "
+        "start-up; default max(5, 2 %))"),
     Column(("steady",), FLAG, STEADY,
-        "the launch counts in the report's numbers: not warm-up, not the last one, and with "
-        "GPU work"),
+        "the launch counts in the report's numbers: not start-up, not warm-up, not the last "
+        "one (on its stream, or before an idle period), and with GPU work"),
+    Column(("idle_ns",), MAYBE_INT, STEADY,
+        "the idle period after the launch: its `quiet_ns`, where that gap followed the "
+        "launch's own host wait and lasted 20 steps or more (summary `idle`); empty for none"),
     Column(("collective_group",), INT, STEADY,
         "the group of ranks its process waits with in collectives, named by the group's "
         "smallest process key (`proc`): ranks whose collective kernels end together (an "

@@ -11,8 +11,9 @@ Columns added to the launch table:
 ``block`` (the paired block, -1 if none), ``waited`` (bool), ``block_start_ns``,
 ``block_end_ns``, ``block_name``, ``block_tid``, ``window_ns`` (block start minus launch-call
 end: the effective overlap window), ``stall`` (the block ended before the next launch was
-issued, so the GPU ran dry), ``cause`` (the copy that made the block: its API call, kind,
-memory kinds and bytes), and ``klass``:
+issued, so the GPU ran dry; not where it ran on another thread than the next launch's, which
+was at work meanwhile: :func:`_held_elsewhere`), ``cause`` (the copy that made
+the block: its API call, kind, memory kinds and bytes), and ``klass``:
 
 * ``gpu_to_cpu``  stall caused by a device->host readback (case 1)
 * ``cpu_to_gpu``  stall caused by a host->device copy from pageable memory (case 2)
@@ -124,7 +125,7 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFr
     df.loc[paired, "block_polls"] = b.loc[sel, "polls"].to_numpy()
     df["window_ns"] = df["block_start_ns"] - df["api_end_ns"]
     df["stall"] = paired & ~(df["block_end_ns"] > df["next_api_start_ns"]) & \
-        df["next_api_start_ns"].notna()
+        df["next_api_start_ns"].notna() & ~_held_elsewhere(df, calls)
     df = _attach_cause(df, blocks, copies, calls)
     kind = np.full(len(df), "healthy", dtype=object)
     kind[df["gpu_idle_ns"].to_numpy() > cfg.launch_bound_gap_us * 1e3] = "launch_bound"
@@ -139,6 +140,27 @@ def attach_blocks(launches: pd.DataFrame, blocks: pd.DataFrame, reach: pd.DataFr
     df["klass"] = pd.Categorical(kind, categories=[str(k) for k in LAUNCH_CLASSES])
     df["api_chain"] = _api_chain(df)
     return df
+
+
+def _held_elsewhere(df: pd.DataFrame, calls: ThreadCalls) -> pd.Series:
+    """Launches whose host wait did not hold the next launch back: the wait ran on another
+    thread than the one that issued the next launch, and that thread was at work (it made a
+    CUDA call) while the other one waited. With a forward thread (sglang's older overlap
+    worker) the scheduler waits on step k-1 while the worker prepares and launches step k;
+    when the worker is late (an eager prefill before its launch), the GPU runs dry because the
+    launching thread is busy, not because of the scheduler's wait: the gap is the host's, a
+    launch-bound gap, not a stall. A launching thread that waits for the waiting thread (a
+    hand-off) makes no call while it waits, and the wait stays a stall."""
+    next_tid = df.groupby(["proc", "stream"], sort=False)["tid"].shift(-1)
+    elsewhere = (df["block"] >= 0) & next_tid.notna() & (df["block_tid"] != next_tid)
+    out = pd.Series(False, index=df.index)
+    if elsewhere.any():
+        at = df.index[elsewhere]
+        out.loc[at] = calls.busy_between(
+            next_tid[at].to_numpy(dtype=np.int64),
+            df.loc[at, "block_start_ns"].to_numpy(dtype=np.float64),
+            df.loc[at, "block_end_ns"].to_numpy(dtype=np.float64))
+    return out
 
 
 def _attach_cause(df: pd.DataFrame, blocks: pd.DataFrame, copies: pd.DataFrame,

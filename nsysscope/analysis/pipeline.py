@@ -21,6 +21,7 @@ from ..trace.windows import TraceWindows, in_windows
 from .bursts import bursts_by_part
 from .collectives import RankWaits
 from .config import AnalysisConfig, config_of
+from .idle import idle_by_part, step_periods
 from .latent import latent_sites
 from .launches import busy_from_first_replay
 from .nvtx import STEP_COLUMNS, NvtxIndex, step_ranges
@@ -33,6 +34,7 @@ from .source_lines import (
     is_stalled,
     stall_blocks,
 )
+from .startup import building_by_part, startup_by_part
 from .stored import RowStore
 from .summarise import summarize
 from .windows import parallel_rows, window_part, windowed_rows
@@ -179,12 +181,16 @@ def finish(trace: Trace, rows: TraceRows, cfg: AnalysisConfig,
     launches, blocks = rows.launches, rows.blocks
     # busy time counted from each process's first replay, wherever the read began
     launches.update_parts(busy_from_first_replay(launches))
+    launches.update_parts(bursts_by_part(launches, blocks))
+    # a server's start-up and idle periods are not its steady state (issue 56)
+    launches.update_parts(building_by_part(launches, rows.builds))
+    launches.update_parts(startup_by_part(launches))
+    launches.update_parts(idle_by_part(launches, step_periods(launches)))
     launches.update_parts(warmup_and_steady(launches, cfg))
     if python_samples is None:
         python_samples = _python_samples(trace, launches)
     if python_samples.ok and not python_samples.samples.empty:
         _attach_source_lines(launches, python_samples, cfg)
-    launches.update_parts(bursts_by_part(launches, blocks))
     summary, processes = summarize(trace, launches, cfg, python_samples,
                                    latent_sites(rows.latent, launches), rows.steps)
     return Analysis(trace, cfg, launches, blocks, summary, processes, rows.nvtx,

@@ -10,9 +10,11 @@ Columns: ``proc``, ``pid``, ``name``, ``device``, ``launches``, ``warmup_launche
 ``steady_launches``, one count per launch class (steady state), ``busy_ns`` and ``span_ns``
 (GPU busy time and the span of the steady replays), ``gpu_busy``, ``launches_per_s``,
 ``collective_wait_ns`` (steady-state total), ``waited_for`` (the process it waited for most
-in collectives, -1 if none, :data:`.collectives.ABSENT` for a rank not in the input) and
+in collectives, -1 if none, :data:`.collectives.ABSENT` for a rank not in the input),
 ``collectives`` (whether it ran any), ``group`` (the group of ranks it runs them with, named
-by its smallest process key; -1: none) and ``rank`` (:func:`ranks`).
+by its smallest process key; -1: none), ``rank`` (:func:`ranks`), ``idle_ns`` (the idle
+periods inside the steady span, left out of ``span_ns``: GPU busy and the launch rate are over
+serving time, :mod:`.idle`) and ``gpu_busy_capture`` (busy over the span with them).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from .stored import RowStore, as_rows
 
 COLUMNS = ["proc", "pid", "name", "device", "launches", "warmup_launches", "steady_launches",
            *(str(k) for k in LAUNCH_CLASSES), "busy_ns", "span_ns", "gpu_busy",
-           "launches_per_s", "collective_wait_ns", "waited_for", "collectives", "group", "rank"]
+           "launches_per_s", "collective_wait_ns", "waited_for", "collectives", "group", "rank",
+           "idle_ns", "gpu_busy_capture"]
 
 #: classes never in the steady state: nothing follows the last launch on a stream, and a
 #: launch without GPU work in the trace has no replay to judge
@@ -47,19 +50,23 @@ def warmup_and_steady(launches: RowStore,
     stream, nor one whose GPU work is missing from the trace (profiler buffer loss: nothing
     to judge it by, and counting it would thin the stall share). Warm-up is counted in each
     process's own launches: ranks start at different times."""
-    n = pd.concat([part["proc"].value_counts() for part in launches.chunks(["proc"])])
+    n = pd.concat([part.loc[~part["startup"].to_numpy(dtype=bool), "proc"].value_counts()
+                   for part in launches.chunks(["proc", "startup"])])
     limit = {int(p): cfg.warmup_for(int(k)) for p, k in n.groupby(level=0).sum().items()}
     seen: dict[int, int] = {}
-    for part in launches.chunks(["proc", "klass"]):
-        nth = part.groupby("proc", sort=False).cumcount().to_numpy()
+    for part in launches.chunks(["proc", "klass", "startup"]):
+        startup = part["startup"].to_numpy(dtype=bool)
+        # warm-up: a process's first launches after its start-up (:mod:`.startup`)
+        nth = pd.Series(~startup).groupby(part["proc"].to_numpy(), sort=False).cumsum() \
+            .to_numpy() - 1
         first = np.zeros(len(part), dtype=np.int64)
         before = np.zeros(len(part), dtype=np.int64)
         for p, at in part.groupby("proc", sort=False).indices.items():
-            first[at], before[at] = limit[int(p)], seen.get(int(p), 0)
-            seen[int(p)] = seen.get(int(p), 0) + len(at)
-        warmup = nth + before < first
-        yield {"warmup": warmup,
-               "steady": ~warmup & ~part["klass"].isin(NOT_JUDGED).to_numpy(dtype=bool)}
+            first[at], before[at] = limit.get(int(p), 0), seen.get(int(p), 0)
+            seen[int(p)] = seen.get(int(p), 0) + int((~startup[at]).sum())
+        warmup = ~startup & (nth + before < first)
+        yield {"warmup": warmup, "steady": ~warmup & ~startup
+               & ~part["klass"].isin(NOT_JUDGED).to_numpy(dtype=bool)}
 
 
 def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFrame:
@@ -77,6 +84,8 @@ def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFra
     for proc, p in sorted(seen.items()):
         device = min(p.devices, key=lambda d: (-p.devices[d], d))  # the mode (ties: least)
         busy_ns, span_ns = p.busy(device)
+        idle_ns = p.idle_inside() if span_ns else 0.0
+        span_ns -= idle_ns  # serving time: the idle periods inside the span left out
         n_work = p.n_work if span_ns else 0
         pid = int(names.loc[proc, "pid"]) if names is not None and proc in names.index \
             else int(proc) & 0xFFFFFF
@@ -91,7 +100,8 @@ def process_table(trace: Trace, launches: pd.DataFrame | RowStore) -> pd.DataFra
             collective_wait_ns=p.collective_wait,
             # the process it waited for longest in collectives (-1: none)
             waited_for=min(p.peers, key=lambda q: (-p.peers[q], q)) if p.peers else -1,
-            collectives=p.grouped, group=p.group, rank=None))
+            collectives=p.grouped, group=p.group, rank=None, idle_ns=idle_ns,
+            gpu_busy_capture=round(busy_ns / (span_ns + idle_ns), 4) if span_ns else None))
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["rank"] = ranks(trace, table, {p for p, s in seen.items() if s.grouped})
     return table
@@ -122,6 +132,7 @@ def ranks(trace: Trace, table: pd.DataFrame, grouped: set[int]) -> pd.Series:
 
 #: the launch table's columns the per-process table reads
 _READ = ["proc", "klass", "steady", "warmup", "device", "gpu_start_ns", "gpu_end_ns",
+         "idle_ns", "quiet_start_ns",
          *BUSY_BEFORE, "collective_wait_ns", "waited_for", "collective_group"]
 
 
@@ -146,10 +157,14 @@ class _Process:
     peers: dict[int, int] = field(default_factory=dict)
     grouped: bool = False  # in a group of ranks (it has collectives)
     group: int = -1  # which (its launches' ``collective_group``)
+    idle: list[tuple[float, float]] = field(default_factory=list)  # (start, length) each
 
     def add(self, col: dict[str, np.ndarray], own: np.ndarray) -> None:
         """Count the launches at positions ``own`` of a part (``col``: its columns)."""
         self.launches += len(own)
+        idle = own[~np.isnan(col["idle_ns"][own].astype(np.float64))]
+        self.idle += list(zip(col["quiet_start_ns"][idle].tolist(),
+                              col["idle_ns"][idle].tolist(), strict=True))
         self.warmup += int(col["warmup"][own].sum())
         grouped = col["collective_group"][own]
         if (grouped >= 0).any():
@@ -182,6 +197,11 @@ class _Process:
         peer, wait = col["waited_for"][waited], col["collective_wait_ns"][waited]
         for q in np.unique(peer):
             self.peers[int(q)] = self.peers.get(int(q), 0) + int(wait[peer == q].sum())
+
+    def idle_inside(self) -> float:
+        """The idle periods (:mod:`.idle`) between the first steady replay's start and the
+        last one's end: left out of the serving time."""
+        return float(sum(n for t, n in self.idle if self.work_start <= t < self.work_end))
 
     def busy(self, device: int) -> tuple[float, float]:
         """GPU busy time of ``device`` over the span of the steady replays, and that span (0

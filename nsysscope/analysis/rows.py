@@ -5,7 +5,7 @@ them (:class:`TraceRows`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -18,12 +18,14 @@ from .blocks import block_table, copy_calls
 from .calls import ThreadCalls
 from .collectives import RankWaits, attach_waits
 from .config import AnalysisConfig
+from .idle import quiet_columns
 from .latent import latent_copies
 from .launches import launch_table
 from .nvtx import NvtxIndex
 from .pairing import attach_blocks
 from .projection import step_costs
 from .source_lines import no_source_lines
+from .startup import graph_builds
 from .stored import FrameRows, RowStore
 from .streams import coverage, event_records_with_calls, stream_waits
 from .verdict import data_loss_reason
@@ -42,6 +44,8 @@ class LaunchRows:
     busy: pd.DataFrame
     latent: pd.DataFrame
     nvtx: NvtxIndex
+    #: the graph instantiation calls of the read (:func:`.startup.graph_builds`)
+    builds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -51,17 +55,20 @@ class TraceRows:
     (:mod:`.windows`: on disk, the launches carrying their device's busy time before each
     replay). ``nvtx``: the index of the trace's NVTX ranges, None where the rows of windows
     were put together; ``steps``: the NVTX step ranges (:data:`.summarise.STEP_RANGES`) where
-    the trace does not hold them."""
+    the trace does not hold them; ``builds``: every graph instantiation call of the trace
+    (:func:`.startup.graph_builds`)."""
 
     launches: RowStore
     blocks: RowStore
     latent: pd.DataFrame
     nvtx: NvtxIndex | None
     steps: RowStore | None = None
+    builds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, rows: LaunchRows) -> TraceRows:
-        return cls(FrameRows(rows.launches), FrameRows(rows.blocks), rows.latent, rows.nvtx)
+        return cls(FrameRows(rows.launches), FrameRows(rows.blocks), rows.latent, rows.nvtx,
+                   builds=rows.builds)
 
     def close(self) -> None:
         """Let go of the rows now (:meth:`.stored.RowStore.close`): an analysis that failed
@@ -79,23 +86,31 @@ def launch_rows(trace: Trace, cfg: AnalysisConfig, ranks: RankWaits | None = Non
     copies = copy_calls(trace)
     calls = ThreadCalls.of(trace.api)
     records = event_records_with_calls(trace)
-    blocks = block_table(trace, copies, calls, records, cfg)
+    nvtx = NvtxIndex.of(trace.nvtx)
+    blocks = block_table(trace, copies, calls, records, cfg, nvtx)
     exact = blocks[blocks["exact"] & (blocks["scope"] != "device")]
     reach = coverage(exact, stream_waits(trace, records))
     launches, busy = launch_table(trace)
     launches = attach_blocks(launches, blocks, reach, copies, calls, cfg, **trace.enums)
-    # warm-up and steady state count launches over the whole trace, not one window: their
-    # columns take their place in the table here, and :func:`.pipeline.finish` fills them
-    launches["warmup"] = launches["steady"] = False
+    # what start-up and idle periods are found from, here where the calls are read
+    # start-up is found from every graph instantiation of the trace, in
+    # :func:`.pipeline.finish`: these two columns take their place here
+    launches["graphs_building"] = launches["graphs_built"] = False
+    launches = launches.assign(**quiet_columns(trace, launches))
+    # start-up, idle, warm-up and steady state count launches over the whole trace, not one
+    # window: their columns take their place in the table here, and
+    # :func:`.pipeline.finish` fills them
+    launches["startup"] = launches["warmup"] = launches["steady"] = False
+    launches["idle_ns"] = np.nan
     ranks = RankWaits.of(trace.collectives) if ranks is None else ranks
     launches = attach_waits(launches, ranks)
-    nvtx = NvtxIndex.of(trace.nvtx)
     launches = _attribute(trace, launches, nvtx)
     # source lines and bursts need the whole trace, as warm-up does: :func:`.pipeline.finish`
     # fills them
     launches = step_costs(launches.assign(**no_source_lines(launches.index)), blocks)
     launches["burst"] = 0
-    return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx)
+    return LaunchRows(launches, blocks, busy, latent_copies(trace, copies, nvtx, calls), nvtx,
+                      graph_builds(trace))
 
 
 def _require_launches(trace: Trace) -> None:
@@ -127,7 +142,10 @@ def _require_launches(trace: Trace) -> None:
 def _attribute(trace: Trace, launches: pd.DataFrame, nvtx: NvtxIndex) -> pd.DataFrame:
     """NVTX phase/step/op where each launch was decided: around its paired block, or, with
     no block, what the launching thread was doing when the GPU ran out of work."""
-    waited = launches["block"] >= 0
+    # a wait on another thread that did not hold the next launch back (a forward thread's
+    # scheduler): what the launching thread was doing decided, as for a launch never waited on
+    waited = (launches["block"] >= 0) & ((launches["block_tid"] == launches["tid"])
+                                         | launches["stall"])
     tids = launches["block_tid"].where(waited, launches["tid"]).to_numpy()
     times = launches["block_start_ns"].where(waited, launches["gpu_end_ns"]).to_numpy()
     enc = nvtx.enclosing(tids, np.nan_to_num(times, nan=-1.0))

@@ -42,6 +42,7 @@ from .headline import LateCost, headline
 from .nvtx import step_ranges
 from .processes import groups_of, process_table, servers_rate, totals
 from .projection import Projection, project, project_each
+from .serving import graph_summaries, idle_summary, startup_summary
 from .sites import SiteTable
 from .source_lines import missing_text_note
 from .stored import FrameRows, RowStore, as_rows, steady_parts
@@ -95,13 +96,17 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         steady_launches=int(table["steady_launches"].sum()),
         warmup_launches=int(table["warmup_launches"].sum()), **steady_numbers,
         gpu_busy=busy, launches_per_s=per_s,
-        steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows),
+        steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows,
+                                 dict(zip(table["proc"], table["idle_ns"], strict=True))),
         sites=top, notes=[*notes_for(trace, rows, python_samples, top),
                           *filter(None, [missing_text_note(top, cfg)])],
         config=cfg.to_dict(), if_fixed=_if_all_fixed(rows, rates, groups, measured, fixed),
         latent=_not_covered(latent or [], top),
         processes=processes, distributions=_distributions(rows),
-        server_launches_per_s=servers_rate(table))
+        server_launches_per_s=servers_rate(table),
+        startup=startup_summary(trace, rows), idle=idle_summary(trace, rows),
+        gpu_busy_capture=_busy_with_idle(table),
+        graphs=graph_summaries(rows, dict(zip(table["proc"], table["pid"], strict=True))))
     if summary.if_fixed and (summary.if_fixed.withheld or summary.if_fixed.speedup_low):
         summary = Summary(**{**summary.__dict__, "notes": [*summary.notes,
                                                            projection_note(summary.if_fixed)]})
@@ -237,7 +242,15 @@ def _step_ranges(trace: Trace) -> RowStore:
     return FrameRows(step_ranges(trace.nvtx)[STEP_RANGES])
 
 
-def _steps_per_s(steps: RowStore, rows: RowStore) -> float | None:
+def _busy_with_idle(table: pd.DataFrame) -> float | None:
+    """GPU busy over the processes' steady spans with their idle periods in them (the old
+    ``gpu_busy`` of a server's trace); None without a span."""
+    span = float((table["span_ns"] + table["idle_ns"]).sum()) if len(table) else 0.0
+    return round(float(table["busy_ns"].sum()) / span, 4) if span else None
+
+
+def _steps_per_s(steps: RowStore, rows: RowStore,
+                 idle: dict[int, float] | None = None) -> float | None:
     """NVTX ``step N`` ranges per second: per process, its own threads' ranges over its
     steady launches' span (a process that launches no graphs, a scheduler say: over all of
     theirs), added over the processes as their launch rates are (pooling every process's
@@ -261,8 +274,10 @@ def _steps_per_s(steps: RowStore, rows: RowStore) -> float | None:
     counted = counted[counted["size"] >= 2]
     if counted.empty:
         return None
-    return round(float(((counted["size"] - 1) / ((counted["max"] - counted["min"]) / 1e9))
-                       .sum()), 2)
+    # over serving time: each process's idle periods left out (:mod:`.idle`)
+    away = pd.Series(idle or {}, dtype=np.float64).reindex(counted.index).fillna(0.0)
+    return round(float(((counted["size"] - 1) / ((counted["max"] - counted["min"] - away)
+                                                  / 1e9)).sum()), 2)
 
 
 def _us(ns: pd.Series) -> list[float | None]:

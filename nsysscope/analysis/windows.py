@@ -63,7 +63,8 @@ def parallel_rows(trace: Trace, cfg: AnalysisConfig, parts: int | None = None,
     done = list(_counted(map_forked(owned, windows)))
     return _numbered(TraceRows(FrameRows(_join([p.launches for p in done])),
                                FrameRows(_join([p.blocks for p in done])),
-                               _latent([p.latent for p in done]), None))
+                               _latent([p.latent for p in done]), None,
+                               builds=_builds([p.builds for p in done])))
 
 
 @dataclass
@@ -100,7 +101,7 @@ def windowed_rows(parts: Iterable[WindowPart]) -> tuple[Trace, TraceRows]:
     steps = SpilledRows()
     launches, blocks = SpilledRows(), SpilledRows()
     rows = TraceRows(launches, blocks, pd.DataFrame(), None, steps)
-    latent, outlines = [], []
+    latent, builds, outlines = [], [], []
     backwards = 0  # the windows' own rows that end before they start (the reader's note)
 
     def owned() -> Iterator[_Owned]:
@@ -118,11 +119,12 @@ def windowed_rows(parts: Iterable[WindowPart]) -> tuple[Trace, TraceRows]:
             launches.append(own.launches)
             blocks.append(own.blocks)
             latent.append(own.latent)
+            builds.append(own.builds)
             del own
             release_free_pages()
         if not outlines:
             raise ValueError("no window to analyse")
-        rows.latent = _latent(latent)
+        rows.latent, rows.builds = _latent(latent), _builds(builds)
         outline = outlines[0]  # its reader's note counted the first window's rows only
         meta = replace(outline.meta, reader_notes=backwards_note(backwards))
         return replace(outline, meta=meta), _numbered(rows)
@@ -152,6 +154,7 @@ class _Owned:
     blocks: Columns
     busy: dict[tuple[int, int], float]
     latent: pd.DataFrame
+    builds: pd.DataFrame  # the graph instantiations that start in the window
 
     @classmethod
     def of(cls, rows: LaunchRows, w: Window) -> _Owned:
@@ -165,7 +168,8 @@ class _Owned:
             launches=launches,
             blocks=columns_of(rows.blocks[w.owns(rows.blocks["start_ns"].to_numpy())]),
             busy={k: b - since.get(k, 0.0) for k, b in until.items()},
-            latent=rows.latent[w.owns(rows.latent["start_ns"].to_numpy())])
+            latent=rows.latent[w.owns(rows.latent["start_ns"].to_numpy())],
+            builds=rows.builds[w.owns(rows.builds["start_ns"].to_numpy())])
 
 
 def _add_busy(launches: Columns, busy: dict[tuple[int, int], float]) -> None:
@@ -254,3 +258,8 @@ def _paired(launches: RowStore, blocks: RowStore) -> Iterator[dict[str, np.ndarr
                 part.loc[waited, "block_start_ns"].to_numpy(dtype=np.int64))
             block[waited] = np.where(at >= 0, near.index.to_numpy()[at], -1)
         yield {"block": block}
+
+
+def _builds(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' graph instantiations together (:func:`.startup.graph_builds`)."""
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -22,6 +22,7 @@ from ..model import (
 from ..util.units import us
 from .checks import check_comparable, run_checks
 from .findings import finding, latent_notes, new_latent, verdict
+from .serving import serving_notes
 from .sides import summary_of
 from .thresholds import GateThresholds, load_thresholds, source_note
 
@@ -72,6 +73,7 @@ def compare(baseline: Any, candidate: Any,
         checks += scoped
         notes += more
         sides.update((x.name, (b, c)) for x in scoped)
+    notes += serving_notes(base, cand)
     if source is not None:
         notes.append(source_note(source))
     regressions = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == FAIL)

@@ -36,6 +36,7 @@ from .gate import (
 )
 from .headline import Headline
 from .registry import Renderer
+from .serving import GraphExec, IdlePeriods, Startup
 from .sites import Percentiles, SourceLine, StallSite
 from .summary import (
     SCHEMA,
@@ -55,7 +56,8 @@ __all__ = [
     "BATCH_SCHEMA", "CAUSES", "CHANGED", "CLASS_TABLE", "FAIL", "FIXES", "GATE_SCHEMA",
     "GATED_CLASSES", "IMPROVED", "LAUNCH_CLASSES", "NA", "NOT_JUDGED", "PASS", "SCHEMA",
     "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check", "ClassRow", "counted_steps",
-    "Distributions", "Finding", "GateResult", "Headline", "IfFixed", "LatentSite", "LaunchClass",
+    "Distributions", "Finding", "GateResult", "GraphExec", "Headline", "IdlePeriods", "IfFixed",
+    "LatentSite", "LaunchClass",
     "Percentiles", "ProcessSummary", "profiler_of", "registry", "Renderer", "Side", "SiteChange",
-    "SourceLine", "StallSite", "Summary", "summary_in", "TraceInfo", "TraceResult",
+    "SourceLine", "StallSite", "Startup", "Summary", "summary_in", "TraceInfo", "TraceResult",
 ]

@@ -39,6 +39,7 @@ from .schema import (
     shown,
     to_plain,
 )
+from .serving import GraphExec, IdlePeriods, Startup
 from .sites import NO_NVTX, Percentiles, StallSite
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
@@ -53,7 +54,8 @@ from .sites import NO_NVTX, Percentiles, StallSite
 #: 1.6 added processes[].rank/waits_for_rank/waits_for_missing_rank/collectives
 #: 1.7 added server_launches_per_s, processes[].group, if_fixed.withheld/launches_per_s_low/
 #: speedup_low
-SCHEMA = "nsysscope.summary/1.7"
+#: 1.8 added startup, idle, gpu_busy_capture and graphs (a server's trace)
+SCHEMA = "nsysscope.summary/1.8"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
@@ -308,6 +310,10 @@ class Summary(Record):
     #: the launch rate of its servers: the ranks of a group step together, counted once (their
     #: mean); independent processes added (None before 1.7)
     server_launches_per_s: float | None = None
+    startup: Startup | None = None  # a server's start-up, left out (None: none, or before 1.8)
+    idle: IdlePeriods | None = None  # its idle periods, left out (None: none, or before 1.8)
+    gpu_busy_capture: float | None = None  # GPU busy, idle included (None before 1.8)
+    graphs: list[GraphExec] = field(default_factory=list)  # per graph exec (bucket), >= 2
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -317,7 +323,9 @@ class Summary(Record):
               "if_fixed": optional(IfFixed.from_dict),
               "latent": lambda ls: [LatentSite.from_dict(x) for x in ls],
               "distributions": optional(Distributions.from_dict),
-              "bursts": optional(Bursts.from_dict), "headline": optional(Headline.from_dict)}
+              "bursts": optional(Bursts.from_dict), "headline": optional(Headline.from_dict),
+              "startup": optional(Startup.from_dict), "idle": optional(IdlePeriods.from_dict),
+              "graphs": lambda gs: [GraphExec.from_dict(g) for g in gs]}
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)

@@ -8,10 +8,14 @@ from ..model import StallSite
 from ..util.units import gain, plural, us
 from .base import as_summary, cell, md_code, md_text, pipes
 from .report_parts import (
+    GRAPH_COLUMNS,
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
+    concentration,
+    graph_rows,
+    graphs_heading,
     header,
     headline,
     latent_line,
@@ -52,6 +56,11 @@ def render(result: Any) -> str:
                 "|" + "---|" * (len(PROCESS_COLUMNS) + 1)]
         out += ["| " + " | ".join(cell(c) for c in row) + f" | {cell(p.verdict)} |"
                 for row, p in zip(process_rows(s), s.processes, strict=True)]
+    if s.graphs:
+        out += ["", f"### {cell(graphs_heading(s))}", "",
+                "| " + " | ".join(GRAPH_COLUMNS) + " |", "|" + "---|" * len(GRAPH_COLUMNS)]
+        out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in graph_rows(s)]
+        out += ["", *(f"- {cell(line)}" for line in concentration(s))]
     stalls, late = split_sites(s)
     if stalls:
         out += ["", "### Stall sites", "",

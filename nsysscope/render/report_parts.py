@@ -4,6 +4,8 @@ renderer lays them out its own way (:mod:`.text`, :mod:`.markdown`, :mod:`.html.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..model import (
     CLASS_TABLE,
     LatentSite,
@@ -63,17 +65,27 @@ def verdict_detail(s: Summary) -> str | None:
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:
     rate = f"{s.rate:.1f}" if s.rate is not None else "n/a"
     notes = [servers(s)] if len(s.processes) > 1 else []
+    if s.idle is not None:
+        notes.insert(0, "over serving time")
     if s.steps_per_s is not None:
         notes.append(f"NVTX steps/s {s.steps_per_s:.1f}" +
                      (" over every rank" if s.rate != s.launches_per_s else ""))
     if notes:  # a TP group's ranks each launch every step: per rank, see "Processes"
         rate += f"  ({'; '.join(notes)})"
-    # the last launch on each stream, and any whose GPU work is missing from the trace
-    unjudged = s.launches - s.warmup_launches - s.steady_launches
+    # the last launch on each stream (and before each idle period), and any whose GPU work
+    # is missing from the trace
+    started = s.startup.launches if s.startup else 0
+    unjudged = s.launches - started - s.warmup_launches - s.steady_launches
+    busy = pct(s.gpu_busy)
+    if s.idle is not None:
+        busy += f" of serving time ({pct(s.gpu_busy_capture)} with the idle periods)"
     return [
         ("graph launches",
-         f"{s.launches}  (warm-up {s.warmup_launches}, steady {s.steady_launches}"
+         f"{s.launches}  (" + (f"start-up {started}, " if started else "")
+         + f"warm-up {s.warmup_launches}, steady {s.steady_launches}"
          + (f", not judged {unjudged})" if unjudged else ")")),
+        *([("start-up (left out)", startup_row(s))] if s.startup else []),
+        *([("idle (left out)", idle_row(s))] if s.idle else []),
         *((r.count_label, str(s.classes.get(r.klass, 0))) for r in CLASS_TABLE
           if r.count_label),
         ("host never waited", f"{s.no_wait}  ({NEVER_WAITED})"),
@@ -81,7 +93,7 @@ def metrics_rows(s: Summary) -> list[tuple[str, str]]:
         ("overlap window p10/p50/p90", triple(s.window_us) if s.window_us.p50 is not None
          or not s.steady_launches else "n/a: the host never waited on a launch"),
         ("GPU idle gap p10/p50/p90", triple(s.gpu_gap_us)),
-        ("GPU busy", pct(s.gpu_busy)),
+        ("GPU busy", busy),
         ("launches/s", rate),
         *([("if every stall is fixed", if_fixed(s))] if s.if_fixed and (
             s.if_fixed.withheld or s.if_fixed.speedup and s.if_fixed.speedup > 1) else []),
@@ -210,3 +222,69 @@ def split_sites(s: Summary) -> tuple[list[StallSite], list[StallSite]]:
     stalls = [x for x in s.sites if x.klass != LaunchClass.LAUNCH_BOUND]
     late = [x for x in s.sites if x.klass == LaunchClass.LAUNCH_BOUND]
     return stalls, late
+
+
+def startup_row(s: Summary) -> str:
+    """``15 launches, each of 15 graphs replayed once and waited on at once (a check); 6.05 s
+    from the trace's start to serving``."""
+    u = s.startup
+    assert u is not None
+    return (f"{plural(u.launches, 'launch', 'launches')} replaying {plural(u.graphs, 'graph')} "
+            f"right after capture, each waited on at once (a check); {us(u.span_us)} from the "
+            "trace's start to serving")
+
+
+def idle_row(s: Summary) -> str:
+    """``3 periods, 1.50 s (15.8% of the capture), the longest 502.0 ms: no CUDA call and
+    nothing in flight for 44.0 ms or more (20 steps of 2.20 ms; steps p10-p90 ...)``."""
+    i = s.idle
+    assert i is not None
+    share = f" ({pct(i.share)} of the capture)" if i.share is not None else ""
+    p10, p50, p90 = i.step_us
+    return (f"{plural(i.periods, 'period')}, {us(i.total_us)}{share}, the longest "
+            f"{us(i.longest_us)}: no CUDA call and nothing in flight for {us(i.threshold_us)} "
+            f"or more ({i.threshold_us / p50:.0f} steps of {us(p50)}; steps p10-p90 "
+            f"{us(p10)}-{us(p90)})" if p50 else f"{plural(i.periods, 'period')}, "
+            f"{us(i.total_us)}{share}")
+
+
+#: the columns of the graph execs' table
+GRAPH_COLUMNS = ("exec", "steady", "GPU p50", "window p50", "idle gap p50", "stalls",
+                 "launch-bound")
+
+
+def graph_rows(s: Summary) -> list[tuple[str, ...]]:
+    """One row per graph exec (a batch bucket), biggest GPU time first."""
+    pid = len({g.pid for g in s.graphs}) > 1
+    return [(f"{g.graph_exec}" + (f" (pid {g.pid})" if pid else ""), str(g.steady),
+             us(g.gpu_us), us(g.window_us), us(g.gpu_gap_us), str(g.stalls),
+             str(g.launch_bound)) for g in s.graphs]
+
+
+def graphs_heading(s: Summary) -> str:
+    return (f"Graph execs ({len(s.graphs)}: a server's batch buckets, each replayed when the "
+            "batch fits it; biggest GPU time first)")
+
+
+def concentration(s: Summary) -> list[str]:
+    """Where the stalls and the launch-bound gaps concentrate among the graph execs:
+    ``launch-bound gaps: 7 of 9 at the 3 smallest buckets (by GPU time), 12% of their
+    steps``, or ``spread over 6 of 10 buckets``."""
+    out = []
+    for label, count in (("stalls", "stalls"), ("launch-bound gaps", "launch_bound")):
+        total = sum(getattr(g, count) for g in s.graphs)
+        if not total:
+            continue
+        smallest = sorted(s.graphs, key=lambda g: (g.gpu_us or 0.0, g.graph_exec))
+        for name, order in (("smallest", smallest), ("largest", smallest[::-1])):
+            held = np.cumsum([getattr(g, count) for g in order])
+            k = int(np.searchsorted(held, 0.8 * total)) + 1  # the fewest holding 80 %
+            if k <= len(order) // 2:
+                steps = sum(g.steady for g in order[:k])
+                out.append(f"{label}: {held[k - 1]} of {total} at the {k} {name} buckets (by "
+                           f"GPU time), {held[k - 1] / steps:.0%} of their steps")
+                break
+        else:
+            used = sum(1 for g in s.graphs if getattr(g, count))
+            out.append(f"{label}: {total}, spread over {used} of {len(s.graphs)} buckets")
+    return out

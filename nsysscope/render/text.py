@@ -13,10 +13,14 @@ from ..util.text import DEFAULT_WIDTH, wrap
 from ..util.units import gain, plural, times_in, us
 from .base import as_summary
 from .report_parts import (
+    GRAPH_COLUMNS,
     LATENT_HEADING,
     PROCESS_COLUMNS,
     SOURCE_ROOT_HINT,
     chain,
+    concentration,
+    graph_rows,
+    graphs_heading,
     header,
     headline,
     latent_line,
@@ -107,6 +111,10 @@ def render(result: Any, width: int | None = None) -> str:
     if len(s.processes) > 1:
         out += ["", f"Processes ({len(s.processes)}; the numbers above are their totals)"]
         out += _processes(s, w)
+    if s.graphs:
+        out += ["", *wrap(graphs_heading(s), w, "", "  "), *_table(GRAPH_COLUMNS, graph_rows(s))]
+        for line in concentration(s):
+            out += wrap(line, w, "  - ", "    ")
     stalls, late = split_sites(s)
     if stalls:
         out += ["", "Top stall sites (biggest projected gain first)"]
