@@ -28,6 +28,28 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 ACCEPTS = ("nsysscope reads .sqlite, .sqlite.xz, .sqlite.gz, .nsys-rep and torch.profiler "
             "JSON traces")
 
+#: the most a compressed trace may inflate, past :data:`INFLATE_FREE` bytes: the sample
+#: exports' xz copies inflate 6.9x to 15.3x (every sample trace, two GPU sessions), the
+#: torch.profiler captures' gzip 11.6x to 26.6x; a 156 KB file that inflates to 1 GiB
+#: (6,700x) is a decompression bomb, not a trace, and is refused before it fills a disk
+MAX_INFLATE = 200
+#: what any compressed input may inflate to, whatever its ratio (small files)
+INFLATE_FREE = 64 << 20
+
+
+def inflate_limit(p: Path) -> int:
+    """The most bytes the compressed file ``p`` may inflate to."""
+    return max(INFLATE_FREE, MAX_INFLATE * p.stat().st_size)
+
+
+def bomb(p: Path, inflated: int) -> UnreadableInput:
+    """The error for ``p``, which inflated past :func:`inflate_limit` (``inflated`` bytes)."""
+    return UnreadableInput(
+        f"{p}: inflates to more than {MAX_INFLATE} times its size (past {inflated >> 20} MB "
+        f"from {p.stat().st_size >> 10} KB): not a trace a profiler wrote, refused (a "
+        "decompression bomb?); if it is one, decompress it yourself")
+
+
 def read_head(p: Path, n: int = 64) -> bytes:
     """The first bytes of ``p``, after checking it is a readable, non-empty regular file.
 

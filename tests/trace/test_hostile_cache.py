@@ -50,6 +50,16 @@ def test_a_decompression_bomb_is_refused_once_and_not_cached(tmp_path):
     assert list(cache.iterdir()) == []  # neither kept
 
 
+def test_a_torch_profiler_bomb_is_refused_before_it_is_parsed_whole(tmp_path):
+    """100 MB of white space in an events array, 100 KB of gzip: it was parsed to its end."""
+    import gzip
+
+    bomb = tmp_path / "bomb.pt.trace.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (100 << 20) + b"]}", 9))
+    code, _, err = finish(report(bomb, tmp_path / "cache"))
+    assert code == 2 and err.count("\n") == 1 and "inflates to more than 200 times" in err
+
+
 @pytest.fixture(scope="module")
 def healthy_export(tmp_path_factory):
     out = tmp_path_factory.mktemp("healthy") / "healthy.sqlite"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import decimal
 import gzip
+import io
 import json
 import lzma
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from ...errors import NotAnNsysExport, NsysscopeError, UnreadableInput, truncated_compressed
-from ..files import ACCEPTS, GZIP_MAGIC, XZ_MAGIC
+from ..files import ACCEPTS, GZIP_MAGIC, XZ_MAGIC, bomb, inflate_limit
 
 _CHUNK = 1 << 20  # characters decoded per read
 #: one JSON value (an event, a metadata field) larger than this is taken as corrupt
@@ -48,14 +49,38 @@ _decode_exact = json.JSONDecoder(parse_float=_exact_float).raw_decode
 
 
 def open_text(path: Path) -> BinaryIO:
-    """``path`` as a binary stream, gzip or xz decompressed by its first bytes."""
+    """``path`` as a binary stream, gzip or xz decompressed by its first bytes (refused,
+    :func:`~nsysscope.trace.files.bomb`, once it inflates past its limit)."""
     with open(path, "rb") as f:
         magic = f.read(6)
     if magic.startswith(GZIP_MAGIC):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return _Capped(gzip.open(path, "rb"), path)  # type: ignore[return-value]
     if magic.startswith(XZ_MAGIC):
-        return lzma.open(path, "rb")  # type: ignore[return-value]
+        return _Capped(lzma.open(path, "rb"), path)  # type: ignore[return-value]
     return open(path, "rb")
+
+
+class _Capped(io.BufferedIOBase):
+    """A decompressing stream that raises :func:`~nsysscope.trace.files.bomb` past
+    :func:`~nsysscope.trace.files.inflate_limit`: a 1 GiB JSON of a few KB was parsed to
+    its end."""
+
+    def __init__(self, f: Any, path: Path) -> None:
+        self.f, self.path, self.limit, self.inflated = f, path, inflate_limit(path), 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        data: bytes = self.f.read(n)
+        self.inflated += len(data)
+        if self.inflated > self.limit:
+            raise bomb(self.path, self.inflated)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
 
 
 class JsonStream:

@@ -48,10 +48,12 @@ from ..files import (
     REPORT_SUFFIXES,
     SQLITE_MAGIC,
     XZ_MAGIC,
+    bomb,
     cache_entry,
     cache_folder,
     cache_temp,
     content_fingerprint,
+    inflate_limit,
     read_head,
 )
 from .nsys_rep import exported, made_from, stamp, stamp_of
@@ -184,18 +186,9 @@ def _decompressed(p: Path, opener: Callable[[Path], io.BufferedIOBase]) -> Path:
     return final
 
 
-#: the most a compressed trace may inflate, past :data:`INFLATE_FREE` bytes: the sample
-#: exports' xz copies inflate 6.9x to 15.3x (every sample trace, two GPU sessions), a gzip
-#: one less; a 156 KB file that inflates to 1 GiB (6,700x) is a decompression bomb, not an
-#: export, and is refused before it fills the cache
-MAX_INFLATE = 200
-#: what any compressed input may inflate to, whatever its ratio (small files)
-INFLATE_FREE = 64 << 20
-
-
 def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
     first = True
-    limit = max(INFLATE_FREE, MAX_INFLATE * p.stat().st_size)
+    limit = inflate_limit(p)
     written = 0
     while True:
         try:
@@ -212,10 +205,7 @@ def _copy_decompressed(p: Path, src: io.BufferedIOBase, dst: IO[bytes]) -> None:
             return
         written += len(chunk)
         if written > limit:
-            raise UnreadableInput(
-                f"{p}: inflates to more than {MAX_INFLATE} times its size (past "
-                f"{written >> 20} MB from {p.stat().st_size >> 10} KB): not an export nsys "
-                "wrote, refused (a decompression bomb?); if it is one, decompress it yourself")
+            raise bomb(p, written)
         dst.write(chunk)
 
 
