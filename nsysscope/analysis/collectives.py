@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..model import Note
 from .alignment import Alignment, align_ranks, collective_ids
 
 COLUMNS = ["proc", "corr_id", "start_ns", "end_ns", "wait_ns", "waited_for", "op"]
@@ -163,7 +164,7 @@ def attach_waits(launches: pd.DataFrame, ranks: RankWaits | None) -> pd.DataFram
     return df
 
 
-def groups_note(launches: pd.DataFrame) -> str | None:
+def groups_note(launches: pd.DataFrame) -> Note | None:
     """The note naming the groups of ranks a trace of several holds (``collective_group``):
     each rank's waits were counted within its own group."""
     g = launches.loc[launches["collective_group"] >= 0, ["collective_group", "proc"]]
@@ -171,8 +172,4 @@ def groups_note(launches: pd.DataFrame) -> str | None:
     members = members[members.map(len) > 1]
     if len(members) < 2:
         return None
-    listed = "; ".join("pids " + ", ".join(str(p & 0xFFFFFF) for p in m) for m in members)
-    return (f"{len(members)} groups of ranks wait for each other in collectives ({listed}): "
-            "each rank's waits are counted within its own group (ranks are grouped by how "
-            "their collectives line up, the k-th of each rank with its peers' k-th; nsys "
-            "records no NCCL communicator)")
+    return Note("rank_groups", {"groups": [[int(p) & 0xFFFFFF for p in m] for m in members]})

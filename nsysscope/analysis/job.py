@@ -32,12 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import LatentSite
+from ..model import LatentSite, Note
 from ..trace.arrays import workers
 from ..trace.joined import KEY_BITS, joined, keyed, moved, rekeyed
 from ..trace.load import Trace
 from ..util.forks import map_forked
-from ..util.units import us
 from .collectives import RankWaits, attach_waits
 from .config import AnalysisConfig
 from .pipeline import Analysis, analyze_file
@@ -150,7 +149,7 @@ def analyze_job(parts: Sequence[JobPart], cfg: AnalysisConfig) -> Analysis:
         for store in (launches, blocks, steps):
             store.close()
         raise
-    summary = replace(summary, notes=[*summary.notes, clocks_note(clocks)])
+    summary = replace(summary, note_facts=[*summary.note_facts, clocks_note(clocks)])
     if all(len(p.outline.api) for p in parts):  # every event held: the trace says its steps
         steps.close()
         return Analysis(outline, cfg, launches, blocks, summary, table)
@@ -211,16 +210,13 @@ def _clocks(parts: Sequence[JobPart], session: list[int], ranks: RankWaits) -> l
             for part, s, o in zip(parts, session, offsets, strict=True)]
 
 
-def clocks_note(clocks: Sequence[FileClock]) -> str:
+def clocks_note(clocks: Sequence[FileClock]) -> Note:
     """The note saying how the files' clocks were put on one axis."""
-    def signed(ns: int) -> str:
-        return f"{'+' if ns >= 0 else '-'}{us(abs(ns) / 1e3)}"
-    said = "; ".join(
-        f"{Path(c.path).name} {signed(c.session_ns)} by its session start" +
-        ("" if c.refined_ns is None else f", {signed(-c.refined_ns)} more by its collectives")
-        for c in clocks[1:])
-    return (f"one job of {len(clocks)} files, analysed as one server; their clocks put on "
-            f"{Path(clocks[0].path).name}'s: {said}")
+    return Note("job_clocks", {
+        "files": len(clocks), "on": Path(clocks[0].path).name,
+        "moved": [{"name": Path(c.path).name, "session_us": c.session_ns / 1e3,
+                   "refined_us": None if c.refined_ns is None else -c.refined_ns / 1e3}
+                  for c in clocks[1:]]})
 
 
 def _moved(part: JobPart, offset_ns: int) -> dict[str, pd.DataFrame]:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import STALL_CLASSES, StallSite
+from ..model import STALL_CLASSES, Note, StallSite
 from ..trace.python_samples import PythonSamples
 from ..util.text import capped, printable
 from .config import AnalysisConfig
@@ -347,7 +347,7 @@ def _read_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
     return tuple(data.decode("utf-8", errors="replace").splitlines())
 
 
-def missing_text_note(sites: Iterable[StallSite], cfg: AnalysisConfig) -> str | None:
+def missing_text_note(sites: Iterable[StallSite], cfg: AnalysisConfig) -> Note | None:
     """Why stall sites with a source line have no text, and the advice that can work, or None
     where every line has its text. ``--source-root`` is advised only where it can help: a
     pseudo-file (``<string>``: exec'd or generated code) or a file that is not Python source
@@ -364,20 +364,6 @@ def missing_text_note(sites: Iterable[StallSite], cfg: AnalysisConfig) -> str | 
         return None
     nowhere = [f for f in missing if f.startswith("<") or
                os.path.splitext(f)[1] not in SOURCE_SUFFIXES]
-    files = [f for f in missing if f not in nowhere]
-    said = []
-    if nowhere:
-        said.append(f"{', '.join(nowhere[:3])} {'is' if len(nowhere) == 1 else 'are'} no "
-                    "source file on disk (code run from a string, or not Python): no text to "
-                    "show")
-    if files and cfg.source_root:
-        said.append(f"{', '.join(files[:3])} {'is' if len(files) == 1 else 'are'} not under "
-                    "the --source-root folder (looked up by the end of the recorded path), or "
-                    "the file found there is another version of the source than the one "
-                    "profiled")
-    elif files:
-        said.append(f"{', '.join(files[:3])} {'is' if len(files) == 1 else 'are'} not under the "
-                    "current folder: pass --source-root DIR, the folder the program's source "
-                    "is in (a path recorded on another machine is matched by its end: "
-                    "/home/dev/app/x.py as DIR/app/x.py or DIR/x.py)")
-    return "the text of a stall's source line is missing: " + "; ".join(said)
+    return Note("source_text_missing", {
+        "nowhere": nowhere, "not_found": [f for f in missing if f not in nowhere],
+        "source_root": bool(cfg.source_root)})

@@ -26,6 +26,7 @@ from ..model import (
     Distributions,
     IfFixed,
     LatentSite,
+    Note,
     Percentiles,
     ProcessSummary,
     StallSite,
@@ -98,8 +99,8 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         gpu_busy=busy, launches_per_s=per_s,
         steps_per_s=_steps_per_s(_step_ranges(trace) if steps is None else steps, rows,
                                  dict(zip(table["proc"], table["idle_ns"], strict=True))),
-        sites=top, notes=[*notes_for(trace, rows, python_samples, top),
-                          *filter(None, [missing_text_note(top, cfg)])],
+        sites=top, note_facts=[*notes_for(trace, rows, python_samples, top),
+                               *filter(None, [missing_text_note(top, cfg)])],
         config=cfg.to_dict(), if_fixed=_if_all_fixed(rows, rates, groups, measured, fixed),
         latent=_not_covered(latent or [], top),
         processes=processes, distributions=_distributions(rows),
@@ -108,8 +109,8 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
         gpu_busy_capture=_busy_with_idle(table),
         graphs=graph_summaries(rows, dict(zip(table["proc"], table["pid"], strict=True))))
     if summary.if_fixed and (summary.if_fixed.withheld or summary.if_fixed.speedup_low):
-        summary = Summary(**{**summary.__dict__, "notes": [*summary.notes,
-                                                           projection_note(summary.if_fixed)]})
+        summary = Summary(**{**summary.__dict__, "note_facts": [
+            *summary.note_facts, projection_note(summary.if_fixed)]})
     ok, line = verdict_line(summary, cfg)
     summary = Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
     late = sites.sites.loc[late_sites]
@@ -120,14 +121,9 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
     return Summary(**{**summary.__dict__, "headline": first}), table
 
 
-def projection_note(f: IfFixed) -> str:
+def projection_note(f: IfFixed) -> Note:
     """Why the gain of fixing every stall is not projected, or why it is a range."""
-    if f.withheld:
-        return f"the gain of a fix is not projected: {f.withheld}"
-    return ("the gain of a fix is a range: the fixed steps' GPU work was measured after the idle "
-            "gaps their stalls left, and a replay may run longer back to back (on another "
-            "machine's H200 captures 9-12 % longer: the low end; on this repository's, no "
-            "longer: the high end); a trace with stalls every few steps measures it")
+    return Note("gain_withheld", {"why": f.withheld}) if f.withheld else Note("gain_range")
 
 
 def _if_all_fixed(rows: RowStore, rates: dict[int, float], groups: list[set[int]],

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import ProcessSummary, StallSite, Summary, counted_steps
+from ..model import Note, ProcessSummary, StallSite, Summary, counted_steps
 from ..model.sites import NO_NVTX, NO_PHASE
 from ..trace.load import Trace
-from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, STACKS_HINT, PythonSamples
+from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, PythonSamples
 from ..util.units import pct, us
 from .collectives import groups_note
 from .config import AnalysisConfig
@@ -16,13 +16,28 @@ from .stored import RowStore, as_rows, steady_parts
 
 
 def data_loss_reason(trace: Trace) -> str | None:
-    """Why the trace cannot be trusted, or None. nsys records dropped events in
+    """Why the trace cannot be trusted, or None: the refusal of a trace with no launch to
+    analyse (:func:`data_loss`, said)."""
+    lost = data_loss(trace)
+    if lost is None:
+        return None
+    v = lost.values
+    if lost.code == "profiler_lost_data":
+        return f"the profiler reports lost data: {v['diagnostic']}"
+    return (f"CUDA tracing stops {v['after_s']:.2f} s into the capture, yet {v['later']} of "
+            f"{v['ranges']} NVTX ranges follow with no CUDA activity: the profiler (nsys "
+            f"{v['nsys_version']}) lost the GPU data. Profile again with an nsys that supports "
+            "this CUDA version.")
+
+
+def data_loss(trace: Trace) -> Note | None:
+    """The note that the trace cannot be trusted, or None. nsys records dropped events in
     DIAGNOSTIC_EVENT; old versions on new CUDA silently stop tracing, which shows as CUDA
     activity that ends long before the capture and the program's NVTX ranges do."""
     lost = [d for d in trace.meta.diagnostics if any(
         w in d.lower() for w in ("lost", "dropped", "discard", "overflow", "not supported"))]
     if lost:
-        return f"the profiler reports lost data: {lost[0]}"
+        return Note("profiler_lost_data", {"diagnostic": lost[0]})
     if trace.api.empty and trace.gpu_ops.empty:
         return None
     cuda_end = max(float(trace.api["end_ns"].max()) if len(trace.api) else 0.0,
@@ -30,25 +45,15 @@ def data_loss_reason(trace: Trace) -> str | None:
     nv = trace.nvtx
     later = nv[nv["start_ns"] > cuda_end]
     if len(later) >= 10 and len(later) >= 0.5 * len(nv):
-        return (f"CUDA tracing stops {(cuda_end - trace.meta.capture_start_ns) / 1e9:.2f} s into "
-                f"the capture, yet {len(later)} of {len(nv)} NVTX ranges follow with no CUDA "
-                f"activity: the profiler (nsys {trace.meta.nsys_version}) lost the GPU data. "
-                "Profile again with an nsys that supports this CUDA version.")
+        return Note("cuda_tracing_stopped", {
+            "after_s": (cuda_end - trace.meta.capture_start_ns) / 1e9, "later": len(later),
+            "ranges": len(nv), "nsys_version": trace.meta.nsys_version})
     return None
-
-
-#: with several processes, what a graph-level trace cannot show (collectives.py reads the
-#: NCCL kernels inside each replay, which only --cuda-graph-trace=node records)
-GRAPH_TRACED_RANKS = (
-    "graph replays were traced whole (--cuda-graph-trace=graph, nsys's default): the "
-    "collectives inside them are not recorded, so a tensor-parallel rank that waits in its "
-    "graph for a late peer would read as healthy; capture with --cuda-graph-trace=node to see "
-    "which rank waits for which")
 
 
 def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
               python_samples: PythonSamples | None = None,
-              sites: list[StallSite] | None = None) -> list[str]:
+              sites: list[StallSite] | None = None) -> list[Note]:
     """What the reader should know about how far to trust this report."""
     n, missing, procs, groups = 0, 0, set(), []
     for part in as_rows(launches).chunks(["gpu_end_ns", "proc", "collective_group"]):
@@ -57,35 +62,23 @@ def notes_for(trace: Trace, launches: pd.DataFrame | RowStore,
         procs.update(pd.unique(part["proc"]).tolist())
         groups.append(part.loc[part["collective_group"] >= 0, ["collective_group", "proc"]]
                       .drop_duplicates())
-    notes = []
-    line = python_samples_note(python_samples, sites, trace.meta.has_nvtx)
-    if line:
-        notes.append(line)
     m = trace.meta
+    notes = [python_samples_note(python_samples, sites, m.has_nvtx)]
     if not (m.has_sync_records and m.has_event_records):
-        notes.append(f"{m.profiler.without_sync_records}: event waits were matched to launches "
-                     "by timing alone")
+        notes.append(Note("no_sync_records", {"lacking": m.profiler.without_sync_records}))
     if not m.has_nvtx:
-        notes.append("no NVTX ranges: stalls cannot be attributed to loop phases; add "
-                     "torch.cuda.nvtx ranges around schedule/launch/sample/post")
+        notes.append(Note("no_nvtx"))
     if missing:
-        notes.append(f"{missing} of {n} graph launches have no GPU work in the trace "
-                     "(profiler buffer loss, or capture stopped mid-replay); they are excluded")
-    lost = data_loss_reason(trace)
-    if lost:
-        notes.append(lost)
-    grouped = groups_note(pd.concat(groups)) if groups else None
-    if grouped:
-        notes.append(grouped)
+        notes.append(Note("launches_without_gpu_work", {"missing": missing, "launches": n}))
+    notes.append(data_loss(trace))
+    notes.append(groups_note(pd.concat(groups)) if groups else None)
     if not m.has_graph_nodes and len(procs) > 1:
-        notes.append(GRAPH_TRACED_RANKS)
-    early = negative_windows_note(launches)
-    if early:
-        notes.append(early)
-    return notes + list(m.reader_notes)
+        notes.append(Note("graph_traced_ranks"))
+    notes.append(negative_windows_note(launches))
+    return [x for x in notes if x is not None] + list(m.reader_notes)
 
 
-def negative_windows_note(launches: pd.DataFrame | RowStore) -> str | None:
+def negative_windows_note(launches: pd.DataFrame | RowStore) -> Note | None:
     """What a negative overlap window means, where steady launches have one (a p10 of -91 us
     was printed without a word): the host wait on the launch began before its launch call
     returned, so on another thread than the launching one."""
@@ -99,40 +92,27 @@ def negative_windows_note(launches: pd.DataFrame | RowStore) -> str | None:
             other += int((part["block_tid"].to_numpy()[neg] != part["tid"].to_numpy()[neg]).sum())
     if not n:
         return None
-    where = f"; {other} of them on another thread than the launching one" if other else ""
-    return (f"{n} steady launches have a negative overlap window (down to {us(low / 1e3)}): "
-            "the host wait on the launch began before its launch call returned, on a thread "
-            "that waits on the stream while another issues the launch" + where + "; such a "
-            "window is no overlap at all, and the percentiles above count it as it is")
+    return Note("negative_windows", {"launches": n, "lowest_us": low / 1e3,
+                                     "other_thread": other})
 
 
 def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | None,
-                        has_nvtx: bool = True) -> str | None:
-    """One line when stall sites could not be given a Python source line, saying why (and,
+                        has_nvtx: bool = True) -> Note | None:
+    """The note when stall sites could not be given a Python source line, saying why (and,
     with no NVTX ranges either, that only the API calls name a stall)."""
-    by = "NVTX phase and op" if has_nvtx else "their CUDA calls"
     stalls = [s for s in (sites or []) if s.klass != "launch_bound"]
     if not stalls:
         return None
     # samples None with named sites: summarised again from launches attributed before
     have = samples.ok if samples is not None else any(s.source for s in stalls)
     if not have:
-        if samples is not None and samples.status == NO_STACKS:
-            return (f"no Python stacks: stalls are attributed to "
-                    f"{'ranges and op' if has_nvtx else by} only; {STACKS_HINT}")
-        if samples is not None and samples.status == NO_PAYLOAD:
-            return ("this export has Python samples but no JSON payloads: stalls are attributed "
-                    f"to {by} only; re-export with "
-                    "`nsys export --type sqlite --include-json true`")
-        return (f"no Python samples: stalls are attributed to {by} only; to name "
-                "the source line of each stall, capture with `nsys profile "
-                "--python-sampling=true --python-sampling-frequency=2000` and export with "
-                "`nsys export --type sqlite --include-json true`")
+        code = "no_python_stacks" if samples is not None and samples.status == NO_STACKS else \
+            "no_python_payloads" if samples is not None and samples.status == NO_PAYLOAD else \
+            "no_python_samples"
+        return Note(code, {"has_nvtx": has_nvtx})
     unnamed = [s for s in stalls if s.source is None]
     if unnamed:
-        return (f"{len(unnamed)} of {len(stalls)} stall sites have no source line: no Python "
-                "sample of the blocking thread fell inside their blocks with a frame outside "
-                "the library paths (AnalysisConfig.library_paths)")
+        return Note("sites_without_source", {"unnamed": len(unnamed), "stalls": len(stalls)})
     return None
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..analysis import AnalysisConfig
 from ..errors import UnreadableInput
-from ..model import TraceResult
+from ..model import TraceResult, registry
 from ..util.progress import progress
 from .expand import rank_of
 from .one import Done, analyze_part, part_of
@@ -75,7 +75,7 @@ def run_dask_parts(paths: list[Path], address: str, config: AnalysisConfig | Non
         futures = client.map(_analyze_on_dask, names,
                              [part_of(parts, i) for i in range(len(names))],
                              [str(p) for p in paths], config=config, nsys=nsys, job=job,
-                             pure=False)
+                             words=registry.registered_words(), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: dict[int, Done] = {}
         with progress(f"analysing traces on {address}", total=len(paths)) as bar:
@@ -93,5 +93,9 @@ def run_dask_parts(paths: list[Path], address: str, config: AnalysisConfig | Non
 
 def _analyze_on_dask(path: str, part: str | None, label: str,
                      config: AnalysisConfig | None = None, nsys: str | None = None,
-                     job: bool | None = False) -> Done:
+                     job: bool | None = False, words: registry.Words | None = None) -> Done:
+    """:func:`analyze_part` on a Dask worker, which says results' sentences with the words
+    of the process that sent the work (a trace's row of ``--db`` is written there)."""
+    if words is not None:
+        registry.register_words(words)
     return analyze_part(path, config, nsys, part, label, job)

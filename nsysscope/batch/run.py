@@ -29,7 +29,7 @@ from ..analysis.config import config_of
 from ..analysis.job import analyze_job, pairs_up
 from ..errors import UnreadableInput
 from ..export.db import append_parts, write_db
-from ..model import BatchResult, TraceResult
+from ..model import BatchResult, TraceResult, registry
 from ..trace.arrays import cpu_count
 from ..util.progress import progress
 from .aggregate import aggregate
@@ -66,16 +66,20 @@ _busy = _stopping = False
 STOP_GRACE_S = 5.0
 
 
-def worker_args(jobs: int) -> tuple[int, bool, str]:
+def worker_args(jobs: int) -> tuple[int, bool, str, registry.Words | None]:
     """What :func:`init_worker` gives each of ``jobs`` workers from this process: its share
-    of the CPUs, whether Ctrl-C stops it, and how this process's pandas holds text (a
-    worker starts a fresh interpreter: the command line's Python strings, ``cli/app.py``,
-    would be pandas' default there)."""
+    of the CPUs, whether Ctrl-C stops it, how this process's pandas holds text (a worker
+    starts a fresh interpreter: the command line's Python strings, ``cli/app.py``, would be
+    pandas' default there), and the words that say results' sentences (a trace's row of
+    ``--db`` is written in the worker)."""
     return (max(1, cpu_count() // jobs), signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
-            pd.get_option("mode.string_storage"))
+            pd.get_option("mode.string_storage"), registry.registered_words())
 
 
-def init_worker(threads: int, interruptible: bool, string_storage: str) -> None:
+def init_worker(threads: int, interruptible: bool, string_storage: str,
+                words: registry.Words | None = None) -> None:
+    if words is not None:
+        registry.register_words(words)
     os.environ["NSYSSCOPE_THREADS"] = str(threads)
     os.environ["NSYSSCOPE_PROGRESS"] = "0"
     pd.set_option("mode.string_storage", string_storage)

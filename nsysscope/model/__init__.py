@@ -21,6 +21,7 @@ from .classes import (
     ClassRow,
     LaunchClass,
 )
+from .facts import VERDICT_CASES, WRITTEN, Note, Verdict
 from .gate import (
     CHANGED,
     FAIL,
@@ -55,9 +56,9 @@ from .summary import (
 __all__ = [
     "BATCH_SCHEMA", "CAUSES", "CHANGED", "CLASS_TABLE", "FAIL", "FIXES", "GATE_SCHEMA",
     "GATED_CLASSES", "IMPROVED", "LAUNCH_CLASSES", "NA", "NOT_JUDGED", "PASS", "SCHEMA",
-    "STALL_CLASSES", "Aggregate", "BatchResult", "Bursts", "Check", "ClassRow", "counted_steps",
-    "Distributions", "Finding", "GateResult", "GraphExec", "Headline", "IdlePeriods", "IfFixed",
-    "LatentSite", "LaunchClass",
-    "Percentiles", "ProcessSummary", "profiler_of", "registry", "Renderer", "Side", "SiteChange",
-    "SourceLine", "StallSite", "Startup", "Summary", "summary_in", "TraceInfo", "TraceResult",
+    "STALL_CLASSES", "VERDICT_CASES", "WRITTEN", "Aggregate", "BatchResult", "Bursts", "Check",
+    "ClassRow", "counted_steps", "Distributions", "Finding", "GateResult", "GraphExec",
+    "Headline", "IdlePeriods", "IfFixed", "LatentSite", "LaunchClass", "Note", "Percentiles",
+    "ProcessSummary", "profiler_of", "registry", "Renderer", "Side", "SiteChange", "SourceLine",
+    "StallSite", "Startup", "Summary", "summary_in", "TraceInfo", "TraceResult", "Verdict",
 ]

@@ -23,9 +23,17 @@ def _fields(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(cls) if f.name != "extra"]
 
 
-def _required(cls: type) -> list[str]:
-    return [f.name for f in _fields(cls) if f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING]
+def _required(cls: type) -> set[str]:
+    """The keys every record of ``cls`` has: its sentences, its fields without a default."""
+    return {*_said(cls), *(f.name for f in _fields(cls) if f.default is dataclasses.MISSING
+                           and f.default_factory is dataclasses.MISSING)}
+
+
+def _said(cls: type) -> dict[str, Any]:
+    """The sentences ``cls`` writes (:attr:`~.schema.Record.said`), each with its type: what
+    its property returns."""
+    said: dict[str, str] = getattr(cls, "said", {})
+    return {key: typing.get_type_hints(getattr(cls, key).fget)["return"] for key in said}
 
 
 def _of(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
@@ -58,10 +66,17 @@ def _of(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
 def record_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     """The schema of the record ``cls``: an object of its fields (``extra`` keys allowed)."""
     hints = typing.get_type_hints(cls)
+    before = {field: key for key, field in getattr(cls, "said", {}).items()}
+    said = _said(cls)
+    properties = {}
+    for f in _fields(cls):  # as :func:`~.schema.to_plain` writes them
+        if f.name in before:
+            properties[before[f.name]] = _of(said[before[f.name]], defs)
+        properties[f.name] = _of(hints[f.name], defs)
     doc = (cls.__doc__ or "").strip().split("\n\n")[0]
     return {"type": "object", "description": " ".join(doc.split()),
-            "required": _required(cls),
-            "properties": {f.name: _of(hints[f.name], defs) for f in _fields(cls)}}
+            "required": [k for k in properties if k in _required(cls)],
+            "properties": properties}
 
 
 def _document(cls: type, schema_id: str, title: str) -> dict[str, Any]:

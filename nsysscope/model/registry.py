@@ -16,13 +16,24 @@ finds the notebook renderer; :mod:`nsysscope.render` registers the shipped rende
 is imported, which ``nsysscope``'s own names (``nsysscope.open``, ``nsysscope.Summary``) and
 the command line do. A result met before anything imported it shows its plain repr in
 Jupyter.
+
+The sentences a result says (``Summary.verdict``, ``Summary.notes``...) are made from the
+values it holds by the :class:`Words` that :mod:`nsysscope.render.words` registers here when it
+is imported (:mod:`nsysscope.render` imports it): the analysis and the gate decide the values,
+only ``render/`` words them. A worker process that writes a result's sentences is handed its
+parent's words (:func:`registered_words`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .facts import Note
 
 
 @dataclass(frozen=True)
@@ -115,3 +126,35 @@ def render_fragment(name: str, result: Any) -> str | None:
         return None
     out = r.render(result, RenderContext())
     return out if isinstance(out, str) else out.decode("utf-8")
+
+
+class Words(Protocol):
+    """What makes a result's sentences from its values (:mod:`nsysscope.render.words`)."""
+
+    def notes(self, notes: Sequence[Note], written: Sequence[str] | None = None) -> list[str]:
+        """Each note said; ``written``: the sentences a file held beside them, for a code
+        this version does not know."""
+        ...
+
+
+_WORDS: list[Words] = []
+
+
+def register_words(words: Words) -> Words:
+    """Make ``words`` the one that says every result's sentences; returns it."""
+    _WORDS[:] = [words]
+    return words
+
+
+def registered_words() -> Words | None:
+    """The words registered in this process, or None."""
+    return _WORDS[0] if _WORDS else None
+
+
+def words() -> Words:
+    """The registered words; LookupError where none is (nothing imported
+    :mod:`nsysscope.render`)."""
+    if not _WORDS:
+        raise LookupError("no words registered to say a result's sentences: import "
+                          "nsysscope.render (nsysscope.open and the command line do)")
+    return _WORDS[0]

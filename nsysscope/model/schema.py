@@ -77,11 +77,17 @@ def _missing(cls: type, known: Mapping[str, Any]) -> list[str]:
 
 
 def to_plain(obj: Any) -> Any:
-    """``obj`` as JSON-ready values: dataclasses become dicts in field order, followed by their
-    ``extra`` keys; tuples become lists, enum members their values."""
+    """``obj`` as JSON-ready values: dataclasses become dicts in field order (each sentence of
+    a :attr:`Record.said` just before its field), followed by their ``extra`` keys; tuples
+    become lists, enum members their values."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-               if f.name != "extra"}
+        before = {field: key for key, field in getattr(obj, "said", {}).items()}
+        out = {}
+        for f in dataclasses.fields(obj):
+            if f.name in before:  # a sentence, where it has always been written
+                out[before[f.name]] = to_plain(getattr(obj, before[f.name]))
+            if f.name != "extra":
+                out[f.name] = to_plain(getattr(obj, f.name))
         for k, v in getattr(obj, "extra", {}).items():
             out.setdefault(k, v)
         return out
@@ -117,6 +123,12 @@ class Record:
     that hold records or tuples back into them) and keeps the others in ``extra``."""
 
     nested: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    #: the sentences the record says, made from its values by the registered words
+    #: (:mod:`.registry`; properties of the record), each written just before a field, where
+    #: the key was written before it said the values it is made of: ``{"notes": "config"}``.
+    #: A file's sentence is read back only where it holds no such values (a result from
+    #: before they were kept: the record's ``from_dict`` makes them of the sentences)
+    said: ClassVar[dict[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready values (:func:`to_plain`), as :meth:`from_dict` reads
@@ -143,9 +155,17 @@ class Record:
         for name, read in cls.nested.items():
             if name in known:
                 known[name] = read(known[name])
+        written = {key: extra.pop(key) for key in cls.said if key in extra}
         record = cls(**known, extra=extra)  # type: ignore[call-arg]
+        object.__setattr__(record, "_written", written)  # (frozen; not a field)
         record.check_values()
         return record
+
+    def written(self, key: str) -> Any:
+        """The sentence ``key`` (:attr:`said`) as the file this record was read from wrote
+        it (None: not read from a file, or the file had none): what is shown where this
+        version cannot make it (a newer version's note)."""
+        return getattr(self, "_written", {}).get(key)
 
     def check_values(self) -> None:
         """Raise ValueError for values of the right type that no analysis writes (a count

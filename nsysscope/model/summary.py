@@ -28,6 +28,7 @@ from typing import Any
 from . import registry
 from .checks import check_counts, check_rate
 from .classes import LaunchClass, with_new_classes
+from .facts import Note, written_notes
 from .headline import Headline
 from .schema import (
     Record,
@@ -55,7 +56,8 @@ from .sites import NO_NVTX, Percentiles, StallSite
 #: 1.7 added server_launches_per_s, processes[].group, if_fixed.withheld/launches_per_s_low/
 #: speedup_low
 #: 1.8 added startup, idle, gpu_busy_capture and graphs (a server's trace)
-SCHEMA = "nsysscope.summary/1.8"
+#: 1.9 added note_facts (each note's code and values; ``notes`` is made of them)
+SCHEMA = "nsysscope.summary/1.9"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
@@ -294,7 +296,6 @@ class Summary(Record):
     launches_per_s: float | None
     steps_per_s: float | None  # NVTX "step N" ranges per second, when the trace has them
     sites: list[StallSite]
-    notes: list[str]
     config: dict[str, Any]
     #: the launch rate with every stall site fixed (projected from the trace)
     if_fixed: IfFixed | None = None
@@ -314,6 +315,10 @@ class Summary(Record):
     idle: IdlePeriods | None = None  # its idle periods, left out (None: none, or before 1.8)
     gpu_busy_capture: float | None = None  # GPU busy, idle included (None before 1.8)
     graphs: list[GraphExec] = field(default_factory=list)  # per graph exec (bucket), >= 2
+    #: what limits the analysis, as values: each note's code and values (:attr:`notes` says
+    #: them); a summary from before 1.9 has only its sentences, read as notes of code
+    #: ``written``
+    note_facts: list[Note] = field(default_factory=list)
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -325,10 +330,20 @@ class Summary(Record):
               "distributions": optional(Distributions.from_dict),
               "bursts": optional(Bursts.from_dict), "headline": optional(Headline.from_dict),
               "startup": optional(Startup.from_dict), "idle": optional(IdlePeriods.from_dict),
-              "graphs": lambda gs: [GraphExec.from_dict(g) for g in gs]}
+              "graphs": lambda gs: [GraphExec.from_dict(g) for g in gs],
+              "note_facts": lambda ns: [Note.from_dict(n) for n in ns]}
+    said = {"notes": "config"}
 
     def _repr_html_(self) -> str | None:
         return registry.render_fragment("summary", self)
+
+    @property
+    def notes(self) -> list[str]:
+        """What limits the analysis (no Python samples, an older export, lost data), said
+        from :attr:`note_facts` by the registered words (:mod:`nsysscope.render.notes`)."""
+        written = self.written("notes")  # a file's, for a code this version does not know
+        return registry.words().notes(self.note_facts,
+                                      written if isinstance(written, list) else None)
 
     def __call__(self) -> Summary:
         """``t.summary()`` from when an OpenTrace's summary was a method: the summary itself,
@@ -379,7 +394,7 @@ class Summary(Record):
         """Read a summary back. ValueError or KeyError when ``d`` is not one,
         :class:`~nsysscope.errors.NewerSchema` when a newer nsysscope wrote it."""
         schema = check_schema(d, SCHEMA, "summary")
-        return super().from_dict(with_new_classes(d, minor_of(schema)))
+        return super().from_dict(written_notes(with_new_classes(d, minor_of(schema))))
 
 
 def summary_in(x: Any) -> Summary | None:

@@ -15,8 +15,9 @@ batch      a BatchResult (many traces)                text, json, markdown
 notebook   Jupyter blocks                             summary, gate
 =========  =========================================  ==========================
 
-Figures are in :mod:`.plots`, the colours in :mod:`.palette`; times are formatted by
-:mod:`nsysscope.util.units`.
+Importing it also registers :mod:`.words`, which says every result's sentences from its
+values (the notes' wording is :mod:`.notes`). Figures are in :mod:`.plots`, the colours in
+:mod:`.palette`; times are formatted by :mod:`nsysscope.util.units`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import registry
-from . import batch, gate_json, gate_junit, gate_markdown, gate_text, markdown, text
+from . import batch, gate_json, gate_junit, gate_markdown, gate_text, markdown, text, words
 from . import json_ as json
 from .base import register
 from .html import gate_fragment, gate_page, report_page, summary_fragment
@@ -56,4 +57,4 @@ def render(kind: str, fmt: str, result: Any, **context: Any) -> str | bytes:
 
 
 __all__ = ["BATCH_FORMATS", "GATE_FORMATS", "REPORT_FORMATS", "json", "markdown", "render",
-           "text"]
+           "text", "words"]

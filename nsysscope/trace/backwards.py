@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..model import Note
+
 
 def backwards_rows(tables: Iterable[pd.DataFrame],
                    owns: Callable[[np.ndarray], np.ndarray] | None = None) -> int:
@@ -26,10 +28,6 @@ def backwards_rows(tables: Iterable[pd.DataFrame],
     return n
 
 
-def backwards_note(n: int) -> tuple[str, ...]:
+def backwards_note(n: int) -> tuple[Note, ...]:
     """The reader's note on ``n`` rows that end before they start (none for 0)."""
-    if not n:
-        return ()
-    return (f"{n} row{'s' if n > 1 else ''} of CUDA calls, GPU work or NVTX ranges end before "
-            f"{'they start' if n > 1 else 'it starts'}: a damaged export; read as "
-            f"{'they are' if n > 1 else 'it is'}, the figures around them may be off",)
+    return (Note("rows_backwards", {"rows": n}),) if n else ()

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from ..model import Note
 from ..util.text import NAME_CAP, name_text, was_cut
 
 #: the most characters an HTML-escaped name may take for one of the text (``&#x1F600;``)
@@ -60,12 +61,8 @@ def cleaned(values: pd.Series | pd.Categorical) -> pd.Categorical:
     return name_categorical(np.asarray(cat.codes), cat.categories)
 
 
-def cut_names_note(columns: Iterable[Iterable[object]]) -> tuple[str, ...]:
+def cut_names_note(columns: Iterable[Iterable[object]]) -> tuple[Note, ...]:
     """The report's note on the names longer than the cap among the distinct names of
     ``columns`` (their categories, or values), or none."""
     cut = {n for col in columns for n in col if isinstance(n, str) and was_cut(n)}
-    if not cut:
-        return ()
-    many = len(cut) > 1
-    return (f"{len(cut)} name{'s' if many else ''} longer than {NAME_CAP} characters "
-            f"{'were' if many else 'was'} cut to {NAME_CAP} (ending with '\u2026')",)
+    return (Note("names_cut", {"names": len(cut), "cap": NAME_CAP}),) if cut else ()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..model import TraceInfo
+from ..model import Note, TraceInfo
 from .python_samples import PythonSamples
 
 
@@ -63,8 +63,8 @@ class TraceMeta(TraceInfo):
     #: whether a part of the trace can be read alone (``--from``/``--to``), and a long one in
     #: time windows (:mod:`.windows`): the SQL of an nsys export can; a JSON stream cannot
     can_window: bool = False
-    #: what the reader left out of a damaged trace, for the report's notes
-    reader_notes: tuple[str, ...] = ()
+    #: what the reader left out of a damaged trace, for the report's notes (a code and values)
+    reader_notes: tuple[Note, ...] = ()
     #: the wall-clock time of the timeline's zero (Unix epoch, ns; None: not recorded): nsys's
     #: session start, a torch.profiler trace's base time (0 where its timestamps are the
     #: epoch's own). Files of one job are put on one time axis by it

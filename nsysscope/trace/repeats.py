@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..errors import DamagedExport
+from ..model import Note
 
 #: the share of calls that may lack a thread or repeat a correlation id before the trace is
 #: refused: none of the 34 nsys exports of the samples (20,000 to 220,000 calls each, three
@@ -24,14 +25,14 @@ MAX_DAMAGED = 0.01
 
 
 def checked_calls(api: pd.DataFrame, path: object, capture: tuple[int, int] | None = None
-                  ) -> tuple[pd.DataFrame, tuple[str, ...]]:
+                  ) -> tuple[pd.DataFrame, tuple[Note, ...]]:
     """``api`` (the CUDA calls read: ``tid``, ``proc``, ``start_ns``, ``end_ns``,
     ``corr_id``, ``name``) with exact repeats read once and calls that start outside the
     ``capture`` (its start and stop, as the profiler recorded them) left out, and the
     reader's notes on them; :class:`DamagedExport` where more than :data:`MAX_DAMAGED` of
     the calls start outside the capture, have no thread or share a correlation id with
     another call of their process."""
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     if not len(api):
         return api, notes
     if capture is not None:
@@ -47,14 +48,12 @@ def checked_calls(api: pd.DataFrame, path: object, capture: tuple[int, int] | No
                                 "outside the capture nsys recorded (their times are damaged)")
         if n:
             api = api[~outside].reset_index(drop=True)
-            notes += (f"{n} CUDA call{'s' if n > 1 else ''} starting outside the capture nsys "
-                      "recorded (damaged times) left out",)
+            notes += (Note("calls_outside_capture", {"calls": n}),)
     repeated = api.duplicated(["tid", "start_ns", "end_ns", "corr_id", "name"])
     if repeated.any():
         n = int(repeated.sum())
         api = api[~repeated].reset_index(drop=True)
-        notes += (f"{n} CUDA call{'s' if n > 1 else ''} recorded twice (the same thread, "
-                  f"times and correlation id): a damaged export; read once",)
+        notes += (Note("calls_recorded_twice", {"calls": n}),)
     total = len(api)
     no_thread = int((api["tid"] < 0).sum())
     if no_thread > MAX_DAMAGED * total:

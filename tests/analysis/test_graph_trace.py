@@ -124,7 +124,9 @@ def test_a_graph_traced_tensor_parallel_capture_says_peer_waits_are_unseen(analy
     for rank 0: per node, the verdict says so; traced whole, the all-reduce is not recorded.
     Rank 0's stalls read the same, and a note says what a graph-level trace cannot show (the
     node-traced report has no such note)."""
-    from nsysscope.analysis.verdict import GRAPH_TRACED_RANKS
+    from nsysscope.model import Note
+    from nsysscope.render.notes import note_text
+    GRAPH_TRACED_RANKS = note_text(Note("graph_traced_ranks"))
     node, graph = analysed("tp2_case1_rank0").summary, graph_form("tp2_case1_rank0").summary
     assert "waits 1.32 ms per step in all-reduce for rank 0 (pid 1150)" in node.verdict
     assert "all-reduce" not in graph.verdict

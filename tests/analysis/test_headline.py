@@ -156,13 +156,14 @@ def test_a_negative_overlap_window_is_explained(analysed):
     launches, three of them waited on by another thread 91, 40 and 12 us before their launch
     call returned (as the reporter's trace had them): a note says what that means."""
     from nsysscope.analysis.verdict import negative_windows_note
+    from nsysscope.render.notes import note_text
 
     launches = analysed("case1").launches.copy()
     assert negative_windows_note(launches) is None  # none in the real capture
     at = launches.index[launches["steady"]][[10, 20, 30]]
     launches.loc[at, "window_ns"] = [-91_000, -40_000, -12_000]
     launches.loc[at[:2], "block_tid"] = launches.loc[at[:2], "tid"] + 1
-    assert negative_windows_note(launches) == (
+    assert note_text(negative_windows_note(launches)) == (
         "3 steady launches have a negative overlap window (down to -91.0 us): the host wait "
         "on the launch began before its launch call returned, on a thread that waits on the "
         "stream while another issues the launch; 2 of them on another thread than the "

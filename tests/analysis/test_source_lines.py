@@ -323,7 +323,8 @@ def test_resummarising_keeps_the_lines_and_adds_no_capture_hint(analysed):
     a = analysed("case1_py")
     s, _ = summarize(a.trace, a.launches, a.config)
     assert s.sites[0].source == a.summary.sites[0].source
-    assert s.notes == a.summary.notes == []
+    assert s.note_facts == a.summary.note_facts  # (the gain's range: no note on samples)
+    assert not [n for n in s.note_facts if "python" in n.code or "source" in n.code]
     assert "source_root" not in s.config  # a local path, not a setting to compare or publish
 
 
@@ -358,6 +359,7 @@ def test_missing_line_text_gets_only_advice_that_can_work(sample_path, tmp_path,
     another machine is matched by its end under the root, so --source-root is the one
     option (no --path-map)."""
     from nsysscope.analysis.source_lines import missing_text_note
+    from nsysscope.render.notes import note_text
 
     trace = sample_path("case1_py")
     monkeypatch.chdir(tmp_path)  # no engine_under_test/ here
@@ -380,7 +382,7 @@ def test_missing_line_text_gets_only_advice_that_can_work(sample_path, tmp_path,
     site = s.sites[0]
     exec_site = dataclasses.replace(site, source=dataclasses.replace(site.source,
                                                                      file="<string>", text=None))
-    assert missing_text_note([exec_site], AnalysisConfig()) == (
+    assert note_text(missing_text_note([exec_site], AnalysisConfig())) == (
         "the text of a stall's source line is missing: <string> is no source file on disk "
         "(code run from a string, or not Python): no text to show")
     # and the report's line says where to look, not what to pass

@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 
 from nsysscope import load
 from nsysscope.render.gate_markdown import MARKER
+from nsysscope.render.notes import note_text
 from nsysscope.trace import resolve
 from nsysscope.util.text import CUT, NAME_CAP
 
@@ -99,7 +100,8 @@ def test_every_name_is_read_cut_and_printable(traces):
             assert n.endswith("\\x01\\ufffe")
         else:
             assert n.endswith(CUT) and NAME_CAP <= len(n) <= 6 * NAME_CAP
-    assert any("4 names longer than 256 characters were cut" in n for n in t.meta.reader_notes)
+    assert any("4 names longer than 256 characters were cut" in note_text(n)
+               for n in t.meta.reader_notes)
     k = load(traces["kineto"])
     kinds = [*k.nvtx["text"].cat.categories, *k.threads["thread_name"], *k.processes["name"],
              *k.meta.gpus, *k.python.frames["function"].cat.categories]

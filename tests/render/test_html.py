@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from nsysscope.cli import cli
+from nsysscope.model import Note
 from nsysscope.render import html
 from nsysscope.render.report_parts import verdict_detail
 
@@ -112,7 +113,7 @@ def test_summary_fragment_for_jupyter(analysed, sample_path):
 def test_text_is_escaped(analysed):
     from dataclasses import replace
     s = analysed("case1").summary
-    evil = replace(s, verdict="<script>alert(1)</script>", notes=["a < b & c"])
+    evil = replace(s, verdict="<script>alert(1)</script>", note_facts=[Note.written("a < b & c")])
     frag = html.summary_fragment(evil)
     assert "<script>" not in frag and "&lt;script&gt;" in frag and "a &lt; b &amp; c" in frag
 

@@ -441,7 +441,7 @@ def test_the_comparison_s_verdicts_fit_the_figure(analysed):
     fig = compare_figure(a, b)
     title = fig._suptitle.get_text()
     assert len(title.splitlines()) >= 3 and max(len(x) for x in title.splitlines()) <= 165
-    assert "all-reduce for pid" in title.replace("\n    ", " ")  # the end of the long verdict
+    assert "all-reduce for rank 0 (pid" in title.replace("\n    ", " ")  # the long verdict's end
 
 
 def test_legend_order_of_a_class_column_is_that_of_its_distinct_classes(analysed):

@@ -25,7 +25,7 @@ def empty_summary() -> Summary:
     return Summary(trace=TraceInfo("empty.sqlite", "?", "?", (), "?"), verdict="no launches",
                    overlap_ok=False, launches=0, steady_launches=0, warmup_launches=0,
                    stalls={}, classes={}, no_wait=0, window_us=nothing, gpu_gap_us=nothing,
-                   gpu_busy=None, launches_per_s=None, steps_per_s=None, sites=[], notes=[],
+                   gpu_busy=None, launches_per_s=None, steps_per_s=None, sites=[], note_facts=[],
                    config={})
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DamagedExport, NotAnNsysExport, UnreadableInput
+from ...model import Note
 from ...util.text import clipped, name_text
 from ..apis import DEFAULT_ENUMS, LAUNCH_APIS, wanted_api
 from ..names import cut_names_note, name_categorical, names_of
@@ -146,16 +147,15 @@ def build_trace(c: Collector, top: dict[str, Any], path: Path) -> Trace:
                  python=python_stacks(c, api, origin))
 
 
-def _skipped_note(c: Collector) -> tuple[str, ...]:
+def _skipped_note(c: Collector) -> tuple[Note, ...]:
     """The note that counts and names the events left out for want of a usable time."""
     n = sum(c.skipped.values())
     if not n:
         return ()
-    kinds = ", ".join(f"{count} {cat} (first: {c.skipped_names[cat]})"
-                      for cat, count in c.skipped.most_common(3))
-    more = f" and {len(c.skipped) - 3} more kinds" if len(c.skipped) > 3 else ""
-    return (f"{n} event{'s' if n > 1 else ''} without a usable time (ts, dur: missing, "
-            f"negative, not a number, or beyond any clock) left out: {kinds}{more}",)
+    return (Note("events_without_time", {
+        "events": n, "kinds": [[cat, count, c.skipped_names[cat]]
+                               for cat, count in c.skipped.most_common(3)],
+        "more_kinds": max(0, len(c.skipped) - 3)}),)
 
 
 #: the categories of a Kineto trace's CUDA calls, and of its GPU work
