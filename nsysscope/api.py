@@ -23,7 +23,6 @@ from .analysis.job import analyze_files
 from .gate import compare
 from .model import GateResult, StallSite, Summary, registry
 from .trace import TimeRange, Trace, load
-from .util.units import times_in
 
 if TYPE_CHECKING:
     from .render.plots import TracePlots
@@ -101,7 +100,7 @@ class OpenTrace:
         s = self.analysis.summary
         n, every = len(self.stalls), len(self.all_stalls)
         more = f", {every - n} more in warm-up (t.all_stalls)" if every > n else ""
-        return (f"<nsysscope trace {self.path.name}: {times_in(s.verdict)}; t.stalls: {n} "
+        return (f"<nsysscope trace {self.path.name}: {s.verdict}; t.stalls: {n} "
                 f"steady-state stalls{more}>")
 
     def _repr_html_(self) -> str | None:

@@ -31,6 +31,7 @@ from ..model import (
     ProcessSummary,
     StallSite,
     Summary,
+    registry,
 )
 from ..trace.apis import process_of
 from ..trace.load import Trace
@@ -111,8 +112,9 @@ def summarize(trace: Trace, launches: pd.DataFrame | RowStore, cfg: AnalysisConf
     if summary.if_fixed and (summary.if_fixed.withheld or summary.if_fixed.speedup_low):
         summary = Summary(**{**summary.__dict__, "note_facts": [
             *summary.note_facts, projection_note(summary.if_fixed)]})
-    ok, line = verdict_line(summary, cfg)
-    summary = Summary(**{**summary.__dict__, "verdict": line, "overlap_ok": ok})
+    ok, verdict = verdict_line(summary, cfg)
+    summary = Summary(**{**summary.__dict__, "verdict": registry.words().verdict(verdict, summary),
+                         "verdict_facts": verdict, "overlap_ok": ok})
     late = sites.sites.loc[late_sites]
     cost = LateCost(launches=int(late["count"].sum()), lost_us=float(late["lost_ns"].sum()) / 1e3,
                     speedup=keeps_ahead.speedup,
@@ -196,7 +198,8 @@ def _process(rows: RowStore, row: Any, table: pd.DataFrame, trace_numbers: dict[
         # one process: its distributions are the summary's own, not kept twice
         distributions=None if one else _distributions(rows, proc))
     status, verdict = process_verdict(p, cfg)
-    return ProcessSummary(**{**p.__dict__, "status": status, "verdict": verdict})
+    return ProcessSummary(**{**p.__dict__, "status": status, "verdict_facts": verdict,
+                             "verdict": registry.words().verdict(verdict, p)})
 
 
 def _by_rank(table: pd.DataFrame) -> pd.DataFrame:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
-from ..model import Note, ProcessSummary, StallSite, Summary, counted_steps
-from ..model.sites import NO_NVTX, NO_PHASE
+from ..model import Note, ProcessSummary, StallSite, Summary, Verdict, counted_steps
 from ..trace.load import Trace
 from ..trace.python_samples import NO_PAYLOAD, NO_STACKS, PythonSamples
-from ..util.units import pct, us
 from .collectives import groups_note
 from .config import AnalysisConfig
 from .stored import RowStore, as_rows, steady_parts
@@ -116,37 +116,36 @@ def python_samples_note(samples: PythonSamples | None, sites: list[StallSite] | 
     return None
 
 
-def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
-    """Whether overlap holds, and the one line that says so. With several processes, the
-    line names the process that stalls most and the ranks that wait for it."""
+def verdict_line(s: Summary, cfg: AnalysisConfig) -> tuple[bool, Verdict]:
+    """Whether overlap holds, and the verdict that says so, as values (worded in
+    ``render/verdict.py``). With several processes, it names the process that stalls most and
+    the ranks that wait for it."""
     if len(s.processes) > 1:
         return _several(s, cfg)
     if not s.steady_launches:
-        return False, "no steady-state launches to judge"
+        return False, Verdict("idle")
     if _stalled_share(s) > cfg.stall_fraction_broken:
         return False, _broken(s)
     if s.processes and s.processes[0].status == "waits_for_peer":  # a rank whose peers'
         # traces are not in the input: its own launches are on time
-        return False, f"overlap lost to waiting: {s.processes[0].verdict}"
+        return False, Verdict("waits_for_peer", processes=[0])
     if _launch_bound_share(s) > cfg.stall_fraction_broken and (s.gpu_busy or 0) < 0.9:
-        return True, f"overlap works, but the host is launch-bound on {_launch_bound(s)}"
-    return True, f"overlap healthy: {_healthy(s, cfg)}"
+        return True, _launch_bound(s, idle=True)
+    return True, _healthy(s, cfg)
 
 
-def _healthy(s: Summary | ProcessSummary, cfg: AnalysisConfig) -> str:
-    """``291/293 steady launches queued ahead of the GPU; GPU busy 98.9%``. Where most
+def _healthy(s: Summary | ProcessSummary, cfg: AnalysisConfig) -> Verdict:
+    """How many steady launches queued ahead of the GPU, and how busy it was. Where most
     launches came after the GPU idled past a threshold below the gaps every replay leaves
-    (``--launch-bound-us 5``), the GPU still busy: that, not "0/293 queued" beside
-    "launch-bound gaps 293", which read as a fault."""
+    (``--launch-bound-us 5``), the GPU still busy: those launches and that threshold, not
+    "0/293 queued" beside "launch-bound gaps 293", which read as a fault."""
     lb = s.classes.get("launch_bound", 0)
     queued = s.steady_launches - sum(s.stalls.values()) - lb  # launch-bound: the next launch
     # came after the GPU idled
-    busy = f"GPU busy {pct(s.gpu_busy)}" if s.gpu_busy is not None else ""
     if lb > queued:
-        return ((f"{busy}; " if busy else "") + f"{_launch_bound(s)} came after the GPU idled "
-                f"over {cfg.launch_bound_gap_us:g} us")
-    return (f"{queued}/{s.steady_launches} steady launches queued ahead of the GPU"
-            + (f"; {busy}" if busy else ""))
+        return replace(_launch_bound(s, idle=True), case="healthy", gpu_busy=s.gpu_busy,
+                       idle_over_us=cfg.launch_bound_gap_us)
+    return Verdict("healthy", count=queued, of=s.steady_launches, gpu_busy=s.gpu_busy)
 
 
 def _stalled_share(s: Summary | ProcessSummary) -> float:
@@ -164,92 +163,64 @@ def _launch_bound_share(s: Summary | ProcessSummary) -> float:
     return b.launch_bound / b.steady if b else s.classes.get("launch_bound", 0) / s.steady_launches
 
 
-def _launch_bound(s: Summary | ProcessSummary, idle: bool = True) -> str:
-    """``293/293 launches (GPU idle p50 ...)`` (``idle``: with the gap), or in steps where a
-    step is several launches (the per-launch idle gaps are then mostly the pieces')."""
+def _launch_bound(s: Summary | ProcessSummary, idle: bool) -> Verdict:
+    """The launch-bound launches, or steps where a step is several launches (the per-launch
+    idle gaps are then mostly the pieces'); ``idle``: with the GPU's idle gap between
+    replays (launches only)."""
     b = counted_steps(s)
     if b:
-        return (f"{b.launch_bound}/{b.steady} steps ({b.launches_p50:g} graph launches per "
-                "step, as piecewise CUDA graphs issue them)")
-    gap = f" (GPU idle p50 {us(s.gpu_gap_us.p50)} between replays)" if idle else ""
-    return f"{s.classes.get('launch_bound', 0)}/{s.steady_launches} launches{gap}"
+        return Verdict("launch_bound", unit="steps", count=b.launch_bound, of=b.steady,
+                       launches_per_step=b.launches_p50)
+    return Verdict("launch_bound", count=s.classes.get("launch_bound", 0),
+                   of=s.steady_launches, idle_us=s.gpu_gap_us.p50 if idle else None)
 
 
-def _broken(s: Summary | ProcessSummary) -> str:
-    """``OVERLAP BROKEN: 194/194 steady launches stall (...); median overlap window ...``,
-    counted in steps (launch bursts) where a step is several launches."""
+def _broken(s: Summary | ProcessSummary) -> Verdict:
+    """The steady launches that stall (in steps where a step is several launches), the class
+    and the place of the costliest site, and the median overlap window."""
     top = s.sites[0] if s.sites else None
     # the class of the site that costs most (sites come biggest gain first), not the class
     # with most launches: that named other_stall beside a gpu_to_cpu site's line
-    kind = top.klass if top is not None and top.klass != "launch_bound" else \
-        max(s.stalls, key=lambda k: s.stalls[k])
+    stall = top is not None and top.klass != "launch_bound"
+    kind = top.klass if top is not None and stall else max(s.stalls, key=lambda k: s.stalls[k])
     b = counted_steps(s)
     if b:
-        return (f"OVERLAP BROKEN: {b.stalled}/{b.steady} steady steps stall ({kind}"
-                f"{_located(top)}; {b.launches_p50:g} graph launches per step, as piecewise "
-                f"CUDA graphs issue them); median overlap window of a step's last launch "
-                f"{us(b.window_us.p50)}")
-    return (f"OVERLAP BROKEN: {sum(s.stalls.values())}/{s.steady_launches} steady launches "
-            f"stall ({kind}{_located(top)}); median overlap window {us(s.window_us.p50)}")
+        return Verdict("stalls", unit="steps", count=b.stalled, of=b.steady, klass=kind,
+                       site=0 if stall else None, launches_per_step=b.launches_p50,
+                       window_us=b.window_us.p50)
+    return Verdict("stalls", count=sum(s.stalls.values()), of=s.steady_launches, klass=kind,
+                   site=0 if stall else None, window_us=s.window_us.p50)
 
 
-def _located(top: StallSite | None) -> str:
-    """`` at sampler.py:58, phase 'sample'``; without NVTX or a line, the API chain."""
-    if top is None or top.klass == "launch_bound":
-        return ""
-    if top.where in (NO_NVTX, NO_PHASE):
-        return f" in {top.api_chain}" if top.api_chain else ""
-    return f" at {top.where}"
-
-
-def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, str]:
+def process_verdict(p: ProcessSummary, cfg: AnalysisConfig) -> tuple[str, Verdict]:
     """A process's status (``stalls``, ``waits_for_peer``, ``launch_bound``, ``healthy``, or
-    ``idle`` without steady launches) and its one-line verdict. A rank whose own launches are
-    on time but whose GPU spins in collectives for a slower peer waits for that peer: it is
-    neither stalled nor healthy."""
+    ``idle`` without steady launches) and its verdict as values. A rank whose own launches
+    are on time but whose GPU spins in collectives for a slower peer waits for that peer: it
+    is neither stalled nor healthy."""
     if not p.steady_launches:
-        return "idle", "no steady-state launches"
+        return "idle", Verdict("idle")
     if _stalled_share(p) > cfg.stall_fraction_broken:
-        return "stalls", _broken(p).replace("OVERLAP BROKEN: ", "")
+        return "stalls", _broken(p)
     wait = p.collective_wait_us.p50 or 0.0
     period_us = 1e6 / p.launches_per_s if p.launches_per_s else None
     if p.waits_for is not None and wait >= cfg.peer_wait_us and \
             (period_us is None or wait >= cfg.peer_wait_fraction * period_us):
-        return "waits_for_peer", (f"waits {us(wait)} per step in "
-                                  f"{p.waits_in or 'collectives'} for {p.waits_for}; "
-                                  "its own launches are on time")
+        return "waits_for_peer", Verdict("waits_for_peer", wait_us=wait)
     if _launch_bound_share(p) > cfg.stall_fraction_broken and (p.gpu_busy or 0) < 0.9:
-        return "launch_bound", f"launch-bound on {_launch_bound(p, idle=False)}"
-    return "healthy", f"healthy: {_healthy(p, cfg)}"
+        return "launch_bound", _launch_bound(p, idle=False)
+    return "healthy", _healthy(p, cfg)
 
 
-def _named(procs: list[ProcessSummary]) -> str:
-    """``pids 937, 938``, ``ranks 0, 1 (pids 937, 938)``."""
-    pids = ", ".join(str(p.pid) for p in procs)
-    if len(procs) == 1:
-        return procs[0].label
-    if any(p.rank is None for p in procs):
-        return f"pids {pids}"
-    return f"ranks {', '.join(str(p.rank) for p in procs)} (pids {pids})"
-
-
-def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, str]:
+def _several(s: Summary, cfg: AnalysisConfig) -> tuple[bool, Verdict]:
     procs = s.processes
-    n = len(procs)
-    stalling = sorted((p for p in procs if p.status == "stalls"),
-                      key=lambda p: -sum(site.lost_us for site in p.sites))
-    waiting = [p for p in procs if p.status == "waits_for_peer"]
-    waits = "; ".join(f"{p.label} {p.verdict.split(';')[0]}" for p in waiting)
-    if stalling:
-        worst = stalling[0]  # every stalling process named, the worst one's verdict told
-        who = worst.label if len(stalling) == 1 else \
-            f"{_named(stalling)}; the worst, {worst.label},"
-        line = f"OVERLAP BROKEN in {len(stalling)} of {n} processes: {who} {worst.verdict}"
-        return False, line + (f"; {waits}" if waits else "")
+    stalling = sorted((i for i, p in enumerate(procs) if p.status == "stalls"),
+                      key=lambda i: -sum(site.lost_us for site in procs[i].sites))
+    waiting = [i for i, p in enumerate(procs) if p.status == "waits_for_peer"]
+    if stalling:  # every stalling process named, the worst one's verdict told
+        return False, Verdict("processes_stall", processes=stalling, waiting=waiting)
     if waiting:
-        return False, f"overlap lost to waiting ranks in {len(waiting)} of {n} processes: {waits}"
-    lb = [p for p in procs if p.status == "launch_bound"]
+        return False, Verdict("processes_wait", processes=waiting)
+    lb = [i for i, p in enumerate(procs) if p.status == "launch_bound"]
     if lb:
-        return True, (f"overlap works in all {n} processes, but {len(lb)} are launch-bound "
-                      f"({_named(lb)})")
-    return True, f"overlap healthy in all {n} processes: {_healthy(s, cfg)}"
+        return True, Verdict("processes_launch_bound", processes=lb)
+    return True, replace(_healthy(s, cfg), case="processes_healthy")

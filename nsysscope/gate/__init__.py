@@ -2,7 +2,8 @@
 
 ``compare`` (:mod:`.compare`) compares two sides (read by :mod:`.sides`) into a
 :class:`~nsysscope.model.GateResult`; :mod:`.checks` holds each metric's rule, :mod:`.stats`
-the tests behind them, :mod:`.findings` the sites and messages of what changed,
+the tests behind them, :mod:`.findings` the sites of what changed (their messages are worded in
+``render/findings.py``),
 :mod:`.thresholds` the settings. Pure: no printing; renderers format the result.
 
 What is compared, when each check fails, the noise model and its calibration on the H200

@@ -181,7 +181,7 @@ def process_summary(s: Summary, p: ProcessSummary) -> Summary:
                    no_wait=p.no_wait, window_us=p.window_us, gpu_gap_us=p.gpu_gap_us,
                    gpu_busy=p.gpu_busy, launches_per_s=p.launches_per_s, sites=p.sites,
                    processes=[p], distributions=p.distributions, verdict=p.verdict,
-                   bursts=p.bursts)
+                   verdict_facts=p.verdict_facts, bursts=p.bursts)
 
 
 def _side(s: Summary, label: str | None) -> Side:

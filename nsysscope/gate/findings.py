@@ -1,6 +1,7 @@
-"""What the failing (or improved) checks mean: the sites that changed, the message, the verdict.
+"""What the failing (or improved) checks mean: the sites that changed, the fix, the verdict.
 
-How a list shows the findings (numbered, with what an earlier one showed) is the renderers'
+A finding's message is worded in ``render/findings.py`` (through the registered words), and
+how a list shows the findings (numbered, with what an earlier one showed) is the renderers'
 (:func:`nsysscope.render.gate_parts.arrange`).
 """
 
@@ -18,6 +19,7 @@ from ..model import (
     SiteChange,
     StallSite,
     Summary,
+    registry,
 )
 from ..util.units import us
 from .thresholds import GateThresholds
@@ -76,19 +78,6 @@ def changed_sites(base: Summary, cand: Summary, klass: str | None, min_change: f
     return out[:top]
 
 
-def message(c: Check) -> str:
-    """A finding's first line: the metric's change."""
-    assert c.baseline is not None and c.candidate is not None and c.change is not None
-    if c.unit == "%":
-        base = f"{c.label}: {c.baseline:.1f}% -> {c.candidate:.1f}% ({c.change:+.1f} pp)"
-        return base + (f", {c.detail}" if c.metric.startswith("stalls.") else "")
-    if c.unit == "us":
-        return (f"{c.label}: {us(c.baseline)} -> {us(c.candidate)} "
-                f"({'+' if c.change >= 0 else '-'}{us(abs(c.change))}, {c.change_pct:+.1f}%)")
-    return (f"{c.label}: {c.baseline:.1f}{c.unit} -> {c.candidate:.1f}{c.unit} "
-            f"({c.change_pct:+.1f}%)")
-
-
 def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Finding:
     """The regression (a failed check) or improvement, with its sites and fix."""
     regression = c.status == FAIL
@@ -97,13 +86,9 @@ def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Findin
     fix = None
     if regression:
         fix = FIXES.get(klass) if klass else (sites[0].fix if sites else None)
-    msg = message(c)
-    if sites:
-        msg += f"; at {sites[0].where}" + (f" ({sites[0].api_chain})" if sites[0].api_chain else "")
-    elif regression and not klass:
-        msg += "; no stall site grew: the per-step host or GPU work itself changed"
     return Finding(check=c.name, kind="regression" if regression else "improvement",
-                   message=msg, sites=tuple(sites), fix=fix)
+                   message=registry.words().finding(c, sites, regression), sites=tuple(sites),
+                   fix=fix)
 
 
 def verdict(passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],

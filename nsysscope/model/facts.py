@@ -1,10 +1,11 @@
 """What a result says, as values: the verdict's case and numbers, and each note's code and
-values. The analysis and the gate decide them; :mod:`nsysscope.render.words` makes the
-sentences (``Summary.verdict``, ``Summary.notes``...), which the JSON keeps beside them.
+values. The analysis decides them; :mod:`nsysscope.render.words` makes the sentences
+(``Summary.verdict``, ``Summary.notes``), which the JSON keeps beside them.
 
-A result written before these values were kept (``nsysscope.summary/1.8``) holds
-only its sentences: it is read as a verdict of case :data:`WRITTEN` and notes of code
-:data:`WRITTEN`, each with its sentence, which every format shows as it was written.
+A summary written before these values were kept holds only its sentences: its notes are read
+as notes of code :data:`WRITTEN` (``nsysscope.summary/1.8`` and before), its verdict as the line
+it wrote without values (``verdict_facts`` None, before 1.10); every format shows them as they
+were written.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ class Note(Record):
 #: ``processes_stall``, ``processes_wait``, ``processes_launch_bound``, ``processes_healthy``
 VERDICT_CASES = ("idle", "stalls", "waits_for_peer", "launch_bound", "healthy",
                  "processes_stall", "processes_wait", "processes_launch_bound",
-                 "processes_healthy", WRITTEN)
+                 "processes_healthy")
 
 
 @dataclass(frozen=True)
 class Verdict(Record):
-    """The verdict as values: its case (:data:`VERDICT_CASES`), what it counts, the class and
-    the place it names, the times it gives. A field a case does not use is left at its
-    default."""
+    """The verdict as values: its case (:data:`VERDICT_CASES`; a newer version's is read as
+    it is, its line shown as written), what it counts, the class and the place it names, the
+    times it gives. A field a case does not use is left at its default."""
 
     case: str
     #: what ``count`` and ``of`` count: ``launches``, or ``steps`` where a step is several
@@ -82,17 +83,7 @@ class Verdict(Record):
     #: worst first; waiting; launch-bound); ``waits_for_peer`` of a summary: its process
     processes: list[int] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)  # ``processes_stall``: those that wait
-    text: str | None = None  # :data:`WRITTEN`: the line as it was written
     extra: dict[str, Any] = extra_field()
-
-    @classmethod
-    def written(cls, text: str) -> Verdict:
-        """A verdict an older nsysscope kept only as its sentence."""
-        return cls(WRITTEN, text=text)
-
-    def check_values(self) -> None:
-        if self.case not in VERDICT_CASES:
-            raise ValueError(f"'case' is {self.case!r}, not a verdict's case")
 
 
 def written_notes(d: Mapping[str, Any], key: str = "notes",

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .facts import Note
+    from .facts import Note, Verdict
+    from .gate import Check, SiteChange
+    from .summary import ProcessSummary, Summary
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,14 @@ class Words(Protocol):
     def notes(self, notes: Sequence[Note], written: Sequence[str] | None = None) -> list[str]:
         """Each note said; ``written``: the sentences a file held beside them, for a code
         this version does not know."""
+        ...
+
+    def verdict(self, verdict: Verdict, of: Summary | ProcessSummary) -> str:
+        """The verdict line of ``of`` (a summary, or one of its processes), said."""
+        ...
+
+    def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:
+        """A gate finding's message: ``check``'s change, and where its biggest site is."""
         ...
 
 

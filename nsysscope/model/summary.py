@@ -28,7 +28,7 @@ from typing import Any
 from . import registry
 from .checks import check_counts, check_rate
 from .classes import LaunchClass, with_new_classes
-from .facts import Note, written_notes
+from .facts import Note, Verdict, written_notes
 from .headline import Headline
 from .schema import (
     Record,
@@ -57,7 +57,8 @@ from .sites import NO_NVTX, Percentiles, StallSite
 #: speedup_low
 #: 1.8 added startup, idle, gpu_busy_capture and graphs (a server's trace)
 #: 1.9 added note_facts (each note's code and values; ``notes`` is made of them)
-SCHEMA = "nsysscope.summary/1.9"
+#: 1.10 added verdict_facts and processes[].verdict_facts (the verdict's values)
+SCHEMA = "nsysscope.summary/1.10"
 _CLASS_NAMES = frozenset(c.value for c in LaunchClass)
 
 
@@ -250,12 +251,13 @@ class ProcessSummary(Record):
     collectives: bool = False  # it ran collectives (NCCL kernels): a rank of a group
     #: the group of ranks it runs collectives with, named by its first member's pid (None)
     group: int | None = None
+    verdict_facts: Verdict | None = None  # ``verdict`` as values (None before 1.10)
     extra: dict[str, Any] = extra_field()
     nested = {"window_us": Percentiles.from_dict, "gpu_gap_us": Percentiles.from_dict,
               "collective_wait_us": Percentiles.from_dict, "if_fixed": optional(IfFixed.from_dict),
               "sites": lambda sites: [StallSite.from_dict(s) for s in sites],
               "distributions": optional(Distributions.from_dict),
-              "bursts": optional(Bursts.from_dict)}
+              "bursts": optional(Bursts.from_dict), "verdict_facts": optional(Verdict.from_dict)}
 
     def check_values(self) -> None:
         check_counts(self)
@@ -319,6 +321,7 @@ class Summary(Record):
     #: them); a summary from before 1.9 has only its sentences, read as notes of code
     #: ``written``
     note_facts: list[Note] = field(default_factory=list)
+    verdict_facts: Verdict | None = None  # ``verdict`` as values (None before 1.10)
     schema: str = SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"trace": TraceInfo.from_dict, "window_us": Percentiles.from_dict,
@@ -331,7 +334,8 @@ class Summary(Record):
               "bursts": optional(Bursts.from_dict), "headline": optional(Headline.from_dict),
               "startup": optional(Startup.from_dict), "idle": optional(IdlePeriods.from_dict),
               "graphs": lambda gs: [GraphExec.from_dict(g) for g in gs],
-              "note_facts": lambda ns: [Note.from_dict(n) for n in ns]}
+              "note_facts": lambda ns: [Note.from_dict(n) for n in ns],
+              "verdict_facts": optional(Verdict.from_dict)}
     said = {"notes": "config"}
 
     def _repr_html_(self) -> str | None:

@@ -8,10 +8,10 @@ then improvements and notes.
 
 from __future__ import annotations
 
-from ..gate.findings import message
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, SiteChange
 from ..util.units import us
 from .base import cell, md_code, md_text
+from .findings import check_change
 from .gate_text import COLUMNS, NUMERIC, ci, pauses_left_out, side_headline, side_line
 from .gate_text import cells as text_cells
 
@@ -72,7 +72,7 @@ def _causes(title: str, findings: tuple[Finding, ...], checks: dict[str, Check])
         out += ["", head]
         for f in group:
             c = checks.get(f.check)
-            out.append(f"   - {md_text(message(c)) if c is not None else md_text(f.message)}")
+            out.append(f"   - {md_text(check_change(c)) if c is not None else md_text(f.message)}")
         extra = [s for f in group for s in f.sites[1:]]
         seen: set[tuple[str, str, str]] = set()
         for s in extra:

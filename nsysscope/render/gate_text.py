@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..model import CHANGED, FAIL, IMPROVED, NA, Check, Finding, GateResult, Side
 from ..util.text import DEFAULT_WIDTH, wrap
-from ..util.units import times_in, us
+from ..util.units import us
 from .gate_parts import ListedFinding, arrange
 from .report_parts import captured_by
 
@@ -77,7 +77,7 @@ def side_line(s: Side) -> str:
 
 def side_headline(s: Side) -> str:
     """What a side's report says first (its headline; its verdict where it has none)."""
-    return times_in(s.headline or s.verdict)
+    return s.headline or s.verdict
 
 
 def site_lines(f: Finding, indent: str = "     ", width: int | None = None) -> list[str]:
@@ -155,7 +155,7 @@ def table_lines(r: GateResult, width: int = DEFAULT_WIDTH) -> list[str]:
 
 def render(r: GateResult, width: int | None = None) -> str:
     w = width or DEFAULT_WIDTH
-    out = wrap(times_in(r.verdict), w, "nsysscope gate: ", "  ")
+    out = wrap(r.verdict, w, "nsysscope gate: ", "  ")
     out += ["", *wrap(f"baseline:  {side_line(r.baseline)}", w, "  ", " " * 13),
             *wrap(f"candidate: {side_line(r.candidate)}", w, "  ", " " * 13),
             *wrap(side_headline(r.candidate), w, " " * 13, " " * 15), ""]

@@ -16,7 +16,7 @@ from ..model import (
     counted_steps,
     profiler_of,
 )
-from ..util.units import gain, pct, plural, timeline_span, times_in, triple, us
+from ..util.units import gain, pct, plural, timeline_span, triple, us
 
 #: what "host never waited" counts, wherever the row is shown
 NEVER_WAITED = "no host call waited on their GPU work"
@@ -41,15 +41,10 @@ def captured_by(nsys_version: str, schema_version: str | None = None) -> str:
     return f"nsys {nsys_version}" + (f", schema {schema_version}" if schema_version else "")
 
 
-def verdict(s: Summary) -> str:
-    """The verdict, its times in the report's units (``1.92 ms``, not ``1918.05 us``)."""
-    return times_in(s.verdict)
-
-
 def headline(s: Summary) -> str:
     """The report's first line: the costliest cause, its share of the GPU's time and its
     gain (:mod:`nsysscope.analysis.headline`); the verdict in a summary from before 1.5."""
-    return times_in(s.headline.text) if s.headline else verdict(s)
+    return s.headline.text if s.headline else s.verdict
 
 
 def verdict_detail(s: Summary) -> str | None:
@@ -59,7 +54,7 @@ def verdict_detail(s: Summary) -> str | None:
     if first == s.verdict:
         return None
     lead, sep, rest = s.verdict.partition(": ")
-    return times_in(rest if sep and first.startswith(lead + sep) else s.verdict)
+    return rest if sep and first.startswith(lead + sep) else s.verdict
 
 
 def metrics_rows(s: Summary) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import StallSite, Summary
 from ..util.text import DEFAULT_WIDTH, wrap
-from ..util.units import gain, plural, times_in, us
+from ..util.units import gain, plural, us
 from .base import as_summary
 from .report_parts import (
     GRAPH_COLUMNS,
@@ -49,7 +49,7 @@ def _processes(s: Summary, width: int) -> list[str]:
                                                                strict=True)),
                         width, f"  {row[0]}: ", "    ")
     for p in s.processes:
-        out += wrap(times_in(p.verdict), width, f"  {p.label}: ", "    ")
+        out += wrap(p.verdict, width, f"  {p.label}: ", "    ")
     return out
 
 

@@ -1,16 +1,20 @@
 """The sentences results say, made from the values they hold: registered in
 :mod:`nsysscope.model.registry` when imported, so that ``Summary.notes`` (and the JSON that
-writes them) says what :mod:`.notes` words.
+writes them) says what :mod:`.notes` words, and the analysis and the gate write the verdict
+and the findings' messages as :mod:`.verdict` and :mod:`.findings` word them.
 
-Each kind of sentence is worded in one module: the notes in :mod:`.notes`.
+Each kind of sentence is worded in one module: the notes in :mod:`.notes`, the verdict in
+:mod:`.verdict`, the gate's findings in :mod:`.findings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Note, registry
+from ..model import Check, Note, ProcessSummary, SiteChange, Summary, Verdict, registry
+from .findings import finding_message
 from .notes import notes_text
+from .verdict import verdict_text
 
 
 class Words:
@@ -18,6 +22,12 @@ class Words:
 
     def notes(self, notes: Sequence[Note], written: Sequence[str] | None = None) -> list[str]:
         return notes_text(notes, written)
+
+    def verdict(self, verdict: Verdict, of: Summary | ProcessSummary) -> str:
+        return verdict_text(verdict, of)
+
+    def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:
+        return finding_message(check, sites, regression)
 
     def __reduce__(self) -> str:
         """Pickled as this module's :data:`WORDS` (a worker process imports this module, which
@@ -27,4 +37,3 @@ class Words:
 
 WORDS = Words()
 registry.register_words(WORDS)
-

@@ -10,7 +10,6 @@ below are its settings for each place, so a change of style is made once.
 from __future__ import annotations
 
 import math
-import re
 from typing import Protocol
 
 
@@ -87,15 +86,6 @@ class _P10P50P90(Protocol):
 def triple(p: _P10P50P90) -> str:
     """``p10 / p50 / p90`` of a :class:`~nsysscope.model.Percentiles` (microseconds)."""
     return " / ".join(us(x) for x in (p.p10, p.p50, p.p90))
-
-
-_BARE_US = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) us\b")
-
-
-def times_in(text: str) -> str:
-    """``text`` with every bare ``1918.05 us`` written as :func:`us` writes it (``1.92 ms``):
-    for sentences made elsewhere (a verdict) shown next to numbers formatted here."""
-    return _BARE_US.sub(lambda m: us(float(m.group(1))), text)
 
 
 def timeline_span(start_ns: int | None, end_ns: int | None) -> str:

@@ -15,6 +15,7 @@ from nsysscope import AnalysisConfig, analyze, load
 from nsysscope.analysis.headline import NOT_WORTH_BELOW, LateCost, headline
 from nsysscope.analysis.verdict import verdict_line
 from nsysscope.cli import cli
+from nsysscope.render.verdict import verdict_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_CASE2 = ROOT / "sample_traces" / "kineto" / "h200_nsys_twin_case2_60.sqlite.xz"
@@ -124,8 +125,10 @@ def test_the_verdict_names_the_class_of_the_costliest_site_not_the_most_launches
     had that class."""
     s = analysed("case1").summary
     s = dataclasses.replace(s, stalls={**s.stalls, "gpu_to_cpu": 100, "other_stall": 193})
-    ok, line = verdict_line(s, AnalysisConfig())
-    assert not ok and "(gpu_to_cpu at phase 'sample')" in line and "other_stall" not in line
+    ok, v = verdict_line(s, AnalysisConfig())
+    line = verdict_text(v, s)
+    assert not ok and (v.case, v.klass, v.site) == ("stalls", "gpu_to_cpu", 0)
+    assert "(gpu_to_cpu at phase 'sample')" in line and "other_stall" not in line
 
 
 def test_json_markdown_and_html_lead_with_the_headline(sample_path, tmp_path):

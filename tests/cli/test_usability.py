@@ -385,7 +385,7 @@ def test_summary_with_only_a_schema_key(tmp_path, summary_file):
     bad.write_text('{"schema": "nsysscope.summary/1"}')
     line = one_error_line(run("gate", bad, summary_file("healthy")), 2)
     assert line == (f"nsysscope: error: {bad}: an incomplete nsysscope summary: no trace, "
-                    "verdict, overlap_ok, launches and 13 more; write it with 'nsysscope "
+                    "verdict, overlap_ok, launches and 12 more; write it with 'nsysscope "
                     "summarize TRACE -o FILE.json'")
 
 

@@ -4,7 +4,9 @@ defined, launch-bound gaps apart from stalls, Markdown code spans as HTML code."
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,10 +14,13 @@ from click.testing import CliRunner
 from nsysscope import AnalysisConfig, analyze, load
 from nsysscope.cli import cli
 from nsysscope.gate import compare
-from nsysscope.model import registry
+from nsysscope.model import Summary, registry
 from nsysscope.render.html.page import inline
+from nsysscope.render.report_parts import headline
 from nsysscope.util.text import terminal_width, wrap
-from nsysscope.util.units import plural, times_in
+from nsysscope.util.units import plural
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", ["healthy", "case1", "case2", "case1_py", "both"])
@@ -62,14 +67,18 @@ def test_cli_wraps_to_80_when_not_a_tty(sample_path, monkeypatch):
 
 
 def test_one_unit_style(analysed):
-    """The verdict says ``1.92 ms`` (not ``1918.05 us``) in the analysis's own sentence, so JSON
-    and text agree; sentences from older summaries are rewritten when shown."""
+    """The verdict says ``1.92 ms`` (not ``1918.05 us``) in its own sentence, made in render/
+    from its values, so JSON and text agree with no rewriting; an older summary's verdict
+    (``244.06 us``, nsysscope.summary/1.1) is shown as it was written."""
     case2 = analysed("case2")
     assert "median overlap window 1.92 ms" in case2.summary.verdict
     out = " ".join(registry.render("report", "text", case2).split())  # unwrapped
     assert "1918.05 us" not in out and "median overlap window 1.92 ms" in out
-    assert times_in("window 185.77 us, gap 30.6 us, 2.5 ms") == \
-        "window 185.8 us, gap 30.6 us, 2.5 ms"
+    assert case2.summary.verdict_facts.window_us == pytest.approx(1918.05, abs=0.01)
+    old = Summary.from_dict(json.loads((ROOT / "sample_traces" / "kineto" /
+                                        "h200_nsys_twin2_case1_60.summary.json").read_text()))
+    assert old.verdict_facts is None and old.verdict.endswith("window 244.06 us")
+    assert headline(old) == old.verdict  # its first line, as written (no headline in 1.1)
 
 
 def test_words(analysed):

@@ -13,7 +13,6 @@ from matplotlib.ticker import FuncFormatter
 
 from ...analysis import Analysis
 from ...model import LaunchClass, summary_in
-from ...util.units import times_in
 from ...util.units import us_figure as fmt_us
 from .distributions import cdf, dist_data
 from .style import (
@@ -60,7 +59,7 @@ def compare_figure(a: Any, b: Any, labels: tuple[str, str] | None = None, timeli
     sa, sb = summary_in(a), summary_in(b)
     # each side's verdict on top, wrapped to the figure's width (a long one ran off it)
     verdicts = [line for lab, s_ in ((labels[0], sa), (labels[1], sb)) if s_ and sa and sb
-                for line in textwrap.wrap(f"{lab}: {times_in(s_.verdict)}", _VERDICT_CHARS,
+                for line in textwrap.wrap(f"{lab}: {s_.verdict}", _VERDICT_CHARS,
                                           subsequent_indent="    ")]
     head = 0.2 * len(verdicts) + 0.05 if verdicts else 0.1  # inches for them
     height = 4.6 + 3.1 * len(drawn) + (1.1 if drawn else 0.0) + head
