@@ -23,7 +23,7 @@ from ..batch import expand, names_many
 from ..errors import EXIT_CODES
 from ..gate import GateThresholds, compare, is_summary_file, load_thresholds, read_sides
 from ..gate.thresholds import source_note
-from ..model import registry
+from ..model import Note, registry
 from .app import say
 from .options import (
     analysis_options,
@@ -184,9 +184,9 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
                             events="shown" if drawn else "none")
     result = compare(base, cand, thresholds, baseline_label=baseline, candidate_label=candidate)
     if source is not None:
-        result = replace(result, notes=(*result.notes, source_note(source)))
+        result = replace(result, note_facts=(*result.note_facts, source_note(source)))
     if settings:
-        result = replace(result, notes=(*result.notes, settings))
+        result = replace(result, note_facts=(*result.note_facts, settings))
     write_output(render.render("gate", fmt, result, baseline=base, candidate=cand,
                                width=text_width(output)), output)
     for opt, f, path in extra:
@@ -196,9 +196,9 @@ def gate_command(baseline: str, candidate: str, fmt: str | None, output: str | N
     return result.exit_code
 
 
-def _settings_for_summaries(baseline: str, candidate: str) -> str:
+def _settings_for_summaries(baseline: str, candidate: str) -> Note | None:
     """The note when analysis options were given and one side is a summary file, which keeps
-    the settings it was written with (empty: no such note). Both sides summaries: a usage
+    the settings it was written with (None: no such note). Both sides summaries: a usage
     error, as nothing would be analysed with them."""
     ctx = click.get_current_context()
     given = [opt for name, opt in (("warmup", "--warmup"), ("launch_bound_us", "--launch-bound-us"))
@@ -206,15 +206,14 @@ def _settings_for_summaries(baseline: str, candidate: str) -> str:
                                                    ParameterSource.ENVIRONMENT)]
     summaries = [side for side in (baseline, candidate) if is_summary_file(side)]
     if not given or not summaries:
-        return ""
+        return None
     options = " and ".join(given)
     if len(summaries) == 2:
         raise click.UsageError(
             f"{options} set{'s' if len(given) == 1 else ''} how a trace is analysed, and both "
             "sides are summary files, written with their own settings; write them again with "
             f"'nsysscope summarize TRACE {given[0]} ...', or gate the traces")
-    return (f"{options} analysed the trace side only: the summary {summaries[0]} keeps the "
-            "settings it was written with")
+    return Note("settings_for_trace_only", {"options": given, "summary": summaries[0]})
 
 
 # the docstring's own indentation taken out first, so that click wraps its paragraphs

@@ -25,10 +25,10 @@ from ..model import (
     Check,
     Distributions,
     LaunchClass,
+    Note,
     Summary,
     counted_steps,
 )
-from ..util.units import us
 from .stats import (
     bootstrap_median_diff,
     mann_whitney_greater,
@@ -46,7 +46,7 @@ def values(xs: list[float | None] | None) -> np.ndarray:
 
 
 def check_comparable(base: Summary, cand: Summary,
-                     labels: tuple[str | None, str | None] = (None, None)) -> list[str]:
+                     labels: tuple[str | None, str | None] = (None, None)) -> list[Note]:
     """Raise :class:`NotComparable`, :class:`NothingSteady` (a side with no steady launch) or
     :class:`UnreadableInput`; return notes on minor differences (nsys version, settings).
     ``labels``: what the user named each side (a summary file), said in the errors instead of
@@ -77,26 +77,23 @@ def check_comparable(base: Summary, cand: Summary,
                             "gate like with like")
     notes = []
     if not gb or not gc:
-        notes.append("the GPU of one side is unknown; assumed to be the same")
+        notes.append(Note("gpu_unknown"))
     elif len(base.trace.gpus) != len(cand.trace.gpus):
-        notes.append(f"baseline trace shows {len(base.trace.gpus)} GPUs, candidate "
-                     f"{len(cand.trace.gpus)}")
+        notes.append(Note("gpu_counts", {"baseline": len(base.trace.gpus),
+                                         "candidate": len(cand.trace.gpus)}))
     if base.trace.nsys_version != cand.trace.nsys_version:
-        notes.append(f"captured with different nsys versions (baseline {base.trace.nsys_version}"
-                     f", candidate {cand.trace.nsys_version})")
+        notes.append(Note("nsys_versions", {"baseline": base.trace.nsys_version,
+                                            "candidate": cand.trace.nsys_version}))
     if any(map(counted_steps, (base, cand))) and any(s.bursts is None for s in (base, cand)):
-        notes.append("one side's steps are several graph launches (piecewise CUDA graphs) but "
-                     "the other is a summary from before nsysscope.summary/1.4, without steps: "
-                     "stalls were compared per launch, where a stall on every step is 1/N; "
-                     "summarize it again")
+        notes.append(Note("steps_against_launches"))
     if base.trace.graph_trace != cand.trace.graph_trace:
-        notes.append(f"different --cuda-graph-trace modes (baseline {base.trace.graph_trace}, "
-                     f"candidate {cand.trace.graph_trace}): GPU timings may differ")
+        notes.append(Note("graph_trace_modes", {"baseline": base.trace.graph_trace,
+                                                "candidate": cand.trace.graph_trace}))
     bc, cc = _plain(base.config), _plain(cand.config)  # a summary read back has lists
     diff = {k for k in set(bc) | set(cc) if k != "warmup_launches" and bc.get(k) != cc.get(k)}
-    if diff:
-        notes.append("analysed with different settings: " + ", ".join(
-            f"{k} {base.config.get(k)} vs {cand.config.get(k)}" for k in sorted(diff)))
+    if diff:  # each as the settings print it (a list as Python writes one)
+        notes.append(Note("different_settings", {"settings": [
+            [k, str(base.config.get(k)), str(cand.config.get(k))] for k in sorted(diff)]}))
     return notes
 
 
@@ -328,7 +325,7 @@ def _symptom_changed(c: Check) -> Check:
 
 
 def run_checks(base: Summary, cand: Summary, t: GateThresholds,
-               scope: str = "") -> tuple[list[Check], list[str]]:
+               scope: str = "") -> tuple[list[Check], list[Note]]:
     """Every check, in the table's order, and the notes on host pauses and sampling.
     ``scope`` (e.g. ``process1``) prefixes the checks' names when one process of a
     multi-process trace is compared."""
@@ -366,20 +363,18 @@ def run_checks(base: Summary, cand: Summary, t: GateThresholds,
     for name, s, r in (("baseline", base, rb), ("candidate", cand, rc)):
         rate = process_rate(s, mean)
         if rate and r.excess_us / (1e6 / rate) > 0.005:
-            notes.append(
-                f"{name}: host pauses (GPU idle gaps above the p{100 * t.pause_quantile:g} of "
-                f"{us(r.cap_us)}, longest {us(r.longest_us)}) cost "
-                f"{100 * r.excess_us / (1e6 / rate):.1f}% of the span; excluded "
-                "from the launch rate and idle fraction")
+            notes.append(Note("host_pauses", {
+                "side": name, "quantile_pct": 100 * t.pause_quantile, "cap_us": r.cap_us,
+                "longest_us": r.longest_us, "cost_pct": 100 * r.excess_us / (1e6 / rate)}))
     if not mean and max(len(base.processes), len(cand.processes)) > 1:
-        older = "baseline" if not base.processes else "candidate"
-        notes.append(f"launch rates compared as totals over the processes: the {older} "
-                     "summary has no per-process rates (an older nsysscope wrote it)")
+        notes.append(Note("rates_as_totals", {
+            "older": "baseline" if not base.processes else "candidate"}))
     for name, d in (("baseline", db), ("candidate", dc)):
         if d.sampled_from > len(d.klass):
-            notes.append(f"{name}: distributions are a sample of {len(d.klass)} of "
-                         f"{d.sampled_from} steady launches")
-    return checks, [f"{scope}: {n}" for n in notes] if scope else notes
+            notes.append(Note("sampled_distributions", {
+                "side": name, "sampled": len(d.klass), "of": d.sampled_from}))
+    # a check of one process: its scope said first
+    return checks, [Note(n.code, {**n.values, "scope": scope}) for n in notes] if scope else notes
 
 
 def _periods(d: Distributions) -> np.ndarray:

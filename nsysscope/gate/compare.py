@@ -15,11 +15,12 @@ from ..model import (
     IMPROVED,
     Check,
     GateResult,
+    Note,
     ProcessSummary,
     Side,
     Summary,
+    registry,
 )
-from ..util.units import us
 from .checks import check_comparable, run_checks
 from .findings import finding, latent_notes, new_latent, verdict
 from .serving import serving_notes
@@ -83,11 +84,11 @@ def compare(baseline: Any, candidate: Any,
                                                       len(latent)),
                       baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
                       checks=tuple(checks), regressions=regressions, improvements=improvements,
-                      notes=tuple(notes), thresholds=t.to_dict(), new_patterns=len(latent))
+                      note_facts=tuple(notes), thresholds=t.to_dict(), new_patterns=len(latent))
 
 
 def process_pairs(base: Summary,
-                  cand: Summary) -> tuple[list[tuple[str, Summary, Summary]], list[str]]:
+                  cand: Summary) -> tuple[list[tuple[str, Summary, Summary]], list[Note]]:
     """The processes of two multi-process traces, matched, each as a summary of its own:
     ``(scope, baseline, candidate)``. Processes are matched by CUDA device when each side's
     processes use distinct devices (tensor-parallel ranks), else in pid order (the order the
@@ -97,13 +98,10 @@ def process_pairs(base: Summary,
         return [], []
     notes = []
     if not b or not c:  # a summary written before processes were listed (schema 1.0)
-        older = "baseline" if not b else "candidate"
-        notes.append(f"the {older}'s summary does not list its processes (written before "
-                     "nsysscope.summary/1.1): only the totals are compared; summarize it again")
+        notes.append(Note("processes_not_listed", {"older": "baseline" if not b else "candidate"}))
         return [], notes
     if len(b) != len(c):
-        notes.append(f"the baseline has {len(b)} processes and the candidate {len(c)}: only "
-                     "the totals are compared")
+        notes.append(Note("process_counts", {"baseline": len(b), "candidate": len(c)}))
         return [], notes
     by_rank = all(p.rank is not None for p in (*b, *c)) and \
         len({p.rank for p in b}) == len(b) and len({p.rank for p in c}) == len(c)
@@ -115,18 +113,17 @@ def process_pairs(base: Summary,
     for i, (pb, pc) in enumerate(zip(sorted(b, key=key), sorted(c, key=key), strict=True)):
         if pb.distributions is None or pc.distributions is None or not pb.steady_launches \
                 or not pc.steady_launches:
-            notes.append(f"process {i} ({pb.label} -> {pc.label}): no per-launch values to "
-                         "compare")
+            notes.append(Note("process_without_values", {
+                "process": i, "baseline": pb.label, "candidate": pc.label}))
             continue
         out.append((f"process{i}", process_summary(base, pb), process_summary(cand, pc)))
-    notes.append(f"processes matched by {how}: "
-                 + ", ".join(f"process{i} = {pb.label} -> {pc.label}" for i, (_, pb, pc)
-                             in enumerate((s, x.processes[0], y.processes[0]) for s, x, y in out)))
+    notes.append(Note("processes_matched", {"by": how, "pairs": [
+        [x.processes[0].label, y.processes[0].label] for _, x, y in out]}))
     return out, notes
 
 
 def peer_waits(checks: list[Check], base: Summary, cand: Summary, scope: str,
-               notes: list[str]) -> tuple[list[Check], list[str]]:
+               notes: list[Note]) -> tuple[list[Check], list[Note]]:
     """A tensor-parallel rank that now waits in collectives for a peer that stalls: its host
     blocks later because its GPU spins in the all-reduce, so its overlap window grows. That is
     the peer's regression, not this rank's improvement (the gate listed it under
@@ -135,18 +132,17 @@ def peer_waits(checks: list[Check], base: Summary, cand: Summary, scope: str,
     pb, pc = base.processes[0], cand.processes[0]
     if pc.status != "waits_for_peer" or pb.status == "waits_for_peer":
         return checks, notes
-    wait = pc.collective_wait_us.p50
-    said = (f"{scope}, {pc.label}, now waits {us(wait) if wait else 'longer'} per step in "
-            f"{pc.waits_in or 'collectives'}"
-            + (f" for {pc.waits_for}" if pc.waits_for is not None else "")
-            + ": its longer overlap window is that wait, not an improvement")
+    note = Note("waits_for_peer_now", {
+        "scope": scope, "process": pc.label, "wait_us": pc.collective_wait_us.p50,
+        "waits_in": pc.waits_in, "waits_for": pc.waits_for})
+    said = registry.words().notes([note])[0]  # the window check's detail says it too
     out = [replace(c, detail=said) if c.status == CHANGED and c.metric == "window_p50" else c
            for c in checks]
-    return out, [*notes, said]
+    return out, [*notes, note]
 
 
 def peer_waits_gone(checks: list[Check], base: Summary, cand: Summary, scope: str,
-                    notes: list[str], t: GateThresholds) -> tuple[list[Check], list[str]]:
+                    notes: list[Note], t: GateThresholds) -> tuple[list[Check], list[Note]]:
     """The other way round: a rank that waited in collectives for a stalling peer and no
     longer does. Its overlap window was that wait too, so the fix shortens it: the gate
     failed the TP=2 fix itself (rank 1 of the case-1 capture waited 1.32 ms per step in the
@@ -157,10 +153,10 @@ def peer_waits_gone(checks: list[Check], base: Summary, cand: Summary, scope: st
     if pb.status != "waits_for_peer" or pc.status == "waits_for_peer":
         return checks, notes
     gone = (pb.collective_wait_us.p50 or 0.0) - (pc.collective_wait_us.p50 or 0.0)
-    said = (f"{scope} (pid {pb.pid}) no longer waits {us(gone)} per step in "
-            f"{pb.waits_in or 'collectives'}"
-            + (f" for pid {pb.waits_for_pid}" if pb.waits_for_pid is not None else "")
-            + ": its shorter overlap window is that wait gone, not a regression")
+    note = Note("waits_for_peer_gone", {
+        "scope": scope, "pid": pb.pid, "gone_us": gone, "waits_in": pb.waits_in,
+        "waits_for_pid": pb.waits_for_pid})
+    said = registry.words().notes([note])[0]  # the window check's detail says it too
 
     def explained(c: Check) -> bool:
         if c.metric != "window_p50" or c.status != FAIL or c.change is None:
@@ -171,7 +167,7 @@ def peer_waits_gone(checks: list[Check], base: Summary, cand: Summary, scope: st
     if not any(explained(c) for c in checks):
         return checks, notes
     return [replace(c, status=CHANGED, detail=said) if explained(c) else c
-            for c in checks], [*notes, said]
+            for c in checks], [*notes, note]
 
 
 def process_summary(s: Summary, p: ProcessSummary) -> Summary:

@@ -16,6 +16,7 @@ from ..model import (
     Check,
     Finding,
     LatentSite,
+    Note,
     SiteChange,
     StallSite,
     Summary,
@@ -133,11 +134,11 @@ def new_latent(base: Summary, cand: Summary) -> list[LatentSite]:
     return list({key(x): x for x in cand.latent if key(x) not in known}.values())
 
 
-def latent_notes(new: Sequence[LatentSite], top: int = 3) -> list[str]:
-    notes = [f"candidate: a new {x.kind} pattern, not (yet) costing overlap: {x.api_chain} in "
-             f"{x.where} on {x.steps}/{x.steady_steps} steady steps; it will stall once the "
-             "stalls before it are fixed" for x in new[:top]]
+def latent_notes(new: Sequence[LatentSite], top: int = 3) -> list[Note]:
+    """The notes naming the first ``top`` new patterns, and how many more there are."""
+    notes = [Note("new_pattern", {"kind": x.kind, "api_chain": x.api_chain, "where": x.where,
+                                  "steps": x.steps, "steady_steps": x.steady_steps})
+             for x in new[:top]]
     if len(new) > top:
-        notes.append(f"candidate: {len(new) - top} more new patterns not (yet) costing "
-                     "overlap ('nsysscope report' lists them)")
+        notes.append(Note("more_new_patterns", {"more": len(new) - top}))
     return notes

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import UnreadableInput
+from ..model import Note
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,9 @@ def table_from(path: str | Path) -> dict[str, Any]:
     return cast(dict[str, Any], table)
 
 
-def source_note(path: Path) -> str:
+def source_note(path: Path) -> Note:
     """The gate's note naming the file whose table set its thresholds."""
-    return f"thresholds from {path}"
+    return Note("thresholds_from", {"path": str(path)})
 
 
 def load_thresholds(config: str | Path | None = None, overrides: dict[str, Any] | None = None,

@@ -11,10 +11,11 @@ were written.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import registry
 from .schema import Record, extra_field, shown
 
 #: the case of a verdict, the code of a note, read from a result that kept only its sentence
@@ -84,6 +85,13 @@ class Verdict(Record):
     processes: list[int] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)  # ``processes_stall``: those that wait
     extra: dict[str, Any] = extra_field()
+
+
+def notes_said(record: Record, facts: Sequence[Note]) -> list[str]:
+    """``facts``, the notes of ``record``, said by the registered words (the sentences the
+    file it was read from wrote beside them: for a code this version does not know)."""
+    written = record.written("notes")
+    return registry.words().notes(facts, written if isinstance(written, list) else None)
 
 
 def written_notes(d: Mapping[str, Any], key: str = "notes",

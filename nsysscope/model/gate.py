@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import registry
+from .facts import Note, notes_said, written_notes
 from .schema import Record, check_schema, extra_field, optional, to_plain
 
 #: 1.1 added baseline.headline and candidate.headline
-GATE_SCHEMA = "nsysscope.gate/1.1"
+#: 1.2 added note_facts (each note's code and values; ``notes`` is made of them)
+GATE_SCHEMA = "nsysscope.gate/1.2"
 
 #: a check's status; ``changed`` is a significant change the gate reports without failing on
 #: it (the GPU's own work per launch, unless asked to gate slowdowns)
@@ -117,17 +119,29 @@ class GateResult(Record):
     checks: tuple[Check, ...]
     regressions: tuple[Finding, ...]
     improvements: tuple[Finding, ...]
-    notes: tuple[str, ...]
     thresholds: dict[str, Any] = field(default_factory=dict)
     #: patterns not yet costing overlap that the candidate added (each in the notes)
     new_patterns: int = 0
+    #: what limits the comparison, as values: each note's code and values (:attr:`notes`
+    #: says them); a result from before 1.2 has only its sentences, read as notes of code
+    #: ``written``
+    note_facts: tuple[Note, ...] = ()
     schema: str = GATE_SCHEMA
     extra: dict[str, Any] = extra_field()
     nested = {"baseline": Side.from_dict, "candidate": Side.from_dict,
               "checks": lambda checks: tuple(Check.from_dict(c) for c in checks),
               "regressions": lambda fs: tuple(Finding.from_dict(f) for f in fs),
               "improvements": lambda fs: tuple(Finding.from_dict(f) for f in fs),
-              "notes": tuple, "thresholds": dict}
+              "note_facts": lambda ns: tuple(Note.from_dict(n) for n in ns),
+              "thresholds": dict}
+    said = {"notes": "thresholds"}
+
+    @property
+    def notes(self) -> list[str]:
+        """What limits the comparison (different nsys versions, processes matched by rank, a
+        new pattern), said from :attr:`note_facts` by the registered words
+        (:mod:`nsysscope.render.notes`)."""
+        return notes_said(self, self.note_facts)
 
     @property
     def exit_code(self) -> int:
@@ -150,4 +164,4 @@ class GateResult(Record):
         """Read a gate result back (``gate --format json``); :class:`NewerSchema` when a newer
         nsysscope wrote it."""
         check_schema(d, GATE_SCHEMA, "gate result")
-        return super().from_dict({k: v for k, v in d.items() if k != "exit_code"})
+        return super().from_dict(written_notes({k: v for k, v in d.items() if k != "exit_code"}))

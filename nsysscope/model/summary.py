@@ -28,7 +28,7 @@ from typing import Any
 from . import registry
 from .checks import check_counts, check_rate
 from .classes import LaunchClass, with_new_classes
-from .facts import Note, Verdict, written_notes
+from .facts import Note, Verdict, notes_said, written_notes
 from .headline import Headline
 from .schema import (
     Record,
@@ -318,8 +318,7 @@ class Summary(Record):
     gpu_busy_capture: float | None = None  # GPU busy, idle included (None before 1.8)
     graphs: list[GraphExec] = field(default_factory=list)  # per graph exec (bucket), >= 2
     #: what limits the analysis, as values: each note's code and values (:attr:`notes` says
-    #: them); a summary from before 1.9 has only its sentences, read as notes of code
-    #: ``written``
+    #: them); a summary from before 1.9 has only sentences, read as notes of code ``written``
     note_facts: list[Note] = field(default_factory=list)
     verdict_facts: Verdict | None = None  # ``verdict`` as values (None before 1.10)
     schema: str = SCHEMA
@@ -345,9 +344,7 @@ class Summary(Record):
     def notes(self) -> list[str]:
         """What limits the analysis (no Python samples, an older export, lost data), said
         from :attr:`note_facts` by the registered words (:mod:`nsysscope.render.notes`)."""
-        written = self.written("notes")  # a file's, for a code this version does not know
-        return registry.words().notes(self.note_facts,
-                                      written if isinstance(written, list) else None)
+        return notes_said(self, self.note_facts)
 
     def __call__(self) -> Summary:
         """``t.summary()`` from when an OpenTrace's summary was a method: the summary itself,

@@ -1,4 +1,5 @@
-"""Every note a result can carry, said: one row per code (:class:`~nsysscope.model.Note`).
+"""Every note a result can carry, said: one row per code (:class:`~nsysscope.model.Note`); the
+gate's rows are in :mod:`.gate_notes`.
 
 The analysis, the trace readers and the gate emit a note as a code and its values; this table
 is where each is worded. A new note is one row here and the line that emits it; a code this
@@ -14,6 +15,7 @@ from typing import Any
 from ..model import WRITTEN, Note
 from ..trace.python_samples import STACKS_HINT
 from ..util.units import us
+from .gate_notes import GATE_NOTES
 
 Values = Mapping[str, Any]
 
@@ -167,6 +169,8 @@ NOTES: dict[str, Callable[[Values], str]] = {
         "gaps their stalls left, and a replay may run longer back to back (on another "
         "machine's H200 captures 9-12 % longer: the low end; on this repository's, no longer: "
         "the high end); a trace with stalls every few steps measures it"),
+    # the gate's (render/gate_notes.py)
+    **GATE_NOTES,
 }
 
 

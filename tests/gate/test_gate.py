@@ -457,7 +457,7 @@ def test_json_output_round_trips(sample_path):
     r = gate(sample_path("healthy"), sample_path("case1"), "--format", "json")
     assert r.exit_code == 1
     d = json.loads(r.stdout)
-    assert d["schema"] == "nsysscope.gate/1.1" and d["passed"] is False and d["exit_code"] == 1
+    assert d["schema"] == "nsysscope.gate/1.2" and d["passed"] is False and d["exit_code"] == 1
     back = GateResult.from_dict(d)
     assert json.loads(back.to_json()) == d and back == GateResult.from_dict(d)
     assert back.regressions[0].sites[0].phase == "sample"
@@ -701,7 +701,7 @@ def test_a_gate_result_is_not_a_gate_side(summary_file, tmp_path):
     r = gate(out, summary_file("case1"))
     assert r.exit_code == 2 and r.stderr.strip() == (
         f"nsysscope: error: {out}: not an nsysscope summary, but another result of "
-        "nsysscope's (schema nsysscope.gate/1.1)")
+        "nsysscope's (schema nsysscope.gate/1.2)")
 
 
 @pytest.mark.parametrize("args,line", [

@@ -100,9 +100,9 @@ def test_a_newer_major_version_is_refused_in_one_clear_error():
 
 def test_gate_result_checks_its_schema_and_keeps_unknown_keys():
     side = Side("a", "a", "2025.3", ("NVIDIA H200",), 10, 4, 4, "ok")
-    r = GateResult(True, "PASS", side, side, (), (), (), ())
+    r = GateResult(True, "PASS", side, side, (), (), ())
     d = r.to_dict()
-    assert d["exit_code"] == 0 and d["schema"] == "nsysscope.gate/1.1"
+    assert d["exit_code"] == 0 and d["schema"] == "nsysscope.gate/1.2"
     d["future"] = 1
     back = GateResult.from_dict(d)
     assert back == r and back.to_dict() == d

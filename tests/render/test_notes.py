@@ -1,7 +1,9 @@
-"""The notes' table (nsysscope/render/notes.py): each code said from its values as the
-analysis said it before the sentences moved to render/ (issue 54, item 6: every sentence below
-was made by the code of 2d760b3 from the same inputs), a summary's notes kept as values in its
-JSON, and the sentences of older or newer summaries shown as they were written."""
+"""The notes' table (nsysscope/render/notes.py, the gate's rows in render/gate_notes.py): each
+code said from its values as the analysis or the gate said it before the sentences moved to
+render/ (issue 54, item 6: every sentence below was made by the code of 2d760b3, the gate's by
+that of a76878f, from the same inputs: real sample pairs, or real summaries edited where no
+pair meets the case), a result's notes kept as values in its JSON, and the sentences of older
+or newer results shown as they were written."""
 
 from __future__ import annotations
 
@@ -10,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from nsysscope.model import WRITTEN, Note, Summary
+from nsysscope.model import WRITTEN, GateResult, Note, Summary
 from nsysscope.render.json_ import render as summary_json
 from nsysscope.render.notes import NOTES, note_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: [code, values, the sentence the analysis wrote for those values before], as
-#: tests/render/notes_said.json holds them (made by the code of 2d760b3)
+#: [code, values, the sentence the analysis or the gate wrote for those values before], as
+#: tests/render/notes_said.json holds them
 SAID = [tuple(row) for row in json.loads(
     (Path(__file__).with_name("notes_said.json")).read_text(encoding="utf-8"))]
 
@@ -70,3 +72,19 @@ def test_a_newer_summarys_unknown_note_is_shown_as_written(analysed):
 def test_a_note_whose_sentence_is_lost_shows_its_values():
     assert note_text(Note("a_note_from_the_future", {"n": 3})) == \
         "a_note_from_the_future: {'n': 3}"
+
+
+def test_a_gate_results_notes_are_values_and_an_older_ones_sentences(analysed):
+    """A gate result (TP=2: processes matched by rank, a rank that now waits for its peer)
+    keeps its notes as values in its JSON and says them; the same result as nsysscope.gate/1.1
+    wrote it (sentences only) reads its notes as written."""
+    from nsysscope.gate import compare
+
+    r = compare(analysed("tp2_healthy").summary, analysed("tp2_case1_rank0").summary)
+    d = json.loads(r.to_json())
+    assert [n["code"] for n in d["note_facts"]] == ["processes_matched", "waits_for_peer_now"]
+    assert d["notes"] == r.notes and r.notes[0].startswith("processes matched by rank: ")
+    assert GateResult.from_dict(d).notes == r.notes
+    older = {k: v for k, v in d.items() if k != "note_facts"}
+    back = GateResult.from_dict({**older, "schema": "nsysscope.gate/1.1"})
+    assert {n.code for n in back.note_facts} == {WRITTEN} and back.notes == r.notes

@@ -33,7 +33,7 @@ def empty_gate() -> GateResult:
     side = Side("empty.json", "empty.sqlite", "?", (), 0, 0, 0, "no launches")
     return GateResult(passed=True, verdict="PASS: no overlap regression (0 checks)",
                       baseline=side, candidate=side, checks=(), regressions=(),
-                      improvements=(), notes=())
+                      improvements=())
 
 
 EMPTY = {"report": empty_summary, "gate": empty_gate,
