@@ -12,15 +12,14 @@ names the costlier, with its share of the GPU's time and its projected gain
 (:mod:`.projection`; for launch-bound gaps an upper bound, a host that keeps ahead of the
 GPU), and says plainly when that gain is too small to chase first (:data:`NOT_WORTH_BELOW`).
 Where nothing is worth naming on a trace whose overlap holds, the headline is the verdict.
+The line is worded in ``render/headline.py`` from these values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..model import CAUSES, Headline, LaunchClass, Summary, counted_steps
-from ..model.sites import NO_NVTX, NO_PHASE
-from ..util.units import gain, pct
+from ..model import Headline, LaunchClass, Summary, registry
 
 #: a projected gain below 2 % (or, where no gain is projected, a cause costing less than 2 % of
 #: the GPU's time) is "not worth chasing first": that much separates healthy captures of one
@@ -63,16 +62,15 @@ def headline(s: Summary, late: LateCost, gpu_span_us: float | None) -> Headline:
     added)."""
     cause = _costliest(s, late)
     if cause is None:
-        return Headline(text=s.verdict, klass=None, where=None, launches=0, lost_us=0.0,
-                        idle_frac=None, speedup=None, launches_per_s_if_fixed=None,
-                        worth_chasing=False)
-    idle = round(cause.lost_us / gpu_span_us, 4) if gpu_span_us else None
-    worth = _worth(cause.speedup, idle)
-    text = s.verdict if s.overlap_ok and not worth else \
-        headline_sentence(s, cause, idle, worth)
-    return Headline(text=text, klass=cause.klass, where=cause.where, launches=cause.launches,
-                    lost_us=round(cause.lost_us, 1), idle_frac=idle, speedup=cause.speedup,
-                    launches_per_s_if_fixed=cause.rate_if_fixed, worth_chasing=worth)
+        h = Headline(text="", klass=None, where=None, launches=0, lost_us=0.0, idle_frac=None,
+                     speedup=None, launches_per_s_if_fixed=None, worth_chasing=False)
+    else:
+        idle = round(cause.lost_us / gpu_span_us, 4) if gpu_span_us else None
+        h = Headline(text="", klass=cause.klass, where=cause.where, launches=cause.launches,
+                     lost_us=round(cause.lost_us, 1), idle_frac=idle, speedup=cause.speedup,
+                     launches_per_s_if_fixed=cause.rate_if_fixed,
+                     worth_chasing=_worth(cause.speedup, idle))
+    return replace(h, text=registry.words().headline(h, s))  # worded in render/headline.py
 
 
 def _costliest(s: Summary, late: LateCost) -> _Cause | None:
@@ -91,38 +89,3 @@ def _worth(speedup: float | None, idle_frac: float | None) -> bool:
     if speedup is not None:
         return speedup - 1 >= NOT_WORTH_BELOW
     return idle_frac is not None and idle_frac >= NOT_WORTH_BELOW
-
-
-def headline_sentence(s: Summary, cause: _Cause, idle_frac: float | None, worth: bool) -> str:
-    """``OVERLAP BROKEN: a GPU→CPU readback at phase 'sample' costs 37.8% of the GPU's time;
-    fixing it -> ~1.58x launches/s (191.9 -> ~302.5)``, and ``: not worth chasing first``
-    after a gain below :data:`NOT_WORTH_BELOW`."""
-    late = cause.klass == LaunchClass.LAUNCH_BOUND
-    if late:
-        lead, what = "LAUNCH-BOUND", CAUSES[cause.klass]
-    else:
-        lead = s.verdict.partition(": ")[0] if not s.overlap_ok else "overlap mostly holds"
-        what = CAUSES.get(cause.klass, cause.klass) + _at(cause.where)
-    gpus = "the GPU's time" if len(s.processes) <= 1 else \
-        f"the {len(s.processes)} processes' GPU time"
-    costs = f" costs {pct(idle_frac)} of {gpus}" if idle_frac is not None else \
-        " costs GPU time"
-    if late:
-        b = counted_steps(s)
-        n = f"{b.launch_bound}/{b.steady} steady steps" if b else \
-            f"{cause.launches}/{s.steady_launches} steady launches"
-        costs += f" ({n} came after the GPU went idle)"
-    if cause.speedup is not None:
-        fix = "a host that keeps ahead -> up to " if late else "fixing it -> "
-        rate = s.rate_if(cause.speedup, cause.rate_if_fixed)
-        costs += f"; {fix}{gain(s.rate, cause.speedup, rate)}"
-    return f"{lead}: {what}{costs}" + ("" if worth else ": not worth chasing first")
-
-
-def _at(where: str | None) -> str:
-    """`` at sampler.py:58 (phase 'sample')``: the site's most specific place, the rest in
-    brackets; nothing without NVTX ranges or a line."""
-    if not where or where in (NO_NVTX, NO_PHASE):
-        return ""
-    first, _, rest = where.partition(", ")
-    return f" at {first}" + (f" ({rest})" if rest else "")

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from .facts import Note, Verdict
     from .gate import Check, SiteChange
+    from .headline import Headline
     from .summary import ProcessSummary, Summary
 
 
@@ -140,6 +141,10 @@ class Words(Protocol):
 
     def verdict(self, verdict: Verdict, of: Summary | ProcessSummary) -> str:
         """The verdict line of ``of`` (a summary, or one of its processes), said."""
+        ...
+
+    def headline(self, headline: Headline, of: Summary) -> str:
+        """The headline of ``of`` (its ``text`` not yet made), said."""
         ...
 
     def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:

@@ -4,15 +4,16 @@ writes them) says what :mod:`.notes` words, and the analysis and the gate write 
 and the findings' messages as :mod:`.verdict` and :mod:`.findings` word them.
 
 Each kind of sentence is worded in one module: the notes in :mod:`.notes`, the verdict in
-:mod:`.verdict`, the gate's findings in :mod:`.findings`.
+:mod:`.verdict`, the headline in :mod:`.headline`, the gate's findings in :mod:`.findings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Check, Note, ProcessSummary, SiteChange, Summary, Verdict, registry
+from ..model import Check, Headline, Note, ProcessSummary, SiteChange, Summary, Verdict, registry
 from .findings import finding_message
+from .headline import headline_text
 from .notes import notes_text
 from .verdict import verdict_text
 
@@ -25,6 +26,9 @@ class Words:
 
     def verdict(self, verdict: Verdict, of: Summary | ProcessSummary) -> str:
         return verdict_text(verdict, of)
+
+    def headline(self, headline: Headline, of: Summary) -> str:
+        return headline_text(headline, of)
 
     def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:
         return finding_message(check, sites, regression)
