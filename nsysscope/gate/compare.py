@@ -22,7 +22,7 @@ from ..model import (
     registry,
 )
 from .checks import check_comparable, run_checks
-from .findings import finding, latent_notes, new_latent, verdict
+from .findings import finding, latent_notes, new_latent
 from .serving import serving_notes
 from .sides import summary_of
 from .thresholds import GateThresholds, load_thresholds, source_note
@@ -80,8 +80,8 @@ def compare(baseline: Any, candidate: Any,
     regressions = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == FAIL)
     improvements = tuple(finding(c, *sides[c.name], t) for c in checks if c.status == IMPROVED)
     passed = not regressions
-    return GateResult(passed=passed, verdict=verdict(passed, checks, regressions, improvements,
-                                                      len(latent)),
+    line = registry.words().gate_verdict(passed, checks, regressions, improvements, len(latent))
+    return GateResult(passed=passed, verdict=line,
                       baseline=_side(base, baseline_label), candidate=_side(cand, candidate_label),
                       checks=tuple(checks), regressions=regressions, improvements=improvements,
                       note_facts=tuple(notes), thresholds=t.to_dict(), new_patterns=len(latent))

@@ -1,8 +1,8 @@
-"""What the failing (or improved) checks mean: the sites that changed, the fix, the verdict.
+"""What the failing (or improved) checks mean: the sites that changed, the fix.
 
-A finding's message is worded in ``render/findings.py`` (through the registered words), and
-how a list shows the findings (numbered, with what an earlier one showed) is the renderers'
-(:func:`nsysscope.render.gate_parts.arrange`).
+The verdict line and a finding's message are worded in ``render/findings.py`` (through the
+registered words), and how a list shows the findings (numbered, with what an earlier one
+showed) is the renderers' (:func:`nsysscope.render.gate_parts.arrange`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from ..model import (
     FAIL,
     FIXES,
-    NA,
     Check,
     Finding,
     LatentSite,
@@ -22,7 +21,6 @@ from ..model import (
     Summary,
     registry,
 )
-from ..util.units import us
 from .thresholds import GateThresholds
 
 
@@ -90,35 +88,6 @@ def finding(c: Check, base: Summary, cand: Summary, t: GateThresholds) -> Findin
     return Finding(check=c.name, kind="regression" if regression else "improvement",
                    message=registry.words().finding(c, sites, regression), sites=tuple(sites),
                    fix=fix)
-
-
-def verdict(passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],
-            improvements: Sequence[Finding], new_latent: int = 0) -> str:
-    """The one line that says what the gate decided (``new_latent``: how many patterns not
-    yet costing overlap the candidate added, :func:`new_latent`)."""
-    tested = sum(c.status != NA for c in checks)
-    by_name = {c.name: c for c in checks}
-    latent = (f"; {new_latent} new pattern{'s' if new_latent > 1 else ''} not yet costing "
-              "overlap (notes)") if new_latent else ""
-    if passed:
-        line = f"PASS: no overlap regression ({tested} checks)"
-        if improvements:
-            line += "; improved: " + "; ".join(_short(by_name[f.check], f) for f in improvements)
-        return line + latent
-    return (f"REGRESSION: {len(regressions)} of {tested} checks fail: "
-            + "; ".join(_short(by_name[f.check], f) for f in regressions)) + latent
-
-
-def _short(c: Check, f: Finding) -> str:
-    """One clause of the verdict line."""
-    if c.metric.startswith("stalls."):
-        where = f" at {f.sites[0].where}" if f.sites else ""
-        return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%{where}"
-    if c.unit == "%":
-        return f"{c.label} {c.baseline:.1f}% -> {c.candidate:.1f}%"
-    if c.unit == "us":
-        return f"{c.label} {us(c.baseline)} -> {us(c.candidate)} ({c.change_pct:+.0f}%)"
-    return f"{c.label} {c.baseline:.1f}{c.unit} -> {c.candidate:.1f}{c.unit} ({c.change_pct:+.1f}%)"
 
 
 def new_latent(base: Summary, cand: Summary) -> list[LatentSite]:

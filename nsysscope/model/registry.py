@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .facts import Note, Verdict
-    from .gate import Check, SiteChange
+    from .gate import Check, Finding, SiteChange
     from .headline import Headline
     from .summary import ProcessSummary, Summary
 
@@ -149,6 +149,12 @@ class Words(Protocol):
 
     def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:
         """A gate finding's message: ``check``'s change, and where its biggest site is."""
+        ...
+
+    def gate_verdict(self, passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],
+                     improvements: Sequence[Finding], new_latent: int = 0) -> str:
+        """The gate's verdict line (``new_latent``: the new patterns not yet costing
+        overlap)."""
         ...
 
 

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Check, Headline, Note, ProcessSummary, SiteChange, Summary, Verdict, registry
-from .findings import finding_message
+from ..model import (
+    Check,
+    Finding,
+    Headline,
+    Note,
+    ProcessSummary,
+    SiteChange,
+    Summary,
+    Verdict,
+    registry,
+)
+from .findings import finding_message, gate_verdict
 from .headline import headline_text
 from .notes import notes_text
 from .verdict import verdict_text
@@ -32,6 +42,10 @@ class Words:
 
     def finding(self, check: Check, sites: Sequence[SiteChange], regression: bool) -> str:
         return finding_message(check, sites, regression)
+
+    def gate_verdict(self, passed: bool, checks: Sequence[Check], regressions: Sequence[Finding],
+                     improvements: Sequence[Finding], new_latent: int = 0) -> str:
+        return gate_verdict(passed, checks, regressions, improvements, new_latent)
 
     def __reduce__(self) -> str:
         """Pickled as this module's :data:`WORDS` (a worker process imports this module, which
