@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,25 @@ def _cache_dir(tmp_path_factory):
     """Decompressed samples go to one session folder, not the user's cache."""
     os.environ["NSYSSCOPE_CACHE"] = str(tmp_path_factory.mktemp("nsysscope-cache"))
     yield
+
+
+#: Ctrl-C as the session began: Python's handler, or ignored where pytest was started in the
+#: background (a shell's `cmd &` ignores SIGINT)
+_CTRL_C = signal.getsignal(signal.SIGINT)
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_the_session_has_it():
+    """Every test ends with Ctrl-C as the session began with it, and not blocked: a test that
+    leaves a handler or a block behind fails, as a later test's Ctrl-C would then be lost and
+    that test hang (a notebook kernel that failed to start left asyncio's no-op handler)."""
+    yield
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    signal.signal(signal.SIGINT, _CTRL_C)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if handler != _CTRL_C or blocked:
+        pytest.fail(f"the test left Ctrl-C handled by {handler!r} (blocked: {blocked})")
 
 
 @pytest.fixture(scope="session")

@@ -314,3 +314,18 @@ def test_no_file_gives_a_traceback_or_no_cuda_data_where_it_holds_cuda_events(tm
             holds = any(kineto_counts(path)[:2])
         if holds:
             assert not re.search(r"no CUDA data", r.stderr), (name, r.stderr)
+
+
+@pytest.mark.parametrize("name,base", [("hta_inference_rank_1.json.gz", False),
+                                       ("hta_nccl_data.json.gz", True)])
+def test_a_torch_profiler_trace_says_its_rank_and_its_wall_clock(name, base):
+    """Public HTA traces of two eras: epoch microseconds (rank 1) and microseconds from
+    ``baseTimeNanoseconds`` (rank 0): each names its ``distributedInfo`` rank, and its time
+    zero is a wall-clock time inside the trace's own span."""
+    path = need(name)
+    d = json.loads(gzip.decompress(path.read_bytes()))
+    ts = [float(e["ts"]) for e in d["traceEvents"] if isinstance(e.get("ts"), (int, float))]
+    zero = d.get("baseTimeNanoseconds", 0) if base else 0
+    meta = load(path).meta
+    assert meta.rank == d["distributedInfo"]["rank"]
+    assert zero + min(ts) * 1000 - 1000 <= meta.session_start_ns <= zero + max(ts) * 1000

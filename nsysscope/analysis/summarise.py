@@ -138,7 +138,9 @@ def _if_all_fixed(rows: RowStore, rates: dict[int, float], groups: list[set[int]
     stalled = [p for p, r in fixed.launches_per_s.items() if r > rates.get(p, 0.0)]
     if all(p in measured for p in stalled):
         return IfFixed(fixed.total_launches_per_s, fixed.speedup)
-    low = project(rows, rates, rows.frame(["stall"])["stall"].to_numpy(dtype=bool), groups,
+    stalled_rows = np.concatenate([np.zeros(0, dtype=bool), *(
+        c["stall"].to_numpy(dtype=bool) for c in rows.chunks(["stall"]))])
+    low = project(rows, rates, stalled_rows, groups,
                   {p: measured.get(p, SLOWER_BACK_TO_BACK) for p in rates})
     if low.withheld or low.speedup is None or low.speedup >= fixed.speedup:
         return IfFixed(fixed.total_launches_per_s, fixed.speedup)

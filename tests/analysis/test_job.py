@@ -228,22 +228,3 @@ def test_torch_profiler_files_are_put_on_one_axis_by_their_base_time(tmp_path):
                                         ).output)["processes"][0]
     for p in s["processes"]:
         assert (p["classes"], p["window_us"]) == (one["classes"], one["window_us"])
-
-
-@pytest.mark.parametrize("name,base", [("hta_inference_rank_1.json.gz", False),
-                                       ("hta_nccl_data.json.gz", True)])
-def test_a_torch_profiler_trace_says_its_rank_and_its_wall_clock(name, base):
-    """Public HTA traces of two eras: epoch microseconds (rank 1) and microseconds from
-    ``baseTimeNanoseconds`` (rank 0): each names its ``distributedInfo`` rank, and its time
-    zero is a wall-clock time inside the trace's own span."""
-    import gzip
-    import json
-
-    from nsysscope.trace import load
-    path = Path(__file__).resolve().parents[1] / "data" / "external" / name
-    d = json.loads(gzip.decompress(path.read_bytes()))
-    ts = [float(e["ts"]) for e in d["traceEvents"] if isinstance(e.get("ts"), (int, float))]
-    zero = d.get("baseTimeNanoseconds", 0) if base else 0
-    meta = load(path).meta
-    assert meta.rank == d["distributedInfo"]["rank"]
-    assert zero + min(ts) * 1000 - 1000 <= meta.session_start_ns <= zero + max(ts) * 1000

@@ -326,7 +326,7 @@ def test_scrub_never_touches_src(raw_like, tmp_path):
     assert sha256(raw_like) == before and raw_like.stat().st_mtime_ns == mtime
     # no temp files left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "raw.sqlite"]
-    with pytest.raises(ScrubError, match="in_place"):
+    with pytest.raises(ScrubError, match="--in-place"):
         scrub(raw_like, raw_like)
     assert sha256(raw_like) == before
 

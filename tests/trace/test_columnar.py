@@ -181,9 +181,15 @@ def test_ctrl_c_during_a_read_in_parts_stops_every_part(case1_copy):
         # Ctrl-C: SIGINT, which the kernel hands to the main thread
         main = threading.main_thread().ident
         threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()
+        # a Ctrl-C lost ends the test as a failure (ReadStopped), not as a hang
+        guard = threading.Timer(30, reader.stop)
+        guard.start()
         t0 = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            reader.read(sql, "i")
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                reader.read(sql, "i")
+        finally:
+            guard.cancel()
         assert time.monotonic() - t0 < 5
     # the pool is free again: a read after the interrupt runs
     with Schema(connect_readonly(case1_copy), case1_copy) as s:

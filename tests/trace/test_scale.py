@@ -161,7 +161,7 @@ def test_duckdb_and_sqlite3_read_the_same_tables(replica, monkeypatch):
 def test_loader_columns_and_dtypes(analysed):
     t = analysed("case1").trace
     assert list(t.graph_work.columns) == ["proc", "corr_id", "gpu_start_ns", "gpu_end_ns",
-                                         "stream", "device", "n_ops"]
+                                         "stream", "device", "n_ops", "graph_exec"]
     assert (t.graph_work.dtypes == "int64").all()
     assert list(t.gpu_ops.columns) == ["start_ns", "end_ns", "stream", "device", "corr_id",
                                       "proc", "kind", "copy_kind", "src_kind", "dst_kind",
