@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..model import CAUSES, Headline, LaunchClass, Summary, counted_steps
 from ..model.sites import NO_NVTX, NO_PHASE
 from ..util.units import gain, pct
+from .report_parts import fix_gain
 
 
 def headline_text(h: Headline, s: Summary) -> str:
@@ -33,8 +34,9 @@ def headline_text(h: Headline, s: Summary) -> str:
         costs += f" ({n} came after the GPU went idle)"
     if h.speedup is not None:
         fix = "a host that keeps ahead -> up to " if late else "fixing it -> "
-        rate = s.rate_if(h.speedup, h.launches_per_s_if_fixed)
-        costs += f"; {fix}{gain(s.rate, h.speedup, rate)}"
+        costs += f"; {fix}" + (
+            gain(s.rate, h.speedup, s.rate_if(h.speedup, h.launches_per_s_if_fixed)) if late
+            else fix_gain(s, h.speedup, h.launches_per_s_if_fixed))
     return f"{lead}: {what}{costs}" + ("" if h.worth_chasing else ": not worth chasing first")
 
 

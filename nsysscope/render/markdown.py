@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import StallSite
-from ..util.units import gain, plural, us
+from ..util.units import plural, us
 from .base import as_summary, cell, md_code, md_text, pipes
 from .report_parts import (
     GRAPH_COLUMNS,
@@ -14,6 +14,7 @@ from .report_parts import (
     SOURCE_ROOT_HINT,
     chain,
     concentration,
+    fix_gain,
     graph_rows,
     graphs_heading,
     header,
@@ -67,8 +68,7 @@ def render(result: Any) -> str:
                 "| # | class | launches | GPU idle | if fixed | where | API chain | fix |",
                 "|---|---|---|---|---|---|---|---|"]
         for i, site in enumerate(stalls, 1):
-            fixed = gain(s.rate, site.speedup_if_fixed,
-                         s.rate_if(site.speedup_if_fixed, site.launches_per_s_if_fixed)) \
+            fixed = fix_gain(s, site.speedup_if_fixed, site.launches_per_s_if_fixed) \
                 if site.speedup_if_fixed else "-"
             out.append(f"| {i} | {md_code(site.klass)} | {site.count} | {us(site.lost_us)} | "
                        f"{fixed} | {_where(site)} | "

@@ -116,6 +116,18 @@ def servers(s: Summary) -> str:
         (", the groups added" if len(grouped) > 1 else "")
 
 
+def fix_gain(s: Summary, speedup: float | None, launches_per_s: float | None = None,
+             rates: bool = True) -> str:
+    """A stall site's projected gain (its ``speedup_if_fixed``), ``up to`` where the gain of
+    fixing every stall is a range (:func:`if_fixed`): a site's figure is then its high end,
+    as the trace cannot tell how much longer its replays run back to back."""
+    ranged = s.if_fixed is not None and s.if_fixed.speedup_low is not None
+    if not rates:
+        return gain(None, speedup, up_to=ranged)
+    return gain(s.rate, speedup, s.rate_if(speedup, launches_per_s) if speedup else None,
+                up_to=ranged)
+
+
 def if_fixed(s: Summary) -> str:
     """``~1.39-1.58x launches/s (191.9 -> ~267.4-302.5)``, or why there is no figure."""
     f = s.if_fixed

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import StallSite, Summary
 from ..util.text import DEFAULT_WIDTH, wrap
-from ..util.units import gain, plural, us
+from ..util.units import plural, us
 from .base import as_summary
 from .report_parts import (
     GRAPH_COLUMNS,
@@ -19,6 +19,7 @@ from .report_parts import (
     SOURCE_ROOT_HINT,
     chain,
     concentration,
+    fix_gain,
     graph_rows,
     graphs_heading,
     header,
@@ -63,8 +64,8 @@ def _site_lines(i: int, site: StallSite, width: int, s: Summary) -> list[str]:
     out = wrap(f"{site.klass}: {plural(site.count, 'launch', 'launches')}, "
                f"{us(site.lost_us)} GPU idle -- {site.where}", width, f" #{i} ", "     ")
     if site.speedup_if_fixed:
-        rate = s.rate_if(site.speedup_if_fixed, site.launches_per_s_if_fixed)
-        out += wrap(f"fixing it -> {gain(s.rate, site.speedup_if_fixed, rate)}", width,
+        fixed = fix_gain(s, site.speedup_if_fixed, site.launches_per_s_if_fixed)
+        out += wrap(f"fixing it -> {fixed}", width,
                     "     gain:  ",
                     " " * 12)
     if site.source:

@@ -59,14 +59,16 @@ def axis_us(v: float) -> str:
     return f"{v:g} µs"
 
 
-def gain(rate: float | None, speedup: float | None, projected: float | None = None) -> str:
+def gain(rate: float | None, speedup: float | None, projected: float | None = None,
+         up_to: bool = False) -> str:
     """``~1.58x launches/s (191.9 -> ~302.5)``: the projected gain of a fix, from the measured
-    launch rate, the speed-up, and the projected rate where it is known."""
+    launch rate, the speed-up, and the projected rate where it is known; ``up to ~1.58x ...``
+    where that is the high end of a range."""
     if not speedup:
         return "n/a"
     projected = projected or (rate * speedup if rate else None)
     now = f" ({rate:.1f} -> ~{projected:.1f})" if rate and projected else ""
-    return f"~{speedup:.2f}x launches/s{now}"
+    return f"{'up to ' if up_to else ''}~{speedup:.2f}x launches/s{now}"
 
 
 def pct(frac: float | None) -> str:

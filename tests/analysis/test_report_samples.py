@@ -36,7 +36,7 @@ def test_a_launch_bound_threshold_below_every_gap_says_so_in_the_verdict(sample_
     s = analyze(load(sample_path("healthy")), AnalysisConfig(launch_bound_gap_us=5)).summary
     assert s.overlap_ok and s.classes["launch_bound"] == s.steady_launches == 293
     assert s.verdict == ("overlap healthy: GPU busy 98.9%; 293/293 launches (GPU idle p50 "
-                         "30.6 us between replays) came after the GPU idled over 5 us")
+                         "30.6 us between replays) came after the GPU idled over 5.0 us")
     assert s.processes[0].verdict == s.verdict.replace("overlap ", "")
 
 

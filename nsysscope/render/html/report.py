@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ...model import StallSite, Summary
-from ...util.units import gain, us
+from ...util.units import us
 from ..base import as_summary
 from ..palette import class_color
 from ..report_parts import (
@@ -16,6 +16,7 @@ from ..report_parts import (
     SOURCE_ROOT_HINT,
     chain,
     first_of,
+    fix_gain,
     header,
     headline,
     latent_line,
@@ -55,7 +56,7 @@ def _processes_table(s: Summary) -> str:
             f"<table><tr>{head}</tr>{rows}</table>")
 
 
-def _site_card(i: int, site: StallSite) -> str:
+def _site_card(i: int, site: StallSite, s: Summary) -> str:
     head = (f"<h3>#{i} {chip(site.klass)} {site.count} launch{'es' if site.count != 1 else ''}, "
             f"{escape(us(site.lost_us))} GPU idle")
     if site.share:
@@ -63,7 +64,7 @@ def _site_card(i: int, site: StallSite) -> str:
     head += f" &mdash; {escape(site.where)}</h3>"
     rows = []
     if site.speedup_if_fixed:
-        rows.append(("if fixed", escape(gain(None, site.speedup_if_fixed))))
+        rows.append(("if fixed", escape(fix_gain(s, site.speedup_if_fixed, rates=False))))
     if site.source:
         src = site.source
         text = f" <code>{escape(src.text.strip())}</code>" if src.text else \
@@ -88,7 +89,7 @@ def _sites(s: Summary) -> str:
     if not s.sites:
         return '<p class="note">No stall sites and no launch-bound gaps in the steady state.</p>'
     more = [x for x in (unlisted(s, late=False), unlisted(s, late=True)) if x]
-    return "".join(_site_card(i, site) for i, site in enumerate(s.sites, 1)) + "".join(
+    return "".join(_site_card(i, site, s) for i, site in enumerate(s.sites, 1)) + "".join(
         f'<p class="note">({escape(x)})</p>' for x in more)
 
 
