@@ -52,7 +52,7 @@ def _results(name: str) -> dict:
                                   "results_2026-12-06_light1e5_74ef5e3.json",
                                   "results_2026-12-06_tp_1e5_495b47a.json",
                                   "results_2026-12-06_16cores_tp2_i58.json",
-                                  "results_2026-12-06_issue58_35be8d7.json",
+                                  "results_2026-12-06_issue58_c4caaf0.json",
                                   "results_2026-12-02_87eeac6.json",
                                   "results_2026-12-02_sample_87eeac6.json",
                                   "results_2026-12-02_090ff44.json",

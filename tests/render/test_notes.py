@@ -1,7 +1,7 @@
 """The notes' table (nsysscope/render/notes.py, the gate's rows in render/gate_notes.py): each
 code said from its values as the analysis or the gate said it before the sentences moved to
-render/ (issue 54, item 6: every sentence below was made by the code of 2d760b3, the gate's by
-that of a76878f, from the same inputs: real sample pairs, or real summaries edited where no
+render/ (issue 54, item 6: every sentence below was made by the code of 4f3716f, the gate's by
+that of 67a5ea7, from the same inputs: real sample pairs, or real summaries edited where no
 pair meets the case), a result's notes kept as values in its JSON, and the sentences of older
 or newer results shown as they were written."""
 
