@@ -38,13 +38,12 @@ from .gate import (
 from .headline import Headline
 from .registry import Renderer
 from .serving import GraphExec, IdlePeriods, Startup
-from .sites import Percentiles, SourceLine, StallSite
+from .sites import LatentSite, Percentiles, SourceLine, StallSite
 from .summary import (
     SCHEMA,
     Bursts,
     Distributions,
     IfFixed,
-    LatentSite,
     ProcessSummary,
     Summary,
     TraceInfo,

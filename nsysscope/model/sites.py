@@ -1,6 +1,7 @@
 """Where stalls are and how long things took: a stall site (:class:`StallSite`, with the
-Python line behind it, :class:`SourceLine`) and the percentiles every per-launch time is
-summarised by (:class:`Percentiles`)."""
+Python line behind it, :class:`SourceLine`), a pattern that will stall next
+(:class:`LatentSite`), and the percentiles every per-launch time is summarised by
+(:class:`Percentiles`)."""
 
 from __future__ import annotations
 
@@ -112,3 +113,29 @@ class StallSite(Record):
         if self.op:
             parts.append(self.op)
         return ", ".join(parts) or (NO_PHASE if self.nvtx_path else NO_NVTX)
+
+
+@dataclass(frozen=True)
+class LatentSite(Record):
+    """A pattern on the hot path that is not (yet) costing overlap: a pageable upload
+    (``cpu_to_gpu``) or a synchronous readback (``gpu_to_cpu``) in steps that stalled
+    elsewhere first, or in an engine whose host is the bottleneck anyway. Fix the current stall
+    and this one is next."""
+
+    kind: str  # the LaunchClass it would cause
+    calls: int
+    steps: int  # steady steps with at least one such call
+    steady_steps: int
+    phase: str | None
+    op: str | None
+    api_chain: str
+    mean_call_us: float  # host time of the call itself
+    pid: int | None = None
+    extra: dict[str, Any] = extra_field()
+
+    @property
+    def where(self) -> str:
+        parts = [f"phase '{self.phase}'"] if self.phase else []
+        if self.op:
+            parts.append(self.op)
+        return ", ".join(parts) or NO_NVTX

@@ -41,7 +41,7 @@ from .schema import (
     to_plain,
 )
 from .serving import GraphExec, IdlePeriods, Startup
-from .sites import NO_NVTX, Percentiles, StallSite
+from .sites import LatentSite, Percentiles, StallSite
 
 #: bump the major version when a field changes meaning (readers refuse a newer major), the
 #: minor version when fields are added
@@ -132,32 +132,6 @@ class Distributions(Record):
         unknown = next((k for k in self.klass if k not in _CLASS_NAMES), None)
         if unknown is not None:
             raise ValueError(f"'klass' holds {shown(unknown)}, not a launch class")
-
-
-@dataclass(frozen=True)
-class LatentSite(Record):
-    """A pattern on the hot path that is not (yet) costing overlap: a pageable upload
-    (``cpu_to_gpu``) or a synchronous readback (``gpu_to_cpu``) in steps that stalled
-    elsewhere first, or in an engine whose host is the bottleneck anyway. Fix the current stall
-    and this one is next."""
-
-    kind: str  # the LaunchClass it would cause
-    calls: int
-    steps: int  # steady steps with at least one such call
-    steady_steps: int
-    phase: str | None
-    op: str | None
-    api_chain: str
-    mean_call_us: float  # host time of the call itself
-    pid: int | None = None
-    extra: dict[str, Any] = extra_field()
-
-    @property
-    def where(self) -> str:
-        parts = [f"phase '{self.phase}'"] if self.phase else []
-        if self.op:
-            parts.append(self.op)
-        return ", ".join(parts) or NO_NVTX
 
 
 @dataclass(frozen=True)
