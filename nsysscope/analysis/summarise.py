@@ -43,7 +43,7 @@ from .config import AnalysisConfig
 from .headline import LateCost, headline
 from .nvtx import step_ranges
 from .processes import groups_of, process_table, servers_rate, totals
-from .projection import Projection, project, project_each
+from .projection import Projection, project_each
 from .serving import graph_summaries, idle_summary, startup_summary
 from .sites import SiteTable
 from .source_lines import missing_text_note
@@ -138,10 +138,8 @@ def _if_all_fixed(rows: RowStore, rates: dict[int, float], groups: list[set[int]
     stalled = [p for p, r in fixed.launches_per_s.items() if r > rates.get(p, 0.0)]
     if all(p in measured for p in stalled):
         return IfFixed(fixed.total_launches_per_s, fixed.speedup)
-    stalled_rows = np.concatenate([np.zeros(0, dtype=bool), *(
-        c["stall"].to_numpy(dtype=bool) for c in rows.chunks(["stall"]))])
-    low = project(rows, rates, stalled_rows, groups,
-                  {p: measured.get(p, SLOWER_BACK_TO_BACK) for p in rates})
+    low, = project_each(rows, rates, groups, lambda part: [part["stall"].to_numpy(dtype=bool)],
+                        1, {p: measured.get(p, SLOWER_BACK_TO_BACK) for p in rates})
     if low.withheld or low.speedup is None or low.speedup >= fixed.speedup:
         return IfFixed(fixed.total_launches_per_s, fixed.speedup)
     return IfFixed(fixed.total_launches_per_s, fixed.speedup, None,
